@@ -1,0 +1,55 @@
+"""opsmith: one declaration turns a GPU kernel into a first-class PyTorch operator.
+
+    import opsmith as ok
+    ok.cuda_kernel_op("myns::relu", ok.KernelSpec(kernel_source=SRC, kernel_name="my_relu",
+        inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", shape=ok.SameAs("x"))],
+        extras=[ok.Numel("x")], geometry=ok.Elementwise(block=(256,))))
+    torch.ops.myns.relu(x)
+
+Importing opsmith registers nothing and touches no GPU.
+"""
+
+from ._version import __version__
+from .api import cuda_kernel_op, ptx_op
+from .errors import CacheError, CompileError, InputError, LaunchError, OpsmithError, RegistrationError, SpecError
+from .record import KernelRecord
+from .registration import Op
+from .spec import (
+    Custom,
+    DimSize,
+    Elementwise,
+    InputDecl,
+    KernelSpec,
+    Numel,
+    OutputDecl,
+    ReduceDims,
+    Reduction,
+    SameAs,
+    ScalarInput,
+)
+
+__all__ = [
+    "CacheError",
+    "CompileError",
+    "Custom",
+    "DimSize",
+    "Elementwise",
+    "InputDecl",
+    "InputError",
+    "KernelRecord",
+    "KernelSpec",
+    "LaunchError",
+    "Numel",
+    "Op",
+    "OpsmithError",
+    "OutputDecl",
+    "ReduceDims",
+    "Reduction",
+    "RegistrationError",
+    "SameAs",
+    "ScalarInput",
+    "SpecError",
+    "__version__",
+    "cuda_kernel_op",
+    "ptx_op",
+]

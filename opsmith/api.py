@@ -1,0 +1,74 @@
+"""The entry points: ``cuda_kernel_op`` (CUDA C++ source) and ``ptx_op`` (pre-compiled PTX or cubin).
+
+Both are thin: they wrap the kernel in its flavor's source object and call the one registration path,
+``registration.register_kernel_op``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from .errors import SpecError
+from .flavors.cuda_cpp import CudaSource
+from .flavors.ptx import PrecompiledSource
+from .registration import Op, register_kernel_op
+from .spec import DimSize, Geometry, InputDecl, KernelSpec, Numel, OutputDecl, ScalarInput
+
+__all__ = ["cuda_kernel_op", "ptx_op"]
+
+
+def cuda_kernel_op(
+    op_name: str,
+    spec: KernelSpec,
+    *,
+    meta_fn: Callable | None = None,
+    eager_fn: Callable | None = None,
+    schema: str | None = None,
+    supports_dynamic_shapes: bool = True,
+) -> Op:
+    """Register a CUDA C++ kernel, compiled with NVRTC, as the PyTorch op ``op_name`` ("ns::name").
+
+    Declarative: a full ``KernelSpec`` derives the schema, the fake implementation and the eager launch.
+    Override rules (checked at registration):
+      * ``meta_fn`` given: ``spec.outputs`` may be omitted (``meta_fn`` is the fake implementation).
+      * ``eager_fn`` given: ``spec.geometry`` may be omitted (``eager_fn`` is the CUDA implementation; it
+        launches with ``op.kernel.launch_args(grid, block, args)``).
+      * ``schema`` given: used as is; else derived from inputs/outputs, else inferred from ``meta_fn``'s
+        type hints.
+    ``supports_dynamic_shapes`` is accepted for compatibility with the seed API; derived fake
+    implementations are always symbolic, so dynamic shapes always work.
+
+    Returns the ``Op``; calling it calls ``torch.ops.<ns>.<name>``. Raises ``SpecError`` (a ValueError)
+    for declaration mistakes and ``CompileError`` (a ValueError) with the NVRTC log when the source fails.
+    """
+    if not isinstance(spec, KernelSpec):
+        raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
+    source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
+                        include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override)  # fmt: skip
+    return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
+                              geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema)  # fmt: skip
+
+
+def ptx_op(
+    op_name: str,
+    ptx: bytes | str,
+    kernel_name: str,
+    meta_fn: Callable | None = None,
+    eager_fn: Callable | None = None,
+    *,
+    inputs: Sequence[InputDecl | ScalarInput] | None = None,
+    outputs: Sequence[OutputDecl] | None = None,
+    extras: Sequence[Numel | DimSize] = (),
+    geometry: Geometry | None = None,
+    schema: str | None = None,
+    supports_dynamic_shapes: bool = True,
+) -> Op:
+    """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
+
+    Takes the same declaration as ``cuda_kernel_op`` minus the source, or the override functions. PTX
+    does not say what a pointer points at, so every ``InputDecl`` of a declarative ``ptx_op`` needs
+    ``dtype=``; by-value parameter sizes are checked against the PTX entry.
+    """
+    source = PrecompiledSource(op_name, ptx, kernel_name)
+    return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
+                              meta_fn=meta_fn, eager_fn=eager_fn, schema=schema)  # fmt: skip

@@ -1,0 +1,240 @@
+"""The example ops: one of each kind the API supports, with inputs and a PyTorch reference.
+
+The demo, the GPU tests, opcheck and the benchmarks all use these. ``register_all(ns)`` registers them
+under namespace ``ns`` (each test module uses its own), returning ``{name: Example}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+
+import torch
+
+from . import (
+    DimSize,
+    Elementwise,
+    InputDecl,
+    KernelSpec,
+    Numel,
+    Op,
+    OutputDecl,
+    ReduceDims,
+    Reduction,
+    SameAs,
+    ScalarInput,
+    cuda_kernel_op,
+    ptx_op,
+)
+
+__all__ = ["Example", "register_all"]
+
+RELU = r"""
+extern "C" __global__ void my_relu(const float* x, int n, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+"""
+
+# Multi-input, two by-value float scalars, a 64-bit element count, one template per dtype.
+AXPBY = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+template <typename T>
+__global__ void axpby(const T* x, const T* y, float a, float b, long long n, T* out) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = T(a * static_cast<float>(x[i]) + b * static_cast<float>(y[i]));
+}
+"""
+
+# One block per row; rows = numel / N. Shared-memory tree reduction in float.
+ROW_REDUCE = r"""
+#define FLT_MAX 3.402823466e+38f  // NVRTC has no <cfloat>
+extern "C" __global__ void __launch_bounds__(256) row_sum(const float* x, int n, float* out) {
+    __shared__ float buf[256];
+    const float* row = x + (long long)blockIdx.x * n;
+    float acc = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) acc += row[j];
+    buf[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = buf[0];
+}
+
+extern "C" __global__ void __launch_bounds__(256) row_minmax(const float* x, int n, float* mn, float* mx) {
+    __shared__ float lo[256], hi[256];
+    const float* row = x + (long long)blockIdx.x * n;
+    float a = FLT_MAX, b = -FLT_MAX;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) { a = fminf(a, row[j]); b = fmaxf(b, row[j]); }
+    lo[threadIdx.x] = a; hi[threadIdx.x] = b;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            lo[threadIdx.x] = fminf(lo[threadIdx.x], lo[threadIdx.x + s]);
+            hi[threadIdx.x] = fmaxf(hi[threadIdx.x], hi[threadIdx.x + s]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) { mn[blockIdx.x] = lo[0]; mx[blockIdx.x] = hi[0]; }
+}
+
+extern "C" __global__ void __launch_bounds__(256) softmax_rows(const float* x, int n, float* y) {
+    __shared__ float buf[256];
+    const float* row = x + (long long)blockIdx.x * n;
+    float* out = y + (long long)blockIdx.x * n;
+    float m = -FLT_MAX;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, row[j]);
+    buf[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] = fmaxf(buf[threadIdx.x], buf[threadIdx.x + s]);
+        __syncthreads();
+    }
+    m = buf[0];
+    __syncthreads();
+    float acc = 0.f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) acc += __expf(row[j] - m);
+    buf[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+        __syncthreads();
+    }
+    float inv = 1.f / buf[0];
+    for (int j = threadIdx.x; j < n; j += blockDim.x) out[j] = __expf(row[j] - m) * inv;
+}
+"""
+
+# layout="nd": block (32, 8) tiles (cols, rows); leading (batch) axes fold into grid z.
+BIAS2D = r"""
+extern "C" __global__ void add_bias_2d(const float* x, const float* bias, int rows, int cols, float* y) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    int r = blockIdx.y * blockDim.y + threadIdx.y;
+    if (r < rows && c < cols) {
+        long long i = ((long long)blockIdx.z * rows + r) * cols + c;
+        y[i] = x[i] + bias[c];
+    }
+}
+"""
+
+# Shape-changing (output twice as long): the override path with meta_fn + eager_fn.
+REPEAT2 = r"""
+extern "C" __global__ void repeat2(const float* x, int n, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { y[i] = x[i]; y[i + n] = x[i]; }
+}
+"""
+
+
+@dataclass
+class Example:
+    """A registered example op with how to feed it and what it should return."""
+
+    op: Op
+    samples: Callable[[torch.device, torch.dtype], list[tuple]]
+    reference: Callable[..., object]
+    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
+    tol: dict = field(default_factory=dict)
+
+
+def _rand(*shape: int, device, dtype, noncontig: bool = False) -> torch.Tensor:
+    if noncontig and len(shape) >= 2:
+        return torch.randn(*shape[:-2], shape[-1], shape[-2], device=device).to(dtype).transpose(-1, -2)
+    return torch.randn(*shape, device=device).to(dtype)
+
+
+def _elementwise_samples(device, dtype) -> list[tuple]:
+    return [(_rand(1000, device=device, dtype=dtype),), (_rand(3, 257, device=device, dtype=dtype),),
+            (_rand(33, 65, device=device, dtype=dtype, noncontig=True),), (_rand(0, 5, device=device, dtype=dtype),)]  # fmt: skip
+
+
+def _row_samples(device, dtype) -> list[tuple]:
+    return [(_rand(7, 1000, device=device, dtype=dtype),), (_rand(2, 3, 100, device=device, dtype=dtype),),
+            (_rand(40, 33, device=device, dtype=dtype, noncontig=True),), (_rand(0, 16, device=device, dtype=dtype),)]  # fmt: skip
+
+
+def register_all(ns: str) -> dict[str, Example]:
+    ex: dict[str, Example] = {}
+    ex["relu"] = Example(
+        cuda_kernel_op(f"{ns}::relu", KernelSpec(
+            kernel_source=RELU, kernel_name="my_relu", inputs=[InputDecl("x")],
+            outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[Numel("x")],
+            geometry=Elementwise(block=(256,), layout="flat"))),
+        _elementwise_samples, torch.relu)  # fmt: skip
+
+    for dt, cname in ((torch.float32, "float"), (torch.float16, "__half"), (torch.bfloat16, "__nv_bfloat16")):
+        tag = str(dt).removeprefix("torch.")
+        op = cuda_kernel_op(f"{ns}::axpby_{tag}", KernelSpec(
+            kernel_source=AXPBY, kernel_name=f"axpby<{cname}>",
+            inputs=[InputDecl("x"), InputDecl("y"), ScalarInput("a", float), ScalarInput("b", float)],
+            outputs=[OutputDecl("out", shape=SameAs("x"))], extras=[Numel("x", dtype="int64")],
+            geometry=Elementwise(block=(256,))))  # fmt: skip
+
+        def samples(device, dtype, _dt=dt):
+            return [(*pair, 0.75, -1.5) for pair in
+                    [(_rand(4096, device=device, dtype=_dt), _rand(4096, device=device, dtype=_dt)),
+                     (_rand(17, 31, device=device, dtype=_dt, noncontig=True), _rand(17, 31, device=device, dtype=_dt)),
+                     (_rand(0, 3, device=device, dtype=_dt), _rand(0, 3, device=device, dtype=_dt))]]  # fmt: skip
+
+        ex[f"axpby_{tag}"] = Example(op, samples, lambda x, y, a, b: (a * x.float() + b * y.float()).to(x.dtype), (dt,))
+
+    ex["row_sum"] = Example(
+        cuda_kernel_op(f"{ns}::row_sum", KernelSpec(
+            kernel_source=ROW_REDUCE, kernel_name="row_sum", inputs=[InputDecl("x")],
+            outputs=[OutputDecl("out", shape=ReduceDims("x", dims=(-1,)))], extras=[DimSize("x", -1)],
+            geometry=Reduction(reduce_dims=(-1,), block_size=256))),
+        _row_samples, lambda x: x.sum(-1), tol={"atol": 1e-4, "rtol": 1e-4})  # fmt: skip
+
+    ex["row_minmax"] = Example(
+        cuda_kernel_op(f"{ns}::row_minmax", KernelSpec(
+            kernel_source=ROW_REDUCE, kernel_name="row_minmax", inputs=[InputDecl("x")],
+            outputs=[OutputDecl("mn", shape=ReduceDims("x", dims=(-1,), keepdim=True)),
+                     OutputDecl("mx", shape=ReduceDims("x", dims=(-1,), keepdim=True))],
+            extras=[DimSize("x", -1)], geometry=Reduction(reduce_dims=(-1,), block_size=256))),
+        _row_samples, lambda x: (x.amin(-1, keepdim=True), x.amax(-1, keepdim=True)))  # fmt: skip
+
+    ex["softmax"] = Example(
+        cuda_kernel_op(f"{ns}::softmax", KernelSpec(
+            kernel_source=ROW_REDUCE, kernel_name="softmax_rows", inputs=[InputDecl("x")],
+            outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[DimSize("x", -1)],
+            geometry=Reduction(reduce_dims=(-1,), block_size=256))),
+        _row_samples, lambda x: torch.softmax(x, -1), tol={"atol": 1e-6, "rtol": 1e-4})  # fmt: skip
+
+    def bias_samples(device, dtype):
+        return [(_rand(3, 50, 70, device=device, dtype=dtype), _rand(70, device=device, dtype=dtype)),
+                (_rand(37, 129, device=device, dtype=dtype, noncontig=True), _rand(129, device=device, dtype=dtype)),
+                (_rand(2, 0, 9, device=device, dtype=dtype), _rand(9, device=device, dtype=dtype))]  # fmt: skip
+
+    ex["add_bias_2d"] = Example(
+        cuda_kernel_op(f"{ns}::add_bias_2d", KernelSpec(
+            kernel_source=BIAS2D, kernel_name="add_bias_2d", inputs=[InputDecl("x"), InputDecl("bias", ndim=1)],
+            outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[DimSize("x", -2), DimSize("x", -1)],
+            geometry=Elementwise(block=(32, 8), layout="nd"))),
+        bias_samples, lambda x, b: x + b)  # fmt: skip
+
+    def repeat2_meta(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(2 * x.numel())
+
+    def repeat2_eager(x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = x.new_empty(2 * x.numel())
+        n = x.numel()
+        if n:
+            repeat2.kernel.launch_args(grid=((n + 255) // 256,), block=(256,), args=(x, n, y))
+        return y
+
+    repeat2 = cuda_kernel_op(f"{ns}::repeat2", KernelSpec(kernel_source=REPEAT2, kernel_name="repeat2",
+                             inputs=[InputDecl("x")]), meta_fn=repeat2_meta, eager_fn=repeat2_eager)  # fmt: skip
+    ex["repeat2"] = Example(repeat2, _elementwise_samples, lambda x: x.reshape(-1).repeat(2))
+
+    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
+    ex["scale_ptx"] = Example(
+        ptx_op(f"{ns}::scale_ptx", ptx, "scale_f32",
+               inputs=[InputDecl("x", dtype=torch.float32), ScalarInput("alpha", float)],
+               outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[Numel("x")], geometry=Elementwise(block=(128,))),
+        lambda d, t: [(*s, 2.5) for s in _elementwise_samples(d, t)], lambda x, a: a * x)  # fmt: skip
+    return ex

@@ -1,0 +1,65 @@
+"""Every environment variable opsmith reads, declared once with its type, default and meaning.
+
+Values are read when used, never at import, so tests and users can change them at run time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+__all__ = ["CACHE_DIR", "DEFAULT_ARCH", "DISABLE_DISK_CACHE", "Knob", "all_knobs", "cache_dir"]
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class Knob(Generic[T]):
+    name: str
+    default: T
+    doc: str
+
+    def get(self) -> T:
+        raw = os.environ.get(self.name)
+        if raw is None:
+            return self.default
+        if isinstance(self.default, bool):
+            low = raw.strip().lower()
+            if low in _TRUE:
+                return True  # type: ignore[return-value]
+            if low in _FALSE:
+                return False  # type: ignore[return-value]
+            raise ValueError(f"{self.name}={raw!r} is not a boolean. Fix: set it to 1 or 0.")
+        return type(self.default)(raw) if self.default is not None else raw  # type: ignore[return-value]
+
+
+CACHE_DIR: Knob[str | None] = Knob(
+    "OPSMITH_CACHE_DIR", None, "Directory of the on-disk compile cache. Default: $XDG_CACHE_HOME/opsmith."
+)
+DISABLE_DISK_CACHE: Knob[bool] = Knob(
+    "OPSMITH_DISABLE_DISK_CACHE", False, "1 = never read or write the on-disk compile cache."
+)
+DEFAULT_ARCH: Knob[str] = Knob(
+    "OPSMITH_DEFAULT_ARCH",
+    "sm_90",
+    "Architecture compiled for at registration when no GPU is visible (the CPU-only path).",
+)
+
+
+def all_knobs() -> list[Knob]:
+    return [CACHE_DIR, DISABLE_DISK_CACHE, DEFAULT_ARCH]
+
+
+def cache_dir() -> Path:
+    """The compile cache root: $OPSMITH_CACHE_DIR, else $XDG_CACHE_HOME/opsmith, else ~/.cache/opsmith."""
+    explicit = CACHE_DIR.get()
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".cache"
+    return base / "opsmith"

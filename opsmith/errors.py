@@ -1,0 +1,64 @@
+"""Error classes. Every message is a full sentence that names the op or field and says the fix.
+
+Registration-time mistakes subclass ``ValueError`` (the seed API promises ``ValueError`` there); call-time
+input mistakes also subclass ``ValueError`` / ``TypeError`` so generic handlers keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CacheError",
+    "CompileError",
+    "InputError",
+    "LaunchError",
+    "OpsmithError",
+    "RegistrationError",
+    "SpecError",
+]
+
+
+class OpsmithError(Exception):
+    """Base class of every error opsmith raises on purpose."""
+
+
+class SpecError(OpsmithError, ValueError):
+    """A ``KernelSpec`` or registration argument is wrong. Raised at registration, before any launch."""
+
+    def __init__(self, op_name: str, field: str, problem: str, fix: str) -> None:
+        self.op_name, self.field, self.problem, self.fix = op_name, field, problem, fix
+        super().__init__(f"{op_name}: {field}: {problem} Fix: {fix}")
+
+
+class RegistrationError(SpecError):
+    """The op name is already registered with a different declaration."""
+
+
+class CompileError(OpsmithError, ValueError):
+    """The kernel did not compile. Carries the compiler's log and the offending source lines."""
+
+    def __init__(self, op_name: str, kernel_name: str, log: str, excerpt: str) -> None:
+        self.op_name, self.kernel_name, self.log, self.excerpt = op_name, kernel_name, log, excerpt
+        msg = f"{op_name}: kernel '{kernel_name}' failed to compile.\n--- compiler log ---\n{log.rstrip()}"
+        if excerpt:
+            msg += f"\n--- source ---\n{excerpt.rstrip()}"
+        msg += "\nFix the source at the lines shown, then register again."
+        super().__init__(msg)
+
+
+class InputError(OpsmithError, ValueError):
+    """A call got a tensor or scalar the op's declaration does not allow. Raised before any launch."""
+
+    def __init__(self, op_name: str, arg: str, expected: str, got: str, fix: str = "") -> None:
+        self.op_name, self.arg, self.expected, self.got = op_name, arg, expected, got
+        msg = f"{op_name}: argument '{arg}': expected {expected}, got {got}."
+        if fix:
+            msg += f" {fix}"
+        super().__init__(msg)
+
+
+class LaunchError(OpsmithError, RuntimeError):
+    """The CUDA driver refused to load or launch a kernel."""
+
+
+class CacheError(OpsmithError, RuntimeError):
+    """The compile cache directory is unsafe to use (wrong owner, permissions or a symlink)."""

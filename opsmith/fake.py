@@ -1,0 +1,65 @@
+"""The fake (meta) implementation derived from output shape relations: shapes and dtypes only.
+
+It also applies the dtype and rank rules, so a wrong input fails while torch.compile or torch.export
+traces, not only when the kernel would launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .errors import InputError
+from .record import KernelRecord, TensorArg, dtype_from_name
+
+__all__ = ["make_fake", "out_shape"]
+
+
+def out_shape(op_name: str, rel: dict, src: torch.Tensor, src_name: str) -> Sequence:
+    """Shape of an output with relation ``rel`` to input ``src`` (works on symbolic shapes too)."""
+    shape = list(src.shape)
+    if "same_as" in rel:
+        return shape
+    nd = len(shape)
+    dims = set()
+    for d in rel["dims"]:
+        if not -nd <= d < nd:
+            raise InputError(
+                op_name, src_name, f"a tensor with axis {d} to reduce", f"{nd} dims (shape {tuple(shape)})"
+            )
+        dims.add(d % nd)
+    if rel["keepdim"]:
+        return [1 if k in dims else s for k, s in enumerate(shape)]
+    return [s for k, s in enumerate(shape) if k not in dims]
+
+
+def check_tensor(op_name: str, arg: TensorArg, t: torch.Tensor, dtype: torch.dtype | None) -> None:
+    if dtype is not None and t.dtype != dtype:
+        raise InputError(op_name, arg.name, f"dtype {dtype}", f"{t.dtype}", f"Fix: pass {arg.name}.to({dtype}).")
+    if arg.ndim is not None and t.dim() != arg.ndim:
+        raise InputError(op_name, arg.name, f"{arg.ndim} dims", f"{t.dim()} dims (shape {tuple(t.shape)})")
+    if t.dim() < arg.min_ndim:
+        raise InputError(op_name, arg.name, f"at least {arg.min_ndim} dims (the launch geometry or a reduced "
+                         "axis needs them)", f"{t.dim()} dims (shape {tuple(t.shape)})")  # fmt: skip
+
+
+def make_fake(record: KernelRecord) -> Callable:
+    op = record.op_name
+    positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
+    targs = record.tensor_inputs
+    dtypes = [dtype_from_name(a.dtype) for a in targs]
+    outs = [(o, dtype_from_name(o.dtype)) for o in record.outputs]
+
+    def fake(*args):
+        tensors = [args[k] for k in positions]
+        for a, t, dt in zip(targs, tensors, dtypes, strict=True):
+            check_tensor(op, a, t, dt)
+        results = []
+        for o, dt in outs:
+            k = o.shape.get("same_as", o.shape.get("reduce"))
+            shape = out_shape(op, o.shape, tensors[k], targs[k].name)
+            results.append(tensors[k].new_empty(shape, dtype=dt or tensors[o.dtype_from].dtype))
+        return results[0] if len(results) == 1 else tuple(results)
+
+    return fake

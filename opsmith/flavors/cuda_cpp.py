@@ -1,0 +1,181 @@
+"""The CUDA C++ flavor: NVRTC through cuda.core, to a cubin for the device's exact architecture.
+
+Compiles are cached on disk (``cache.py``) under a key of the source, the contents of every header it
+includes that can be found (``#include "..."`` in include_paths and the toolkit's own headers), the
+options, the architecture and the NVRTC version. A cold compile of a small kernel costs 20-50 ms of NVRTC
+time; a disk hit costs a file read and a checksum.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import time
+from pathlib import Path
+
+from ..cache import compile_cache, make_key
+from ..errors import CompileError, SpecError
+from ..signature import CParam, cubin_symbols, parse_cuda_signature
+from .base import Binary
+
+__all__ = ["CudaSource", "nvrtc_version", "toolkit_include_dir"]
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+_LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error|warning)", re.M)
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    return int(major), int(minor)
+
+
+@functools.cache
+def toolkit_include_dir() -> str | None:
+    """The CUDA headers NVRTC needs for cuda_fp16.h and friends (a toolkit or the nvidia-cuda-runtime
+    wheel), found by cuda.pathfinder; None when neither is installed."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        return find_nvidia_header_directory("cudart")
+    except Exception:  # pathfinder missing or no headers: kernels without includes still compile
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_digest(path: str, mtime_ns: int, size: int) -> tuple[str, str]:
+    data = Path(path).read_bytes()
+    return hashlib.sha256(data).hexdigest(), data.decode("utf-8", "replace")
+
+
+def header_digests(source: str, user_dirs: list[str], toolkit: str | None) -> dict[str, str]:
+    """What identifies every header reachable from ``source``: the sha256 of the user's headers (found
+    next to the including file or in ``user_dirs``, followed recursively), and the size and mtime of
+    toolkit headers (they change only with the toolkit; reading cuda_fp16.h's 16 files costs ~8 ms)."""
+    seen: dict[str, str] = {}
+    todo: list[tuple[str, str | None]] = [(source, None)]
+    while todo:
+        text, here = todo.pop()
+        for name in _INCLUDE.findall(text):
+            for d in ([here] if here else []) + user_dirs + ([toolkit] if toolkit else []):
+                p = os.path.join(d, name)
+                if p in seen or not os.path.isfile(p):
+                    continue
+                st = os.stat(p)
+                if d == toolkit:
+                    seen[p] = f"toolkit:{st.st_size}:{st.st_mtime_ns}"
+                else:
+                    digest, body = _file_digest(p, st.st_mtime_ns, st.st_size)
+                    seen[p] = digest
+                    todo.append((body, os.path.dirname(p)))
+                break
+    return seen
+
+
+def source_excerpt(source: str, log: str, context: int = 2) -> str:
+    """The source lines the compiler log points at, numbered, with a marker on each offending line."""
+    lines = source.splitlines()
+    bad = sorted({int(m.group("line")) for m in _LOG_LINE.finditer(log) if m.group("kind") != "warning"})
+    shown: list[str] = []
+    last = 0
+    for n in bad:
+        lo, hi = max(1, n - context), min(len(lines), n + context)
+        if shown and lo > last + 1:
+            shown.append("   ...")
+        for k in range(max(lo, last + 1), hi + 1):
+            shown.append(f"{'>>' if k == n else '  '} {k:4d} | {lines[k - 1]}")
+        last = hi
+    return "\n".join(shown)
+
+
+class CudaSource:
+    """A CUDA C++ kernel compiled with NVRTC. ``kernel_name`` may be a template instantiation."""
+
+    pointers_typed = True
+
+    def __init__(self, op_name: str, source: str, kernel_name: str, *, std: str = "c++17",
+                 include_paths: list[str] | None = None, defines: dict[str, str | int] | None = None,
+                 arch_override: str | None = None) -> None:  # fmt: skip
+        if not isinstance(source, str) or not source.strip():
+            raise SpecError(op_name, "kernel_source", "the source is empty.", "pass the CUDA C++ source text.")
+        if not isinstance(kernel_name, str) or not kernel_name.strip():
+            raise SpecError(op_name, "kernel_name", "no kernel name given.", "name the __global__ function.")
+        for p in include_paths or []:
+            if not os.path.isdir(p):
+                raise SpecError(op_name, "include_paths", f"{p!r} is not a directory.", "pass existing directories.")
+        if arch_override is not None and not re.fullmatch(r"sm_\d+[af]?", arch_override):
+            raise SpecError(op_name, "arch_override", f"{arch_override!r} is not an architecture.",
+                            "use e.g. 'sm_90' or 'sm_90a'.")  # fmt: skip
+        self.op_name, self.source, self.kernel_name = op_name, source, kernel_name.strip()
+        self.std, self.include_paths = std, [os.path.abspath(p) for p in include_paths or []]
+        self.defines = {str(k): str(v) for k, v in (defines or {}).items()}
+        self.arch_override = arch_override
+        self._templated = "<" in self.kernel_name
+
+    def signature(self) -> list[CParam] | None:
+        return parse_cuda_signature(self.source, self.kernel_name)
+
+    def fingerprint(self) -> str:
+        return make_key({"flavor": "cuda", "source": self.source, "kernel": self.kernel_name, "std": self.std,
+                         "include": self.include_paths, "defines": self.defines, "arch": self.arch_override})  # fmt: skip
+
+    def _options(self, arch: str):
+        from cuda.core import ProgramOptions
+
+        toolkit = toolkit_include_dir()
+        return ProgramOptions(
+            name=self.op_name.replace("::", "_") + ".cu",
+            arch=arch,
+            std=self.std,
+            include_path=self.include_paths + ([toolkit] if toolkit else []) or None,
+            define_macro=[(k, v) for k, v in self.defines.items()] or None,
+        )
+
+    def build(self, arch: str, target: str = "cubin") -> Binary:
+        arch = self.arch_override or arch
+        toolkit = toolkit_include_dir()
+        key = make_key({
+            "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(),
+            "headers": header_digests(self.source, self.include_paths, toolkit),
+            "kernel": self.kernel_name, "std": self.std, "include": self.include_paths, "toolkit": toolkit,
+            "defines": self.defines, "arch": arch, "target": target, "nvrtc": nvrtc_version(),
+        })  # fmt: skip
+        cache = compile_cache()
+        t0 = time.perf_counter()
+        hit = cache.get(key) if cache else None
+        if hit is not None:
+            meta, data = hit
+            return Binary(data, target, arch, meta["symbol"], True, time.perf_counter() - t0)  # type: ignore[arg-type]
+        data, symbol = self._compile(arch, target)
+        if cache:
+            cache.put(key, {"symbol": symbol, "kernel": self.kernel_name, "arch": arch}, data)
+        return Binary(data, target, arch, symbol, False, time.perf_counter() - t0)  # type: ignore[arg-type]
+
+    def _compile(self, arch: str, target: str) -> tuple[bytes, str]:
+        from cuda.core import Program
+
+        names = (self.kernel_name,) if self._templated else ()
+        try:
+            program = Program(self.source, "c++", self._options(arch))
+            obj = program.compile(target, name_expressions=names)
+        except Exception as e:  # cuda.core raises NVRTCError with the log in its message
+            text = str(e)
+            log = text.split("compilation log:", 1)[1].lstrip("\n") if "compilation log:" in text else text
+            raise CompileError(self.op_name, self.kernel_name, log, source_excerpt(self.source, log)) from None
+        data = bytes(obj.code)
+        symbol = self.kernel_name
+        if self._templated:
+            mapped = obj.symbol_mapping.get(self.kernel_name)
+            symbol = mapped.decode() if isinstance(mapped, bytes) else str(mapped)
+        found = cubin_symbols(data) if target == "cubin" else set(re.findall(r"\.entry\s+([\w$]+)", data.decode()))
+        if symbol not in found:
+            kernels = sorted(found) or ["none"]
+            raise SpecError(self.op_name, "kernel_name", f"'{self.kernel_name}' is not a kernel of the compiled "
+                            f"module (it has: {', '.join(kernels)}).",
+                            "name a __global__ function of the source; use extern \"C\" or a template "
+                            "instantiation like 'k<float>' for C++ names.")  # fmt: skip
+        return data, symbol

@@ -1,0 +1,53 @@
+"""The PTX / cubin flavor: a kernel someone else compiled. No NVRTC; the driver loads it per device.
+
+PTX is compiled by the driver for whatever GPU loads it (its ``.version`` must not be newer than the
+driver supports; we never rewrite it). A cubin runs only on the architecture it was built for. PTX
+parameters give sizes but not what pointers point at, so tensor inputs must declare their dtype.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ..cache import make_key
+from ..errors import SpecError
+from ..signature import CParam, cubin_symbols, parse_ptx_entry
+from .base import Binary
+
+__all__ = ["PrecompiledSource"]
+
+
+class PrecompiledSource:
+    pointers_typed = False
+
+    def __init__(self, op_name: str, image: bytes | str, kernel_name: str) -> None:
+        if isinstance(image, str):
+            image = image.encode()
+        if not isinstance(image, bytes | bytearray) or not image.strip():
+            raise SpecError(op_name, "ptx", "no PTX or cubin was given.", "pass the PTX text or cubin bytes.")
+        self.op_name, self.kernel_name, self.image = op_name, kernel_name, bytes(image).rstrip(b"\0")
+        self.fmt = "cubin" if self.image[:4] == b"\x7fELF" else "ptx"
+        if self.fmt == "cubin":
+            names = cubin_symbols(self.image)
+        else:
+            if b".entry" not in self.image:
+                raise SpecError(op_name, "ptx", "the bytes are neither a cubin (ELF) nor PTX with an .entry.",
+                                "pass PTX text (as produced by nvcc -ptx or Triton) or a cubin.")  # fmt: skip
+            names = set(re.findall(r"\.entry\s+([\w$]+)", self.image.decode("utf-8", "replace")))
+        if kernel_name not in names:
+            raise SpecError(op_name, "kernel_name", f"'{kernel_name}' is not an entry of the {self.fmt} (it has: "
+                            f"{', '.join(sorted(names)) or 'none'}).", "pass the entry's exact (mangled) name.")  # fmt: skip
+
+    def signature(self) -> list[CParam] | None:
+        if self.fmt == "cubin":
+            return None
+        return parse_ptx_entry(self.image.decode("utf-8", "replace"), self.kernel_name)
+
+    def fingerprint(self) -> str:
+        return make_key(
+            {"flavor": self.fmt, "image": hashlib.sha256(self.image).hexdigest(), "kernel": self.kernel_name}
+        )
+
+    def build(self, arch: str) -> Binary:
+        return Binary(self.image, self.fmt, "any", self.kernel_name)  # type: ignore[arg-type]

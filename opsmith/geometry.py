@@ -1,0 +1,97 @@
+"""Launch geometry as data: grid and block as small expressions over tensor shapes.
+
+A declarative geometry (Elementwise, Reduction) is lowered once, at registration, into a ``LaunchPlan``
+whose grid entries are JSON-able expression trees. The same plan is compiled to a Python function here
+and can be printed as C++ by a native backend, so no launch lives only in a Python closure.
+
+Expression forms (``ref`` is ``"i<k>"`` for the k-th tensor input or ``"o<k>"`` for the k-th output):
+    int                      a constant
+    ["numel", ref]           number of elements
+    ["size", ref, axis]      one dimension (negative axis allowed)
+    ["lead", ref, k]         product of all dimensions but the last k (1 for rank <= k)
+    ["prod", ref, [axes]]    product of the listed dimensions
+    ["cdiv", a, b] / ["div", a, b] / ["mul", a, b]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .spec import Custom, Elementwise, Reduction
+
+__all__ = ["LaunchPlan", "lower_geometry", "min_rank", "to_python"]
+
+Expr = Any  # int | list
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    grid: tuple[Expr, Expr, Expr]
+    block: tuple[int, int, int]
+    shared_mem: int = 0
+
+    def to_json(self) -> dict:
+        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+
+    @staticmethod
+    def from_json(d: dict) -> LaunchPlan:
+        return LaunchPlan(tuple(d["grid"]), tuple(d["block"]), d.get("shared_mem", 0))
+
+
+def lower_geometry(geometry: Elementwise | Reduction | Custom) -> LaunchPlan | None:
+    """The plan for a declarative geometry; ``None`` for ``Custom`` (its launch is Python code)."""
+    if isinstance(geometry, Elementwise):
+        b = tuple(geometry.block)
+        if geometry.layout == "flat":
+            return LaunchPlan((["cdiv", ["numel", "o0"], b[0]], 1, 1), (b[0], 1, 1))
+        k = len(b)
+        gx = ["cdiv", ["size", "o0", -1], b[0]]
+        gy = ["cdiv", ["size", "o0", -2], b[1]] if k >= 2 else 1
+        gz: Expr = ["lead", "o0", k]
+        if k == 3:
+            gz = ["mul", ["cdiv", ["size", "o0", -3], b[2]], gz]
+        return LaunchPlan((gx, gy, gz), (*b, *(1,) * (3 - k)))
+    if isinstance(geometry, Reduction):
+        rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
+        return LaunchPlan((rows, 1, 1), (geometry.block_size, 1, 1), geometry.shared_mem)
+    return None
+
+
+def min_rank(geometry: Elementwise | Reduction | Custom) -> tuple[str, int]:
+    """(``"i0"`` or ``"o0"``, the least rank the referenced tensor needs for the plan to make sense)."""
+    if isinstance(geometry, Elementwise) and geometry.layout == "nd":
+        return "o0", len(geometry.block)
+    if isinstance(geometry, Reduction):
+        return "i0", max(d + 1 if d >= 0 else -d for d in geometry.reduce_dims)
+    return "o0", 0
+
+
+def to_python(expr: Expr, names: dict[str, str] | None = None) -> str:
+    """Python source for ``expr``; a ref becomes ``names[ref]`` (default: the ref itself, ``i0``...)."""
+    if isinstance(expr, int):
+        return str(expr)
+    op, *args = expr
+    v = (names or {}).get(args[0], args[0]) if op in ("numel", "size", "lead", "prod") else ""
+    if op == "numel":
+        return f"{v}.numel()"
+    if op == "size":
+        return f"{v}.shape[{args[1]}]"
+    if op == "lead":
+        return f"_prod({v}.shape[:-{args[1]}])"
+    if op == "prod":
+        return "(" + " * ".join(f"{v}.shape[{a}]" for a in args[1]) + ")" if args[1] else "1"
+    a, b = (to_python(x, names) for x in args)
+    if op == "cdiv":
+        return f"(({a} + {b} - 1) // {b})"
+    if op == "div":
+        return f"({a} // {b})"
+    if op == "mul":
+        return f"({a} * {b})"
+    raise ValueError(f"unknown launch expression {expr!r}")
+
+
+def evaluate(expr: Expr, tensors: dict[str, Any]) -> int:
+    """Evaluate ``expr`` against tensors named by ref; the slow reference used by tests and tools."""
+    return int(eval(to_python(expr), {"_prod": math.prod}, dict(tensors)))

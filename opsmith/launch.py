@@ -1,0 +1,191 @@
+"""Loading kernels per device and launching them on the current stream, through cuda.bindings.
+
+Why not ``cuda.core.launch``: it rebuilds its launch config and parameter holder on every call, and a
+``custom_op`` around it measured 27.5 us per call against 10.2 us for ``torch.relu`` (H200 host). Here the
+parameter layout is fixed at registration: a call packs its values into a per-thread buffer with one
+``struct.pack_into`` and calls ``cuLaunchKernel`` with that buffer's pointer array.
+
+Modules are loaded once per device (``cuModuleLoadData`` in that device's primary context): a function
+loaded for one GPU is never launched on another, and a device of another architecture gets its own build.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from collections.abc import Callable, Sequence
+
+import torch
+
+from .errors import LaunchError
+from .flavors.base import Binary
+
+__all__ = ["DeviceKernel", "pack_format"]
+
+# Each parameter sits at the start of its own 8-byte slot (all kernel parameters here are <= 8 bytes).
+_SLOT_FMT = {
+    "ptr": "Q", "u64": "Q", "i64": "q", "f64": "d", "i32": "i4x", "u32": "I4x", "f32": "f4x",
+    "i16": "h6x", "u16": "H6x", "f16": "e6x", "bf16": "H6x", "i8": "b7x", "u8": "B7x", "bool": "?7x",
+}  # fmt: skip
+
+
+_STREAMS: dict[int, object] = {}  # raw stream pointer -> driver.CUstream (a handle; no ownership)
+
+
+def _stream_handle(raw: int):
+    from cuda.bindings import driver
+
+    handle = _STREAMS[raw] = driver.CUstream(raw)
+    return handle
+
+
+# Bound directly (a Python wrapper costs ~0.1 us a call); absent from CPU-only builds, where nothing launches.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
+
+
+def _cuLaunchKernel(*args):
+    """Replaced by cuda.bindings' own function on first use (importing it at module import would load
+    the driver bindings in CPU-only processes)."""
+    global _cuLaunchKernel
+    from cuda.bindings.driver import cuLaunchKernel
+
+    _cuLaunchKernel = cuLaunchKernel
+    return cuLaunchKernel(*args)
+
+
+def pack_format(ctypes_: Sequence[str]) -> str:
+    return "<" + "".join(_SLOT_FMT[c] for c in ctypes_)
+
+
+def bf16_bits(value: float) -> int:
+    """Round-to-nearest-even bf16 bit pattern of a float (struct has no bf16 code)."""
+    (u,) = struct.unpack("<I", struct.pack("<f", value))
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF
+
+
+def _check(result: tuple, what: str, op_name: str) -> tuple:
+    err = result[0]
+    if err:
+        from cuda.bindings import driver
+
+        _, name = driver.cuGetErrorName(err)
+        raise LaunchError(f"{op_name}: {what} failed with {name.decode() if name else err}.")
+    return result[1:]
+
+
+class _Params(threading.local):
+    """Per-thread parameter storage: ``cuLaunchKernel`` releases the GIL, so a shared buffer could be
+    repacked by another thread while the driver copies it."""
+
+    def __init__(self, nslots: int) -> None:
+        self.buf = ctypes.create_string_buffer(8 * max(nslots, 1))
+        base = ctypes.addressof(self.buf)
+        self.ptrs = (ctypes.c_void_p * max(nslots, 1))(*(base + 8 * i for i in range(max(nslots, 1))))
+        self.addr = ctypes.addressof(self.ptrs)
+
+
+class DeviceKernel:
+    """One kernel, loadable on every device. ``build(arch)`` yields its binary for an architecture."""
+
+    def __init__(self, op_name: str, build: Callable[[str], Binary], param_ctypes: Sequence[str],
+                 first: Binary | None = None) -> None:  # fmt: skip
+        self.op_name = op_name
+        self._build = build
+        self._binaries: dict[str, Binary] = {first.arch: first} if first else {}
+        self.param_ctypes = list(param_ctypes)
+        self.fmt = pack_format(self.param_ctypes)
+        self._pack = struct.Struct(self.fmt).pack_into
+        self._params = _Params(len(self.param_ctypes))
+        self._functions: dict[int, object] = {}
+        self._modules: dict[int, object] = {}
+        self._lock = threading.Lock()
+
+    def binary_for(self, arch: str) -> Binary:
+        b = self._binaries.get(arch) or next((b for b in self._binaries.values() if b.arch == "any"), None)
+        if b is None:
+            b = self._build(arch)
+            self._binaries[arch] = b
+        return b
+
+    def function(self, device: int):
+        """The CUfunction of this kernel in ``device``'s primary context (loaded on first use)."""
+        fn = self._functions.get(device)
+        if fn is None:
+            with self._lock:  # eight threads making the first call load the module once
+                fn = self._functions.get(device)
+                if fn is None:
+                    fn = self._load(device)
+        return fn
+
+    def _load(self, device: int):
+        from cuda.bindings import driver
+
+        if torch.cuda.is_current_stream_capturing():
+            raise LaunchError(f"{self.op_name}: first use on cuda:{device} happened during CUDA graph capture, "
+                              "where modules cannot be loaded. Fix: run the op once before capturing "
+                              "(the usual warm-up).")  # fmt: skip
+        major, minor = torch.cuda.get_device_capability(device)
+        binary = self.binary_for(f"sm_{major}{minor}")
+        image = binary.data + (b"\0" if binary.fmt == "ptx" else b"")
+        with torch.cuda.device(device):
+            torch.cuda.init()
+            (module,) = _check(driver.cuModuleLoadData(image), f"loading the {binary.fmt} on cuda:{device}",
+                               self.op_name)  # fmt: skip
+            (fn,) = _check(driver.cuModuleGetFunction(module, binary.symbol.encode()),
+                           f"finding '{binary.symbol}' on cuda:{device}", self.op_name)  # fmt: skip
+        self._modules[device] = module
+        self._functions[device] = fn
+        return fn
+
+    def launch(self, device: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared_mem: int,
+               *values) -> None:  # fmt: skip
+        """Launch on ``device``'s current stream; ``values`` in calling-convention order (pointers as ints).
+
+        The hot path: flat positional arguments, a pre-bound packer and cached stream handles (measured on
+        an H200 host: 7.8 us per call with tuples and per-call ``CUstream`` objects, the driver call alone
+        ~5 us)."""
+        fn = self._functions.get(device)
+        if fn is None:
+            fn = self.function(device)
+        p = self._params
+        self._pack(p.buf, 0, *values)
+        raw = _raw_stream(device)
+        stream = _STREAMS.get(raw)
+        if stream is None:
+            stream = _stream_handle(raw)
+        if device == _current_device():
+            (err,) = _cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, p.addr, 0)
+        else:
+            with torch.cuda.device(device):
+                (err,) = _cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, p.addr, 0)
+        if err:
+            _check((err,), f"launching grid=({gx}, {gy}, {gz}) block=({bx}, {by}, {bz}) shared_mem={shared_mem} "
+                   f"on cuda:{device}", self.op_name)  # fmt: skip
+
+    def launch_args(self, grid: Sequence[int], block: Sequence[int], args: Sequence, shared_mem: int = 0,
+                    device: int | None = None) -> None:  # fmt: skip
+        """Launch with Python values for a hand-written ``eager_fn``: tensors become pointers, the rest is
+        packed by the kernel's parameter types. Grid and block may have 1 to 3 entries."""
+        if len(args) != len(self.param_ctypes):
+            raise LaunchError(f"{self.op_name}: the kernel takes {len(self.param_ctypes)} arguments, "
+                              f"{len(args)} were given. Fix: pass them in the kernel's parameter order.")  # fmt: skip
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if device is None:
+            if not tensors:
+                raise LaunchError(f"{self.op_name}: no tensor argument to take the device from. Fix: pass device=.")
+            device = tensors[0].device.index
+        values = []
+        for a, c in zip(args, self.param_ctypes, strict=True):
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cuda" or a.device.index != device:
+                    raise LaunchError(f"{self.op_name}: tensor argument on {a.device}, launch on cuda:{device}. "
+                                      "Fix: move every tensor to one GPU.")  # fmt: skip
+                a = a.data_ptr()
+            elif c == "bf16":
+                a = bf16_bits(float(a))
+            values.append(a)
+        g = (*grid, 1, 1)[:3]
+        b = (*block, 1, 1)[:3]
+        self.launch(device, *g, *b, shared_mem, *values)

@@ -1,0 +1,125 @@
+"""The kernel record: everything a launch needs, as plain data.
+
+What compiling produces (binary, symbol, argument layout, launch geometry as shape expressions, scalar and
+extra arguments, output shape relations) is one ``KernelRecord``. It round-trips through JSON, so a later
+backend can generate a C++ op library from it; the Python eager path (``eager.py``) is generated from the
+same record. Only ``Custom`` geometries and user ``eager_fn`` overrides live outside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+import torch
+
+from .geometry import LaunchPlan
+
+__all__ = ["ExtraArg", "KernelRecord", "OutputArg", "ScalarArg", "TensorArg", "dtype_from_name"]
+
+RECORD_VERSION = 1
+
+
+def dtype_from_name(name: str | None) -> torch.dtype | None:
+    return None if name is None else getattr(torch, name)
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A tensor input. ``dtype``: torch dtype name the kernel expects, ``None`` for ``void*`` (any)."""
+
+    name: str
+    dtype: str | None
+    contiguous: Literal["make", "require"] = "make"
+    ndim: int | None = None
+    min_ndim: int = 0
+    kind: Literal["tensor"] = "tensor"
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A by-value scalar input. ``py_type``: "float" | "int" | "bool"; ``ctype``: its C type (signature.py)."""
+
+    name: str
+    py_type: str
+    ctype: str
+    kind: Literal["scalar"] = "scalar"
+
+
+@dataclass(frozen=True)
+class ExtraArg:
+    """An integer derived from input shapes (``Numel``, ``DimSize``), as a geometry expression."""
+
+    name: str
+    expr: Any
+    ctype: str  # "i32" | "i64" | "u32" | "u64"
+
+
+@dataclass(frozen=True)
+class OutputArg:
+    """An output allocated by opsmith. ``shape``: ``{"same_as": k}`` or
+    ``{"reduce": k, "dims": [...], "keepdim": bool}`` over tensor input k; dtype of tensor input
+    ``dtype_from``."""
+
+    name: str
+    shape: dict
+    dtype_from: int
+    dtype: str | None = None  # fixed by the kernel's signature when known
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    op_name: str
+    kernel_name: str  # as the user wrote it, e.g. "scale<float>"
+    symbol: str  # the symbol in the binary (lowered name for templates)
+    binary_format: Literal["cubin", "ptx"]
+    arch: str
+    binary: bytes = field(repr=False)
+    inputs: tuple[TensorArg | ScalarArg, ...] = ()
+    extras: tuple[ExtraArg, ...] = ()
+    outputs: tuple[OutputArg, ...] = ()
+    launch: LaunchPlan | None = None  # None: Custom geometry or eager_fn override
+    schema: str = ""
+
+    @property
+    def tensor_inputs(self) -> tuple[TensorArg, ...]:
+        return tuple(a for a in self.inputs if isinstance(a, TensorArg))
+
+    def param_ctypes(self) -> list[str]:
+        """C types of the kernel's parameters in calling-convention order."""
+        ins = ["ptr" if isinstance(a, TensorArg) else a.ctype for a in self.inputs]
+        return ins + [e.ctype for e in self.extras] + ["ptr"] * len(self.outputs)
+
+    def with_binary(self, arch: str, binary: bytes, fmt: Literal["cubin", "ptx"]) -> KernelRecord:
+        return replace(self, arch=arch, binary=binary, binary_format=fmt)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["binary"] = base64.b64encode(self.binary).decode("ascii")
+        d["binary_sha256"] = hashlib.sha256(self.binary).hexdigest()
+        d["launch"] = self.launch.to_json() if self.launch else None
+        d["version"] = RECORD_VERSION
+        return json.dumps(d, sort_keys=True)
+
+    @staticmethod
+    def from_json(text: str) -> KernelRecord:
+        d = json.loads(text)
+        if d.pop("version", None) != RECORD_VERSION:
+            raise ValueError("kernel record of another version; re-register the op to rebuild it.")
+        binary = base64.b64decode(d.pop("binary"))
+        if hashlib.sha256(binary).hexdigest() != d.pop("binary_sha256"):
+            raise ValueError("kernel record binary does not match its checksum.")
+        inputs = tuple(TensorArg(**a) if a["kind"] == "tensor" else ScalarArg(**a) for a in d.pop("inputs"))
+        launch = LaunchPlan.from_json(d.pop("launch")) if d.get("launch") else None
+        d.pop("launch", None)
+        return KernelRecord(
+            binary=binary,
+            inputs=inputs,
+            extras=tuple(ExtraArg(**e) for e in d.pop("extras")),
+            outputs=tuple(OutputArg(**o) for o in d.pop("outputs")),
+            launch=launch,
+            **d,
+        )

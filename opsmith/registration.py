@@ -1,0 +1,187 @@
+"""The one registration path: every flavor's kernel becomes a torch.library op here.
+
+``register_kernel_op`` validates the declaration, builds the first binary (so compile errors and a missing
+kernel name surface at registration), assembles the ``KernelRecord``, derives schema, fake and eager
+implementations from it, and defines the op with ``torch.library.Library`` + ``impl`` + ``register_fake``.
+We use ``Library.define``/``impl`` rather than ``custom_op``: the latter adds 7-10 us of Python per call
+(pytorch#177109), more than our whole budget over ``torch.relu``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from . import env
+from .eager import make_eager
+from .errors import RegistrationError, SpecError
+from .fake import make_fake
+from .flavors.base import KernelSource
+from .launch import DeviceKernel
+from .record import KernelRecord, ScalarArg
+from .schema import derive_schema
+from .spec import Custom, DimSize, InputDecl, Numel, OutputDecl, ScalarInput
+from .validate import check_op_name, resolve
+
+__all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops"]
+
+_REGISTRY: dict[str, Op] = {}
+_LOCK = threading.Lock()
+
+
+class Op:
+    """A registered opsmith op. Calling it calls ``torch.ops.<ns>.<name>.default``.
+
+    ``record``: the serializable kernel record. ``kernel``: the device kernel (``kernel.launch_args`` is
+    how a hand-written ``eager_fn`` launches). ``impl_source``: the generated eager implementation.
+    """
+
+    def __init__(self, qualname: str, record: KernelRecord, kernel: DeviceKernel, impl_source: str | None,
+                 fingerprint: str, lib: torch.library.Library) -> None:  # fmt: skip
+        self.qualname, self.record, self.kernel = qualname, record, kernel
+        self.impl_source, self.fingerprint, self._lib = impl_source, fingerprint, lib
+        ns, name = qualname.split("::")
+        self.overload = getattr(getattr(torch.ops, ns), name).default
+        self.schema = str(self.overload._schema)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.overload(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<opsmith op {self.schema}>"
+
+
+def registered_ops() -> dict[str, Op]:
+    return dict(_REGISTRY)
+
+
+def default_arch() -> str:
+    """The architecture compiled at registration: the current GPU's, else ``OPSMITH_DEFAULT_ARCH``."""
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+    return env.DEFAULT_ARCH.get()
+
+
+def _describe(obj: Any) -> Any:
+    """A JSON-able description that is stable across processes (functions by name and code)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {type(obj).__name__: {f.name: _describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+    if isinstance(obj, list | tuple):
+        return [_describe(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): _describe(v) for k, v in obj.items()}
+    if callable(obj) and hasattr(obj, "__code__"):
+        code = obj.__code__
+        body = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16]
+        return f"fn:{obj.__module__}.{obj.__qualname__}:{body}"
+    if isinstance(obj, type):
+        return f"type:{obj.__name__}"
+    return obj if isinstance(obj, int | float | str | bool | type(None)) else repr(obj)
+
+
+def _check_schema(op: str, schema: str, record: KernelRecord) -> None:
+    """An explicit schema must agree with the declaration it is used with."""
+    try:
+        parsed = torch._C.parse_schema(f"{op}{schema}")
+    except RuntimeError as e:
+        raise SpecError(op, "schema", f"{schema!r} does not parse ({e}).",
+                        "write it like '(Tensor x, float alpha) -> Tensor'.") from None  # fmt: skip
+    kinds = ["scalar" if isinstance(a, ScalarArg) else "tensor" for a in record.inputs]
+    got = ["tensor" if isinstance(a.type, torch.TensorType) else "scalar" for a in parsed.arguments]
+    if got != kinds or len(parsed.returns) != len(record.outputs):
+        raise SpecError(op, "schema", f"{schema!r} takes {got} and returns {len(parsed.returns)} tensors, but "
+                        f"the declaration takes {kinds} and returns {len(record.outputs)}.",
+                        "drop schema= to derive it, or make it match the inputs and outputs.")  # fmt: skip
+
+
+def register_kernel_op(
+    op_name: str,
+    source: KernelSource,
+    *,
+    inputs: Sequence[InputDecl | ScalarInput] | None,
+    outputs: Sequence[OutputDecl] | None,
+    extras: Sequence[Numel | DimSize] = (),
+    geometry: object = None,
+    meta_fn: Callable | None = None,
+    eager_fn: Callable | None = None,
+    schema: str | None = None,
+) -> Op:
+    """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
+    ns, name = check_op_name(op_name)
+    for field, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn)):
+        if fn is not None and not callable(fn):
+            raise SpecError(op_name, field, f"{type(fn).__name__} is not callable.", f"pass a function as {field}=.")
+    if extras is None:
+        extras = ()
+    fingerprint = hashlib.sha256(json.dumps(_describe({
+        "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
+        "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema,
+    }), sort_keys=True).encode()).hexdigest()  # fmt: skip
+    with _LOCK:
+        existing = _REGISTRY.get(op_name)
+        if existing is not None:
+            if existing.fingerprint == fingerprint:
+                return existing
+            raise RegistrationError(op_name, "op_name", "an op of this name is already registered with a different "
+                                    "declaration.", "use a new name, or restart the process to redefine it.")  # fmt: skip
+        if torch._C._dispatch_has_kernel(op_name) or _schema_exists(op_name):
+            raise RegistrationError(op_name, "op_name", "an op of this name already exists outside opsmith.",
+                                    "pick another namespace or name.")  # fmt: skip
+        resolved = resolve(op_name, inputs, outputs, extras, geometry, source.signature(),
+                           pointers_typed=source.pointers_typed, has_meta_fn=meta_fn is not None,
+                           has_eager_fn=eager_fn is not None, has_schema=schema is not None)  # fmt: skip
+        binary = source.build(default_arch())
+        record = KernelRecord(
+            op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol, binary_format=binary.fmt,
+            arch=binary.arch, binary=binary.data,
+            **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
+                                            "outputs": resolved.outputs, "launch": resolved.launch}),
+        )  # fmt: skip
+        if schema is None:
+            if resolved is not None:
+                schema = derive_schema(record)
+            else:
+                schema = torch.library.infer_schema(meta_fn, mutates_args=())  # type: ignore[arg-type]
+        elif resolved is not None:
+            _check_schema(op_name, schema, record)
+        record = dataclasses.replace(record, schema=schema)
+        ctypes_ = record.param_ctypes() if resolved is not None else _signature_ctypes(source)
+        kernel = DeviceKernel(op_name, source.build, ctypes_, binary)
+        impl_source = None
+        if eager_fn is not None:
+            impl = eager_fn
+        else:
+            assert resolved is not None  # resolve() demanded eager_fn otherwise
+            custom = geometry.fn if isinstance(geometry, Custom) else None
+            impl, impl_source = make_eager(record, kernel, custom)
+        fake = meta_fn if meta_fn is not None else make_fake(record)
+        lib = torch.library.Library(ns, "FRAGMENT")
+        lib.define(name + schema)
+        lib.impl(name, impl, "CUDA")
+        if eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
+            lib.impl(name, impl, "CPU")
+        torch.library.register_fake(op_name, fake, lib=lib)
+        op = Op(op_name, record, kernel, impl_source, fingerprint, lib)
+        _REGISTRY[op_name] = op
+        return op
+
+
+def _schema_exists(op_name: str) -> bool:
+    try:
+        torch._C._dispatch_find_schema_or_throw(op_name, "")
+        return True
+    except RuntimeError:
+        return False
+
+
+def _signature_ctypes(source: KernelSource) -> list[str]:
+    """Parameter types for ``kernel.launch_args`` when only the kernel's signature describes them."""
+    sig = source.signature() or []
+    return ["ptr" if p.pointer else ("u64" if p.ctype == "?" else p.ctype) for p in sig]

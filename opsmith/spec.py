@@ -1,0 +1,179 @@
+"""The declaration DSL: what a kernel takes, what it returns, and how it is launched.
+
+These are plain frozen dataclasses with no behaviour; ``validate.py`` checks them against each other and
+the kernel's own signature at registration, and ``record.py`` turns them into a serializable record.
+
+Kernel calling convention (fixed): ``(tensor/scalar inputs in declaration order..., extras..., outputs...)``.
+Tensors are passed as pointers to their first element; scalars and extras by value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+__all__ = [
+    "Custom",
+    "DimSize",
+    "Elementwise",
+    "InputDecl",
+    "KernelSpec",
+    "Numel",
+    "OutputDecl",
+    "ReduceDims",
+    "Reduction",
+    "SameAs",
+    "ScalarInput",
+]
+
+IndexType = Literal["int32", "int64"]
+
+
+@dataclass(frozen=True)
+class InputDecl:
+    """A tensor input, passed to the kernel as a pointer.
+
+    dtype: the element type the kernel expects. ``None`` reads it from the kernel's signature
+        (``const float* x`` means float32); a mismatch between the two is refused at registration.
+    contiguous: what a call does with a non-contiguous tensor: ``"make"`` copies it to a contiguous
+        tensor first (the kernel sees dense row-major data); ``"require"`` refuses it with an error.
+    ndim: if set, calls with another rank are refused.
+    """
+
+    name: str
+    dtype: torch.dtype | None = None
+    contiguous: Literal["make", "require"] = "make"
+    ndim: int | None = None
+
+
+@dataclass(frozen=True)
+class ScalarInput:
+    """A scalar input forwarded by value at its position among the inputs. ``py_type``: float, int or bool.
+
+    The C type comes from the kernel's signature (``float alpha`` or ``double alpha``); without one,
+    float is passed as a 32-bit float, int as a 32-bit int and bool as one byte.
+    """
+
+    name: str
+    py_type: type
+
+
+@dataclass(frozen=True)
+class SameAs:
+    """The output has the shape of a tensor input, named (preferred) or by position among tensor inputs."""
+
+    input_idx: int | str = 0
+
+
+@dataclass(frozen=True)
+class ReduceDims:
+    """The output is the referenced input with ``dims`` removed (or kept as size 1 if ``keepdim``)."""
+
+    input_idx: int | str
+    dims: tuple[int, ...]
+    keepdim: bool = False
+
+
+ShapeRel = SameAs | ReduceDims
+
+
+@dataclass(frozen=True)
+class OutputDecl:
+    """A tensor output, allocated by opsmith (contiguous) and passed to the kernel as a pointer.
+
+    dtype_from: the input whose dtype the output takes; default: the first tensor input.
+    """
+
+    name: str
+    shape: ShapeRel
+    dtype_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Numel:
+    """Pass ``inputs[input_name].numel()`` as an integer extra.
+
+    dtype: ``"int32"`` or ``"int64"``; ``None`` reads it from the kernel's signature (``int n`` vs
+    ``long long n``), else int32. A value that does not fit a 32-bit extra is refused at call time.
+    """
+
+    input_name: str
+    dtype: IndexType | None = None
+
+
+@dataclass(frozen=True)
+class DimSize:
+    """Pass ``inputs[input_name].shape[axis]`` as an integer extra (negative axis allowed)."""
+
+    input_name: str
+    axis: int
+    dtype: IndexType | None = None
+
+
+Extra = Numel | DimSize
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """One thread per output element.
+
+    layout="flat": ``grid = (cdiv(numel(out), block[0]),)`` over the first output.
+    layout="nd": ``block[i]`` tiles output axis ``-(i+1)``; grid x/y/z are the ceil-divided axes and any
+    leading axes are multiplied into grid z. The output needs at least ``len(block)`` dims.
+    """
+
+    block: tuple[int, ...] = (256,)
+    layout: Literal["flat", "nd"] = "flat"
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """One block of ``block_size`` threads per row.
+
+    rows = numel(first tensor input) / product of its ``reduce_dims`` sizes (negative axes allowed). Serves
+    reductions (smaller output) and row-wise ops (softmax, norms: same-shape output) alike.
+    ``shared_mem`` is the dynamic shared memory per block in bytes.
+    """
+
+    reduce_dims: tuple[int, ...]
+    block_size: int = 256
+    shared_mem: int = 0
+
+
+@dataclass(frozen=True)
+class Custom:
+    """Escape hatch: ``fn(inputs, outputs) -> (grid, block)`` or ``(grid, block, shared_mem)``.
+
+    ``inputs`` maps every input name (tensors and scalars) to its value, ``outputs`` every output name to
+    its allocated tensor. The launch then lives in Python: such an op cannot be deployed without Python.
+    """
+
+    fn: Callable[[dict[str, Any], dict[str, torch.Tensor]], tuple]
+
+
+Geometry = Elementwise | Reduction | Custom
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Declarative description of a CUDA C++ kernel; see the module docstring for the calling convention.
+
+    Every field beyond ``kernel_source`` / ``kernel_name`` is optional; whatever is missing must be supplied
+    as an override (``meta_fn``, ``eager_fn``, ``schema``) to ``cuda_kernel_op``.
+    ``kernel_name`` may be a template instantiation such as ``"scale<float>"``.
+    ``defines`` become ``-DNAME=VALUE`` options.
+    """
+
+    kernel_source: str
+    kernel_name: str
+    inputs: Sequence[InputDecl | ScalarInput] | None = None
+    outputs: Sequence[OutputDecl] | None = None
+    extras: Sequence[Extra] = field(default_factory=tuple)
+    geometry: Geometry | None = None
+    include_paths: list[str] | None = None
+    compile_std: str = "c++17"
+    arch_override: str | None = None
+    defines: dict[str, str | int] | None = None
