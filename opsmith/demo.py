@@ -79,9 +79,8 @@ def _trace_fake(examples: dict) -> None:
     with fake:
         ep = torch.export.export(model, (x, b), dynamic_shapes={"x": {0: Dim("batch"), 1: Dim("rows")}, "bias": None})
     kept = sorted({str(n.target) for n in ep.graph.nodes if n.op == "call_function" and "demo" in str(n.target)})
-    print(f"torch.export with dynamic batch and rows: ops kept {', '.join(kept)}; "
-          f"input shape {[str(s) for s in ep.graph_signature.user_inputs][:1]} -> "
-          f"{[tuple(str(d) for d in n.meta['val'].shape) for n in ep.graph.nodes if n.op == 'placeholder'][0]}")
+    x_shape = next(tuple(str(d) for d in n.meta["val"].shape) for n in ep.graph.nodes if n.op == "placeholder")
+    print(f"torch.export with dynamic batch and rows: ops kept {', '.join(kept)}; x traced as {x_shape}")
 
 
 def main() -> int:

@@ -134,10 +134,10 @@ def register_kernel_op(
         if torch._C._dispatch_has_kernel(op_name) or _schema_exists(op_name):
             raise RegistrationError(op_name, "op_name", "an op of this name already exists outside opsmith.",
                                     "pick another namespace or name.")  # fmt: skip
+        binary = source.build(default_arch())  # first: a missing kernel or a compile error is the root cause
         resolved = resolve(op_name, inputs, outputs, extras, geometry, source.signature(),
                            pointers_typed=source.pointers_typed, has_meta_fn=meta_fn is not None,
                            has_eager_fn=eager_fn is not None, has_schema=schema is not None)  # fmt: skip
-        binary = source.build(default_arch())
         record = KernelRecord(
             op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol, binary_format=binary.fmt,
             arch=binary.arch, binary=binary.data,

@@ -159,13 +159,18 @@ class CudaSource:
         from cuda.core import Program
 
         names = (self.kernel_name,) if self._templated else ()
+        program = Program(self.source, "c++", self._options(arch))
         try:
-            program = Program(self.source, "c++", self._options(arch))
             obj = program.compile(target, name_expressions=names)
         except Exception as e:  # cuda.core raises NVRTCError with the log in its message
             text = str(e)
             log = text.split("compilation log:", 1)[1].lstrip("\n") if "compilation log:" in text else text
             raise CompileError(self.op_name, self.kernel_name, log, source_excerpt(self.source, log)) from None
+        finally:
+            # Close now and drop the reference: a traceback that keeps this frame alive would otherwise
+            # free the Program at interpreter exit, where cuda.core's __dealloc__ raises.
+            program.close()
+            program = None
         data = bytes(obj.code)
         symbol = self.kernel_name
         if self._templated:

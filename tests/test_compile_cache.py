@@ -1,0 +1,140 @@
+"""NVRTC compiles (sm_90 cubins, no driver needed) and the on-disk cache (CPU)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from opsmith.cache import MAGIC, DiskCache, make_key
+from opsmith.flavors.cuda_cpp import CudaSource
+
+SRC = 'extern "C" __global__ void k(const float* x, int n, float* y) { int i = threadIdx.x; if (i < n) y[i] = x[i]; }'
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(d))
+    return d
+
+
+def entries(d):
+    return sorted(p for p in (d / "kernels").glob("*.bin"))
+
+
+def test_compile_hits_the_cache_second_time(cache_dir):
+    src = CudaSource("t_cache::a", SRC, "k")
+    first, second = src.build("sm_90"), src.build("sm_90")
+    assert not first.from_cache and second.from_cache
+    assert first.data == second.data and first.data[:4] == b"\x7fELF"
+    assert len(entries(cache_dir)) == 1
+    assert (os.stat(cache_dir).st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["source", "arch", "std", "define", "kernel"],
+)
+def test_each_key_input_makes_a_new_entry(cache_dir, change):
+    base = dict(source=SRC, kernel_name="k", std="c++17", defines=None, arch="sm_90")
+    CudaSource("t_cache::b", base["source"], "k").build("sm_90")
+    kw = dict(std="c++17", defines=None)
+    src, arch, name = SRC, "sm_90", "k"
+    if change == "source":
+        src = SRC + "\n// changed"
+    elif change == "arch":
+        arch = "sm_80"
+    elif change == "std":
+        kw["std"] = "c++20"
+    elif change == "define":
+        kw["defines"] = {"FOO": 1}
+    elif change == "kernel":
+        src, name = SRC + '\nextern "C" __global__ void k2() {}', "k2"
+    b = CudaSource("t_cache::b", src, name, **kw).build(arch)
+    assert not b.from_cache
+    assert len(entries(cache_dir)) == 2
+
+
+def test_header_contents_are_part_of_the_key(cache_dir, tmp_path):
+    inc = tmp_path / "inc"
+    inc.mkdir()
+    (inc / "val.h").write_text("#define VAL 1.0f\n")
+    src = '#include "val.h"\nextern "C" __global__ void k(float* y) { y[0] = VAL; }'
+    s = CudaSource("t_cache::h", src, "k", include_paths=[str(inc)])
+    assert not s.build("sm_90").from_cache and s.build("sm_90").from_cache
+    (inc / "val.h").write_text("#define VAL 2.0f  // edited\n")
+    assert not s.build("sm_90").from_cache
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "flip_payload", "empty", "wrong_key"])
+def test_damaged_entry_is_a_miss_and_gets_rewritten(cache_dir, damage):
+    s = CudaSource("t_cache::c", SRC, "k")
+    good = s.build("sm_90").data
+    (path,) = entries(cache_dir)
+    blob = path.read_bytes()
+    if damage == "truncate":
+        blob = blob[: len(blob) - 100]
+    elif damage == "garbage":
+        blob = os.urandom(len(blob))
+    elif damage == "flip_payload":
+        blob = blob[:-1] + bytes([blob[-1] ^ 0xFF])
+    elif damage == "empty":
+        blob = b""
+    elif damage == "wrong_key":
+        blob = blob.replace(path.stem.encode(), b"0" * 64, 1)
+    path.write_bytes(blob)
+    again = s.build("sm_90")
+    assert not again.from_cache and again.data == good
+    assert s.build("sm_90").from_cache  # rewritten
+
+
+def test_symlinked_entry_is_never_followed(cache_dir, tmp_path):
+    s = CudaSource("t_cache::d", SRC, "k")
+    s.build("sm_90")
+    (path,) = entries(cache_dir)
+    target = tmp_path / "elsewhere.bin"
+    target.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(target)
+    b = s.build("sm_90")
+    assert not b.from_cache
+    assert not path.is_symlink() and target.read_bytes()  # replaced the link, left the target alone
+
+
+def test_unsafe_cache_directory_is_refused_with_a_warning(cache_dir):
+    cache_dir.mkdir(mode=0o777)
+    os.chmod(cache_dir, 0o777)
+    s = CudaSource("t_cache::e", SRC, "k")
+    with pytest.warns(UserWarning, match="writable by group or others"):
+        b = s.build("sm_90")
+    assert b.data[:4] == b"\x7fELF" and not (cache_dir / "kernels").exists()
+
+
+def test_disk_cache_primitives(tmp_path):
+    c = DiskCache(tmp_path / "root", "ns")
+    key = make_key({"x": 1})
+    assert c.get(key) is None
+    assert c.put(key, {"symbol": "k"}, b"payload")
+    meta, payload = c.get(key)
+    assert payload == b"payload" and meta["symbol"] == "k"
+    assert c.path_for(key).read_bytes().startswith(MAGIC)
+    assert make_key({"x": 1}) == key != make_key({"x": 2})
+
+
+def test_two_processes_publishing_the_same_entry(cache_dir):
+    code = textwrap.dedent(f"""
+        import sys
+        from opsmith.flavors.cuda_cpp import CudaSource
+        b = CudaSource("t_cache::p", {SRC!r}, "k").build("sm_90")
+        sys.stdout.write(b.data.hex()[:64])
+    """)
+    env = dict(os.environ, OPSMITH_CACHE_DIR=str(cache_dir))
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0] == outs[1] and outs[0]
+    assert len(entries(cache_dir)) == 1
+    assert not [p for p in (cache_dir / "kernels").iterdir() if p.name.startswith(".tmp-")]
+    assert CudaSource("t_cache::p", SRC, "k").build("sm_90").from_cache

@@ -1,0 +1,139 @@
+"""The one registration path: idempotence, conflicts, derived schema and fake, tracing on fake CUDA (CPU)."""
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+import opsmith as ok
+from opsmith.catalog import RELU, register_all
+
+NS = "t_reg"
+
+
+def relu_spec(**kw):
+    base = dict(kernel_source=RELU, kernel_name="my_relu", inputs=[ok.InputDecl("x")],
+                outputs=[ok.OutputDecl("y", shape=ok.SameAs("x"))], extras=[ok.Numel("x")],
+                geometry=ok.Elementwise(block=(256,)))  # fmt: skip
+    base.update(kw)
+    return ok.KernelSpec(**base)
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return register_all(NS)
+
+
+def test_seed_example_runs_with_only_the_import_changed():
+    import opsmith as ttk
+
+    cu_code = """
+extern "C" __global__ void my_relu(const float* x, int n, float* y) {
+int i = blockIdx.x * blockDim.x + threadIdx.x;
+if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+"""
+    ttk.cuda_kernel_op(
+        "t_reg_seed::relu",
+        ttk.KernelSpec(
+            kernel_source=cu_code,
+            kernel_name="my_relu",
+            inputs=[ttk.InputDecl("x")],
+            outputs=[ttk.OutputDecl("y", shape=ttk.SameAs(0))],
+            extras=[ttk.Numel("x")],
+            geometry=ttk.Elementwise(block=(256,), layout="flat"),
+        ),
+        supports_dynamic_shapes=True,
+    )
+    assert str(torch.ops.t_reg_seed.relu.default._schema) == "t_reg_seed::relu(Tensor x) -> Tensor"
+
+
+def test_identical_registration_is_idempotent_and_a_different_one_is_refused():
+    a = ok.cuda_kernel_op(f"{NS}::idem", relu_spec())
+    assert ok.cuda_kernel_op(f"{NS}::idem", relu_spec()) is a
+    with pytest.raises(ok.RegistrationError, match="different declaration"):
+        ok.cuda_kernel_op(f"{NS}::idem", relu_spec(geometry=ok.Elementwise(block=(128,))))
+
+
+def test_name_owned_by_someone_else_is_refused():
+    lib = torch.library.Library("t_reg_other", "FRAGMENT")
+    lib.define("taken(Tensor x) -> Tensor")
+    with pytest.raises(ok.RegistrationError, match="outside opsmith"):
+        ok.cuda_kernel_op("t_reg_other::taken", relu_spec())
+
+
+def test_schemas(ex):
+    assert ex["axpby_float32"].op.schema == f"{NS}::axpby_float32(Tensor x, Tensor y, float a, float b) -> Tensor"
+    assert ex["row_minmax"].op.schema == f"{NS}::row_minmax(Tensor x) -> (Tensor, Tensor)"
+    assert ex["repeat2"].op.schema == f"{NS}::repeat2(Tensor x) -> Tensor"  # inferred from meta_fn hints
+
+
+def test_fake_shapes_and_dtypes(ex):
+    with FakeTensorMode():
+        x = torch.empty(6, 10, 12, device="cuda")
+        assert ex["row_sum"].op(x).shape == (6, 10)
+        mn, mx = ex["row_minmax"].op(x)
+        assert mn.shape == mx.shape == (6, 10, 1)
+        assert ex["add_bias_2d"].op(x, torch.empty(12, device="cuda")).shape == (6, 10, 12)
+        h = torch.empty(5, device="cuda", dtype=torch.float16)
+        out = ex["axpby_float16"].op(h, h, 1.0, 2.0)
+        assert out.dtype == torch.float16 and out.device.type == "cuda"
+        assert ex["repeat2"].op(x).shape == (1440,)
+
+
+def test_fake_applies_dtype_and_rank_rules(ex):
+    with FakeTensorMode():
+        with pytest.raises(ok.InputError, match=r"'x': expected dtype torch.float32, got torch.float16"):
+            ex["relu"].op(torch.empty(3, device="cuda", dtype=torch.float16))
+        with pytest.raises(ok.InputError, match="at least 2 dims"):
+            ex["add_bias_2d"].op(torch.empty(3, device="cuda"), torch.empty(3, device="cuda"))
+
+
+def test_cpu_tensor_gets_opsmiths_error(ex):
+    with pytest.raises(ok.InputError, match=r"relu: argument 'x': expected a CUDA tensor, got a tensor on cpu"):
+        ex["relu"].op(torch.randn(4))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compile_fullgraph_traces_fake_cuda(ex, dynamic):
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(x, b):
+        return ex["softmax"].op(ex["add_bias_2d"].op(x, b)) + ex["row_sum"].op(x).unsqueeze(-1)
+
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        x, b = torch.empty(2, 8, 16, device="cuda"), torch.empty(16, device="cuda")
+        out = torch.compile(f, backend=backend, fullgraph=True, dynamic=dynamic)(x, b)
+    assert out.shape == (2, 8, 16) and len(graphs) == 1 and mode is not None
+    targets = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
+    assert {f"{NS}.softmax.default", f"{NS}.add_bias_2d.default", f"{NS}.row_sum.default"} <= targets
+
+
+def test_export_with_dynamic_dims(ex):
+    from torch.export import Dim
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            mn, mx = ex["row_minmax"].op(x)
+            return ex["relu"].op(x) * (mx - mn)
+
+    with FakeTensorMode():
+        x = torch.empty(4, 9, device="cuda")
+        ep = torch.export.export(M(), (x,), dynamic_shapes={"x": {0: Dim("rows"), 1: Dim("cols")}})
+    targets = [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+    assert f"{NS}.row_minmax.default" in targets and f"{NS}.relu.default" in targets
+    ph = next(n for n in ep.graph.nodes if n.op == "placeholder")
+    assert all(not isinstance(d, int) for d in ph.meta["val"].shape)
+
+
+def test_importing_opsmith_registers_nothing_and_touches_no_gpu():
+    import subprocess
+    import sys
+
+    code = ("import torch, opsmith, sys; from opsmith.registration import registered_ops; "
+            "sys.exit(1 if registered_ops() or torch.cuda.is_initialized() else 0)")  # fmt: skip
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
