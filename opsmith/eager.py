@@ -146,7 +146,24 @@ def make_eager(record: KernelRecord, kernel: DeviceKernel, custom: Callable | No
         onames = "{" + ", ".join(f"{o.name!r}: _o{k}" for k, o in enumerate(record.outputs)) + "}"
         L += [f"    _grid, _block, _smem = _norm(_op, _custom({ins}, {onames}))"]
         launch = "*_grid, *_block, _smem"
-    L += [f"    _launch(_dev, {launch}, {', '.join(values)})", f"    return {ret}"]
+    if record.launch is not None:
+        # Inlined DeviceKernel.launch for the current device; another device takes the method (device guard).
+        gl = [to_python(x, refs) for x in record.launch.grid]
+        g.update(kernel.fast_path_globals())
+        L += [f"    _g0, _g1, _g2 = {', '.join(gl)}",
+              "    _f = _fns.get(_dev)",
+              "    if _f is None: _f = _kfn(_dev)",
+              f"    if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {record.launch.shared_mem}, "
+              f"{', '.join(values)}); return {ret}",
+              f"    _pack(_P.buf, 0, {', '.join(values)})",
+              "    _s = _raw(_dev)",
+              "    _cs = _streams.get(_s)",
+              "    if _cs is None: _cs = _mkstream(_s)",
+              f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {record.launch.shared_mem}, _cs, _P.addr, 0)[0]",
+              f"    if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {record.launch.shared_mem})"]  # fmt: skip
+    else:
+        L += [f"    _launch(_dev, {launch}, {', '.join(values)})"]
+    L += [f"    return {ret}"]
     src = "\n".join(L) + "\n"
     scope: dict[str, object] = {}
     exec(compile(src, f"<opsmith eager {record.op_name}>", "exec"), g, scope)
