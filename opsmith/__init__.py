@@ -11,7 +11,7 @@ Importing opsmith registers nothing and touches no GPU.
 
 from ._version import __version__
 from .api import cuda_kernel_op, ptx_op
-from .errors import CacheError, CompileError, InputError, LaunchError, OpsmithError, RegistrationError, SpecError
+from .errors import CompileError, InputError, LaunchError, OpsmithError, RegistrationError, SpecError
 from .record import KernelRecord
 from .registration import Op
 from .spec import (
@@ -29,7 +29,6 @@ from .spec import (
 )
 
 __all__ = [
-    "CacheError",
     "CompileError",
     "Custom",
     "DimSize",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-__all__ = ["CACHE_DIR", "DEFAULT_ARCH", "DISABLE_DISK_CACHE", "Knob", "all_knobs", "cache_dir"]
+__all__ = ["CACHE_DIR", "DEFAULT_ARCH", "DISABLE_DISK_CACHE", "Knob", "cache_dir"]
 
 T = TypeVar("T")
 
@@ -49,10 +49,6 @@ DEFAULT_ARCH: Knob[str] = Knob(
     "sm_90",
     "Architecture compiled for at registration when no GPU is visible (the CPU-only path).",
 )
-
-
-def all_knobs() -> list[Knob]:
-    return [CACHE_DIR, DISABLE_DISK_CACHE, DEFAULT_ARCH]
 
 
 def cache_dir() -> Path:

@@ -7,7 +7,6 @@ input mistakes also subclass ``ValueError`` / ``TypeError`` so generic handlers 
 from __future__ import annotations
 
 __all__ = [
-    "CacheError",
     "CompileError",
     "InputError",
     "LaunchError",
@@ -58,7 +57,3 @@ class InputError(OpsmithError, ValueError):
 
 class LaunchError(OpsmithError, RuntimeError):
     """The CUDA driver refused to load or launch a kernel."""
-
-
-class CacheError(OpsmithError, RuntimeError):
-    """The compile cache directory is unsafe to use (wrong owner, permissions or a symlink)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -92,9 +92,6 @@ class KernelRecord:
         """C types of the kernel's parameters in calling-convention order."""
         ins = ["ptr" if isinstance(a, TensorArg) else a.ctype for a in self.inputs]
         return ins + [e.ctype for e in self.extras] + ["ptr"] * len(self.outputs)
-
-    def with_binary(self, arch: str, binary: bytes, fmt: Literal["cubin", "ptx"]) -> KernelRecord:
-        return replace(self, arch=arch, binary=binary, binary_format=fmt)
 
     def to_json(self) -> str:
         d = asdict(self)

@@ -34,7 +34,6 @@ DTYPE_OF_CTYPE: dict[str, torch.dtype] = {
     "i64": torch.int64,
     "bool": torch.bool,
 }
-CTYPE_OF_DTYPE = {v: k for k, v in DTYPE_OF_CTYPE.items()}
 SIZE_OF_CTYPE = {
     "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "u8": 1, "i16": 2, "u16": 2,
     "i32": 4, "u32": 4, "i64": 8, "u64": 8, "bool": 1, "ptr": 8,
