@@ -45,16 +45,6 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
-def _cuLaunchKernel(*args):
-    """Replaced by cuda.bindings' own function on first use (importing it at module import would load
-    the driver bindings in CPU-only processes)."""
-    global _cuLaunchKernel
-    from cuda.bindings.driver import cuLaunchKernel
-
-    _cuLaunchKernel = cuLaunchKernel
-    return cuLaunchKernel(*args)
-
-
 def pack_format(ctypes_: Sequence[str]) -> str:
     return "<" + "".join(_SLOT_FMT[c] for c in ctypes_)
 
@@ -97,6 +87,9 @@ class DeviceKernel:
         self.param_ctypes = list(param_ctypes)
         self.fmt = pack_format(self.param_ctypes)
         self._pack = struct.Struct(self.fmt).pack_into
+        from cuda.bindings.driver import cuLaunchKernel  # bound once; importing the bindings touches no GPU
+
+        self._cu = cuLaunchKernel
         self._params = _Params(len(self.param_ctypes))
         self._functions: dict[int, object] = {}
         self._modules: dict[int, object] = {}
@@ -142,11 +135,9 @@ class DeviceKernel:
     def fast_path_globals(self) -> dict:
         """What ``eager.py``'s generated code binds to inline a launch on the current device: the same steps
         as ``launch`` without its call and argument repacking (~0.7 us of a ~13 us call)."""
-        from cuda.bindings.driver import cuLaunchKernel  # importing the bindings does not touch a GPU
-
         return {"_fns": self._functions, "_kfn": self.function, "_P": self._params, "_pack": self._pack,
                 "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
-                "_cu": cuLaunchKernel, "_launch": self.launch, "_fail": self._fail}  # fmt: skip
+                "_cu": self._cu, "_launch": self.launch, "_fail": self._fail}  # fmt: skip
 
     def _fail(self, err, device: int, grid: tuple, block: tuple, shared_mem: int) -> None:
         _check((err,), f"launching grid={grid} block={block} shared_mem={shared_mem} on cuda:{device}", self.op_name)
@@ -168,10 +159,10 @@ class DeviceKernel:
         if stream is None:
             stream = _stream_handle(raw)
         if device == _current_device():
-            (err,) = _cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, p.addr, 0)
+            (err,) = self._cu(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, p.addr, 0)
         else:
             with torch.cuda.device(device):
-                (err,) = _cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, p.addr, 0)
+                (err,) = self._cu(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, p.addr, 0)
         if err:
             _check((err,), f"launching grid=({gx}, {gy}, {gz}) block=({bx}, {by}, {bz}) shared_mem={shared_mem} "
                    f"on cuda:{device}", self.op_name)  # fmt: skip
