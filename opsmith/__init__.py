@@ -10,11 +10,13 @@ Importing opsmith registers nothing and touches no GPU.
 """
 
 from ._version import __version__
-from .api import cuda_kernel_op, ptx_op
+from .api import cuda_kernel_op, ptx_op, triton_op
 from .errors import CompileError, InputError, LaunchError, OpsmithError, RegistrationError, SpecError
 from .record import KernelRecord
 from .registration import Op
 from .spec import (
+    Autotune,
+    Config,
     Custom,
     DimSize,
     Elementwise,
@@ -26,10 +28,13 @@ from .spec import (
     Reduction,
     SameAs,
     ScalarInput,
+    TuneDim,
 )
 
 __all__ = [
+    "Autotune",
     "CompileError",
+    "Config",
     "Custom",
     "DimSize",
     "Elementwise",
@@ -48,7 +53,9 @@ __all__ = [
     "SameAs",
     "ScalarInput",
     "SpecError",
+    "TuneDim",
     "__version__",
     "cuda_kernel_op",
     "ptx_op",
+    "triton_op",
 ]

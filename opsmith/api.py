@@ -1,7 +1,8 @@
-"""The entry points: ``cuda_kernel_op`` (CUDA C++ source) and ``ptx_op`` (pre-compiled PTX or cubin).
+"""The entry points: ``cuda_kernel_op`` (CUDA C++ source), ``ptx_op`` (pre-compiled PTX or cubin) and
+``triton_op`` (a ``@triton.jit`` kernel).
 
-Both are thin: they wrap the kernel in its flavor's source object and call the one registration path,
-``registration.register_kernel_op``.
+All are thin: they wrap the kernel in its flavor's source object and call the one registration path,
+``registration.register_kernel_op``. The Triton flavor is imported only when ``triton_op`` is called.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
 from .flavors.ptx import PrecompiledSource
 from .registration import Op, register_kernel_op
-from .spec import DimSize, Geometry, InputDecl, KernelSpec, Numel, OutputDecl, ScalarInput
+from .spec import Autotune, DimSize, Geometry, InputDecl, KernelSpec, Numel, OutputDecl, ScalarInput
 
-__all__ = ["cuda_kernel_op", "ptx_op"]
+__all__ = ["cuda_kernel_op", "ptx_op", "triton_op"]
 
 
 def cuda_kernel_op(
@@ -44,9 +45,11 @@ def cuda_kernel_op(
     if not isinstance(spec, KernelSpec):
         raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
     source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
-                        include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override)  # fmt: skip
+                        include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override,
+                        target=spec.target)  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
-                              geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema)  # fmt: skip
+                              geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
+                              autotune=spec.autotune)  # fmt: skip
 
 
 def ptx_op(
@@ -62,6 +65,7 @@ def ptx_op(
     geometry: Geometry | None = None,
     schema: str | None = None,
     supports_dynamic_shapes: bool = True,
+    autotune: Autotune | None = None,
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -71,4 +75,33 @@ def ptx_op(
     """
     source = PrecompiledSource(op_name, ptx, kernel_name)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
-                              meta_fn=meta_fn, eager_fn=eager_fn, schema=schema)  # fmt: skip
+                              meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune)  # fmt: skip
+
+
+def triton_op(
+    op_name: str,
+    kernel: object,
+    *,
+    inputs: Sequence[InputDecl | ScalarInput],
+    outputs: Sequence[OutputDecl],
+    geometry: Geometry,
+    extras: Sequence[Numel | DimSize] = (),
+    autotune: Autotune | None = None,
+) -> Op:
+    """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
+
+    The kernel's non-constexpr parameters follow the calling convention (inputs and scalars, extras,
+    outputs); its ``tl.constexpr`` parameters take their values from ``autotune`` configs (or their
+    defaults). The geometry gives the grid: ``Elementwise(block=("BLOCK",))`` launches
+    ``cdiv(numel, BLOCK)`` programs, ``Reduction`` one program per row, ``Custom(fn)`` returns the grid
+    (``fn(inputs, outputs, params)`` receives the config's params). Threads come from ``num_warps``.
+
+    Tensors without a declared dtype get one compile per dtype. Eager calls launch the compiled cubin
+    through opsmith's launcher; ``torch.compile`` sees the kernel itself (Inductor can fuse around it), and
+    ``torch.export`` keeps the op. With ``TRITON_INTERPRET=1``, CPU tensors run in Triton's interpreter.
+    """
+    from .flavors.triton import TritonSource
+
+    source = TritonSource(op_name, kernel)
+    return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
+                              autotune=autotune)  # fmt: skip

@@ -13,11 +13,13 @@ from collections.abc import Callable
 
 import torch
 
+from .autotune import key_to_python, pow2
 from .errors import InputError
 from .fake import out_shape
 from .geometry import to_python
-from .launch import DeviceKernel, bf16_bits
+from .launch import bf16_bits
 from .record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
+from .variants import Variants
 
 __all__ = ["make_eager"]
 
@@ -68,15 +70,31 @@ def _norm_launch(op: str, got: tuple) -> tuple[tuple[int, int, int], tuple[int, 
     return tuple(int(v) for v in grid), tuple(int(v) for v in block), int(got[2]) if len(got) == 3 else 0  # type: ignore[return-value]
 
 
-def make_eager(record: KernelRecord, kernel: DeviceKernel, custom: Callable | None = None) -> tuple[Callable, str]:
+def _norm_geo(op: str, got: object, block_fixed: bool) -> tuple:
+    """A Custom geometry's result as a flat tuple: the grid (Triton: the compiler fixed the block), or
+    grid + block + shared_mem."""
+    if block_fixed:
+        g = got if isinstance(got, tuple | list) else (got,)
+        if not 1 <= len(g) <= 3 or not all(isinstance(v, int) for v in g):
+            raise TypeError(f"{op}: a Triton op's Custom geometry fn must return the grid (1 to 3 ints), got {got!r}.")
+        return tuple(int(v) for v in (*g, 1, 1)[:3])
+    grid, block, smem = _norm_launch(op, got)  # type: ignore[arg-type]
+    return (*grid, *block, smem)
+
+
+def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None = None,
+               custom_takes_config: bool = False) -> tuple[Callable, str]:  # fmt: skip
     """(the CUDA implementation of ``record``, its generated source)."""
     names = [a.name for a in record.inputs]
     tnames = [a.name for a in record.inputs if isinstance(a, TensorArg)]
+    mutated = [a.name for a in record.mutated]
     refs = {f"i{k}": n for k, n in enumerate(tnames)}
     refs.update({f"o{k}": f"_o{k}" for k in range(len(record.outputs))})
-    g: dict[str, object] = {"torch": torch, "_E": _Errors(record.op_name), "_launch": kernel.launch,
-                            "_out_shape": out_shape, "_prod": math.prod, "_bf16": bf16_bits,
-                            "_norm": _norm_launch, "_custom": custom, "_op": record.op_name}  # fmt: skip
+    if not record.outputs:
+        refs["o0"] = mutated[0]
+    g: dict[str, object] = {"torch": torch, "_E": _Errors(record.op_name), "_out_shape": out_shape,
+                            "_prod": math.prod, "_bf16": bf16_bits, "_norm": _norm_geo, "_custom": custom,
+                            "_op": record.op_name, "_pow2": pow2}  # fmt: skip
     L = [f"def impl({', '.join(names)}):"]
     first = None
     for k, a in enumerate(record.tensor_inputs):
@@ -124,11 +142,13 @@ def make_eager(record: KernelRecord, kernel: DeviceKernel, custom: Callable | No
             g[f"_rel{k}"] = o.shape
             L += [f"    _o{k} = {sname}.new_empty(_out_shape(_op, _rel{k}, {sname}, {sname!r}), dtype={dt})"]
     outs = [f"_o{k}" for k in range(len(record.outputs))]
-    ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
-    # Zero-size: nothing to launch when every output is empty; refuse non-empty outputs from empty inputs.
-    L += [f"    if {' and '.join(f'{o}.numel() == 0' for o in outs)}: return {ret}"]
-    L += [f"    if {' or '.join(f'{n}.numel() == 0' for n in tnames)}: "
-          f"raise _E.empty({tnames!r}, [{', '.join(tnames)}], [{', '.join(outs)}])"]  # fmt: skip
+    ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+    # Zero-size: nothing to launch when everything written is empty; refuse non-empty outputs from empty inputs.
+    written = outs + mutated
+    L += [f"    if {' and '.join(f'{o}.numel() == 0' for o in written)}: return {ret}"]
+    if outs:
+        L += [f"    if {' or '.join(f'{n}.numel() == 0' for n in tnames)}: "
+              f"raise _E.empty({tnames!r}, [{', '.join(tnames)}], [{', '.join(outs)}])"]  # fmt: skip
     for k, e in enumerate(record.extras):
         L += [f"    _x{k} = {to_python(e.expr, refs)}"]
         lo, hi = _INT_LIMITS[e.ctype]
@@ -137,34 +157,103 @@ def make_eager(record: KernelRecord, kernel: DeviceKernel, custom: Callable | No
         L += [f"    if _x{k} > {hi}: raise _E.value({e.name!r}, _x{k}, {e.ctype!r}, {hint!r})"]
         values.append(f"_x{k}")
     values += [f"{o}.data_ptr()" for o in outs]
-    if record.launch is not None:
-        grid = ", ".join(to_python(x, refs) for x in record.launch.grid)
-        block = ", ".join(str(b) for b in record.launch.block)
-        launch = f"{grid}, {block}, {record.launch.shared_mem}"
+    if variants.simple and record.launch is not None:
+        _inline_simple(L, g, record, variants, refs, values, ret)
     else:
-        ins = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
-        onames = "{" + ", ".join(f"{o.name!r}: _o{k}" for k, o in enumerate(record.outputs)) + "}"
-        L += [f"    _grid, _block, _smem = _norm(_op, _custom({ins}, {onames}))"]
-        launch = "*_grid, *_block, _smem"
-    if record.launch is not None:
-        # Inlined DeviceKernel.launch for the current device; another device takes the method (device guard).
-        gl = [to_python(x, refs) for x in record.launch.grid]
-        g.update(kernel.fast_path_globals())
-        L += [f"    _g0, _g1, _g2 = {', '.join(gl)}",
-              "    _f = _fns.get(_dev)",
-              "    if _f is None: _f = _kfn(_dev)",
-              f"    if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {record.launch.shared_mem}, "
-              f"{', '.join(values)}); return {ret}",
-              f"    _pack(_P.buf, 0, {', '.join(values)})",
-              "    _s = _raw(_dev)",
-              "    _cs = _streams.get(_s)",
-              "    if _cs is None: _cs = _mkstream(_s)",
-              f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {record.launch.shared_mem}, _cs, _P.addr, 0)[0]",
-              f"    if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {record.launch.shared_mem})"]  # fmt: skip
-    else:
-        L += [f"    _launch(_dev, {launch}, {', '.join(values)})"]
+        _variant_launch(L, g, record, variants, refs, values, ret, tnames, outs, mutated, custom_takes_config)
     L += [f"    return {ret}"]
     src = "\n".join(L) + "\n"
     scope: dict[str, object] = {}
     exec(compile(src, f"<opsmith eager {record.op_name}>", "exec"), g, scope)
     return scope["impl"], src  # type: ignore[return-value]
+
+
+def _inline_simple(L: list, g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list,
+                   ret: str) -> None:  # fmt: skip
+    """One kernel and a declarative geometry: DeviceKernel.launch inlined for the current device (another
+    device takes the method, which switches the device)."""
+    kernel = variants.first
+    assert kernel is not None and record.launch is not None
+    block = ", ".join(str(b) for b in kernel.block)
+    smem = kernel.shared_mem
+    gl = [to_python(x, refs) for x in record.launch.grid]
+    g.update(kernel.fast_path_globals())
+    L += [f"    _g0, _g1, _g2 = {', '.join(gl)}",
+          "    _f = _fns.get(_dev)",
+          "    if _f is None: _f = _kfn(_dev)",
+          f"    if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {smem}, {', '.join(values)}); return {ret}",
+          f"    _pack(_P.buf, 0, {', '.join(values)})",
+          "    _s = _raw(_dev)",
+          "    _cs = _streams.get(_s)",
+          "    if _cs is None: _cs = _mkstream(_s)",
+          f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _P.addr, 0)[0]",
+          f"    if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {smem})"]  # fmt: skip
+
+
+def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list, ret: str,
+                    tnames: list, outs: list, mutated: list, custom_takes_config: bool) -> None:  # fmt: skip
+    """Several kernels: pick the config (tuned) and the specialization (Triton), then launch that kernel."""
+    from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle
+
+    g.update({"_kerns": variants.kernels, "_mk": variants.kernel, "_run": variants.run, "_grids": variants.grids,
+              "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
+              "_params": [c["params"] for c in record.configs], "_fixed": bool(variants.specialized)})  # fmt: skip
+    from cuda.bindings.driver import cuLaunchKernel
+
+    g["_cu"] = cuLaunchKernel
+    # Pointers once, into locals: the specialization reads their alignment and the launch passes them.
+    ptr_locals = {}
+    for k, v in enumerate(values):
+        if v.endswith(".data_ptr()"):
+            L += [f"    _p{k} = {v}"]
+            ptr_locals[k] = f"_p{k}"
+    vals = [ptr_locals.get(k, v) for k, v in enumerate(values)]
+    spec = []
+    for kind, p in variants.spec_layout:
+        if kind == "dtype":
+            spec.append(f"{tnames[p]}.dtype")
+        elif kind == "align":
+            spec.append(f"{vals[p]} & 15 == 0")
+        else:
+            spec.append(f"{vals[p]} % 16 == 0")
+    L += [f"    _sk = ({', '.join(spec)}{',' if spec else ''})"]
+    args = ", ".join(tnames + outs)
+    ins = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in record.inputs) + "}"
+    onames = "{" + ", ".join(f"{o.name!r}: _o{k}" for k, o in enumerate(record.outputs)) + "}"
+    if record.launch is not None:
+        geo = f"_grids[@C@]({args})"
+    else:
+        cfg = ", _params[@C@]" if custom_takes_config else ""
+        geo = f"_norm(_op, _custom({ins}, {onames}{cfg}), _fixed)"
+    if record.tuned:
+        g["_chosen"] = variants.tuner.decisions  # type: ignore[union-attr]
+        g["_decide"] = variants.tuner.decide  # type: ignore[union-attr]
+        dtype_refs = tnames
+        tk = key_to_python(record.tune_key, refs, dtype_refs)
+        L += [f"    _tk = {tk}",
+              "    _c = _chosen.get(_tk)",
+              f"    if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
+              f"({', '.join(vals)},)), ({', '.join(mutated)}{',' if mutated else ''}), "
+              f"({', '.join(outs)}{',' if outs else ''}))"]  # fmt: skip
+    else:
+        L += ["    _c = 0"]
+    L += ["    _kd = _kerns.get((_c, _sk))", "    if _kd is None: _kd = _mk(_c, _sk)"]
+    if record.launch is not None or variants.specialized:
+        L += [
+            f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c')}",
+            "    _b0, _b1, _b2 = _kd.block",
+            "    _sm = _kd.shared_mem",
+        ]
+    else:
+        L += [f"    _g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo.replace('@C@', '_c')}"]
+    L += ["    _f = _kd._functions.get(_dev)",
+          "    if _f is None: _f = _kd.function(_dev)",
+          f"    if _dev != _curdev(): _kd.launch(_dev, _g0, _g1, _g2, _b0, _b1, _b2, _sm, {', '.join(vals)}); "
+          f"return {ret}",
+          "    _P = _kd._params",
+          f"    _kd._pack(_P.buf, 0, {', '.join(vals)})",
+          "    _s = _raw(_dev)",
+          "    _cs = _streams.get(_s)",
+          "    if _cs is None: _cs = _mkstream(_s)",
+          "    _e = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _P.addr, 0)[0]",
+          "    if _e: _kd._fail(_e, _dev, (_g0, _g1, _g2), (_b0, _b1, _b2), _sm)"]  # fmt: skip

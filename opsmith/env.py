@@ -10,7 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
-__all__ = ["CACHE_DIR", "DEFAULT_ARCH", "DISABLE_DISK_CACHE", "Knob", "cache_dir"]
+__all__ = [
+    "AUTOTUNE",
+    "AUTOTUNE_CHECK",
+    "AUTOTUNE_FORCE",
+    "CACHE_DIR",
+    "DEFAULT_ARCH",
+    "DISABLE_DISK_CACHE",
+    "Knob",
+    "cache_dir",
+]
 
 T = TypeVar("T")
 
@@ -48,6 +57,18 @@ DEFAULT_ARCH: Knob[str] = Knob(
     "OPSMITH_DEFAULT_ARCH",
     "sm_90",
     "Architecture compiled for at registration when no GPU is visible (the CPU-only path).",
+)
+
+AUTOTUNE: Knob[bool] = Knob(
+    "OPSMITH_AUTOTUNE", True, "0 = never tune: use a cached decision if there is one, else the default config."
+)
+AUTOTUNE_FORCE: Knob[bool] = Knob(
+    "OPSMITH_AUTOTUNE_FORCE", False, "1 = ignore cached decisions and tune every key again (once per process)."
+)
+AUTOTUNE_CHECK: Knob[bool] = Knob(
+    "OPSMITH_AUTOTUNE_CHECK",
+    False,
+    "1 = while tuning, compare every config's outputs with the first config's and warn on mismatches.",
 )
 
 

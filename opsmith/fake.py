@@ -60,6 +60,8 @@ def make_fake(record: KernelRecord) -> Callable:
             k = o.shape.get("same_as", o.shape.get("reduce"))
             shape = out_shape(op, o.shape, tensors[k], targs[k].name)
             results.append(tensors[k].new_empty(shape, dtype=dt or tensors[o.dtype_from].dtype))
+        if not results:
+            return None  # in-place only
         return results[0] if len(results) == 1 else tuple(results)
 
     return fake

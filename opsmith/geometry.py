@@ -40,10 +40,17 @@ class LaunchPlan:
         return LaunchPlan(tuple(d["grid"]), tuple(d["block"]), d.get("shared_mem", 0))
 
 
-def lower_geometry(geometry: Elementwise | Reduction | Custom) -> LaunchPlan | None:
-    """The plan for a declarative geometry; ``None`` for ``Custom`` (its launch is Python code)."""
+def lower_geometry(geometry: Elementwise | Reduction | Custom, params: dict | None = None) -> LaunchPlan | None:
+    """The plan for a declarative geometry; ``None`` for ``Custom`` (its launch is Python code).
+
+    Block entries that name a config parameter take its value from ``params``."""
+    params = params or {}
+
+    def num(v: int | str) -> int:
+        return int(params[v]) if isinstance(v, str) else v
+
     if isinstance(geometry, Elementwise):
-        b = tuple(geometry.block)
+        b = tuple(num(v) for v in geometry.block)
         if geometry.layout == "flat":
             return LaunchPlan((["cdiv", ["numel", "o0"], b[0]], 1, 1), (b[0], 1, 1))
         k = len(b)
@@ -55,7 +62,7 @@ def lower_geometry(geometry: Elementwise | Reduction | Custom) -> LaunchPlan | N
         return LaunchPlan((gx, gy, gz), (*b, *(1,) * (3 - k)))
     if isinstance(geometry, Reduction):
         rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
-        return LaunchPlan((rows, 1, 1), (geometry.block_size, 1, 1), geometry.shared_mem)
+        return LaunchPlan((rows, 1, 1), (num(geometry.block_size), 1, 1), geometry.shared_mem)
     return None
 
 

@@ -80,7 +80,8 @@ class DeviceKernel:
     """One kernel, loadable on every device. ``build(arch)`` yields its binary for an architecture."""
 
     def __init__(self, op_name: str, build: Callable[[str], Binary], param_ctypes: Sequence[str],
-                 first: Binary | None = None) -> None:  # fmt: skip
+                 first: Binary | None = None, *, block: tuple[int, int, int] | None = None,
+                 shared_mem: int = 0) -> None:  # fmt: skip
         self.op_name = op_name
         self._build = build
         self._binaries: dict[str, Binary] = {first.arch: first} if first else {}
@@ -90,7 +91,12 @@ class DeviceKernel:
         from cuda.bindings.driver import cuLaunchKernel  # bound once; importing the bindings touches no GPU
 
         self._cu = cuLaunchKernel
-        self._params = _Params(len(self.param_ctypes))
+        # A compiler that fixes the block (Triton) wins over the declaration's; trailing parameters (Triton's
+        # scratch pointers) stay NULL: the buffer is zeroed and only the user's slots are ever packed.
+        self.block = first.block if first is not None and first.block else block
+        self.shared_mem = first.shared_mem if first is not None and first.block else shared_mem
+        trailing = first.trailing_params if first is not None else 0
+        self._params = _Params(len(self.param_ctypes) + trailing)
         self._functions: dict[int, object] = {}
         self._modules: dict[int, object] = {}
         self._lock = threading.Lock()
@@ -128,6 +134,10 @@ class DeviceKernel:
                                self.op_name)  # fmt: skip
             (fn,) = _check(driver.cuModuleGetFunction(module, binary.symbol.encode()),
                            f"finding '{binary.symbol}' on cuda:{device}", self.op_name)  # fmt: skip
+            if self.shared_mem > 48 * 1024:  # above 48 KiB dynamic shared memory must be opted into
+                attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                _check(driver.cuFuncSetAttribute(fn, attr, self.shared_mem),
+                       f"allowing {self.shared_mem} bytes of shared memory on cuda:{device}", self.op_name)  # fmt: skip
         self._modules[device] = module
         self._functions[device] = fn
         return fn

@@ -20,7 +20,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -36,6 +36,7 @@ class TensorArg:
     contiguous: Literal["make", "require"] = "make"
     ndim: int | None = None
     min_ndim: int = 0
+    mutates: bool = False
     kind: Literal["tensor"] = "tensor"
 
 
@@ -83,6 +84,15 @@ class KernelRecord:
     outputs: tuple[OutputArg, ...] = ()
     launch: LaunchPlan | None = None  # None: Custom geometry or eager_fn override
     schema: str = ""
+    flavor: str = "cuda"  # "cuda" | "ptx" | "cubin" | "triton"
+    #: Tuning configs as plain dicts ({"params": {...}, "num_warps": n, "num_stages": n}); one entry when the
+    #: op is not tuned. ``binary``/``launch`` are config 0's; ``launches[k]`` is config k's plan.
+    configs: tuple[dict, ...] = ({"params": {}, "num_warps": None, "num_stages": None},)
+    launches: tuple[LaunchPlan | None, ...] = ()
+    #: Tuning-key entries: ["dim", "i<k>", axis, "pow2"|"exact"] or ["numel", "i<k>", "pow2"]; dtypes of
+    #: all tensor inputs are always part of the key.
+    tune_key: tuple = ()
+    tune_default: int = 0
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:
@@ -93,11 +103,20 @@ class KernelRecord:
         ins = ["ptr" if isinstance(a, TensorArg) else a.ctype for a in self.inputs]
         return ins + [e.ctype for e in self.extras] + ["ptr"] * len(self.outputs)
 
+    @property
+    def tuned(self) -> bool:
+        return len(self.configs) > 1
+
+    @property
+    def mutated(self) -> tuple[TensorArg, ...]:
+        return tuple(a for a in self.tensor_inputs if a.mutates)
+
     def to_json(self) -> str:
         d = asdict(self)
         d["binary"] = base64.b64encode(self.binary).decode("ascii")
         d["binary_sha256"] = hashlib.sha256(self.binary).hexdigest()
         d["launch"] = self.launch.to_json() if self.launch else None
+        d["launches"] = [p.to_json() if p else None for p in self.launches]
         d["version"] = RECORD_VERSION
         return json.dumps(d, sort_keys=True)
 
@@ -112,6 +131,9 @@ class KernelRecord:
         inputs = tuple(TensorArg(**a) if a["kind"] == "tensor" else ScalarArg(**a) for a in d.pop("inputs"))
         launch = LaunchPlan.from_json(d.pop("launch")) if d.get("launch") else None
         d.pop("launch", None)
+        d["launches"] = tuple(LaunchPlan.from_json(p) if p else None for p in d.pop("launches", ()))
+        d["configs"] = tuple(d.pop("configs"))
+        d["tune_key"] = tuple(d.pop("tune_key", ()))
         return KernelRecord(
             binary=binary,
             inputs=inputs,

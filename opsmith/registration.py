@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from . import env
+from .autotune import Tuner
 from .eager import make_eager
 from .errors import RegistrationError, SpecError
 from .fake import make_fake
@@ -26,8 +27,9 @@ from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .record import KernelRecord, ScalarArg
 from .schema import derive_schema
-from .spec import Custom, DimSize, InputDecl, Numel, OutputDecl, ScalarInput
-from .validate import check_op_name, resolve
+from .spec import Autotune, Config, Custom, DimSize, InputDecl, Numel, OutputDecl, ScalarInput
+from .validate import check_autotune, check_op_name, resolve
+from .variants import Variants
 
 __all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops"]
 
@@ -38,13 +40,17 @@ _LOCK = threading.Lock()
 class Op:
     """A registered opsmith op. Calling it calls ``torch.ops.<ns>.<name>.default``.
 
-    ``record``: the serializable kernel record. ``kernel``: the device kernel (``kernel.launch_args`` is
-    how a hand-written ``eager_fn`` launches). ``impl_source``: the generated eager implementation.
+    ``record``: the serializable kernel record. ``kernel``: the device kernel of config 0 (``kernel.launch_args``
+    is how a hand-written ``eager_fn`` launches; None for Triton ops, whose kernels are built per call
+    specialization). ``variants``: every kernel of the op. ``tuner``: its autotuning decisions (None when
+    not tuned). ``impl_source``: the generated eager implementation.
     """
 
-    def __init__(self, qualname: str, record: KernelRecord, kernel: DeviceKernel, impl_source: str | None,
+    def __init__(self, qualname: str, record: KernelRecord, variants: Variants, impl_source: str | None,
                  fingerprint: str, lib: torch.library.Library) -> None:  # fmt: skip
-        self.qualname, self.record, self.kernel = qualname, record, kernel
+        self.qualname, self.record, self.variants = qualname, record, variants
+        self.kernel: DeviceKernel | None = variants.first
+        self.tuner: Tuner | None = variants.tuner
         self.impl_source, self.fingerprint, self._lib = impl_source, fingerprint, lib
         ns, name = qualname.split("::")
         self.overload = getattr(getattr(torch.ops, ns), name).default
@@ -112,6 +118,7 @@ def register_kernel_op(
     meta_fn: Callable | None = None,
     eager_fn: Callable | None = None,
     schema: str | None = None,
+    autotune: Autotune | None = None,
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
@@ -122,7 +129,7 @@ def register_kernel_op(
         extras = ()
     fingerprint = hashlib.sha256(json.dumps(_describe({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
-        "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema,
+        "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
     }), sort_keys=True).encode()).hexdigest()  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -134,15 +141,29 @@ def register_kernel_op(
         if torch._C._dispatch_has_kernel(op_name) or _schema_exists(op_name):
             raise RegistrationError(op_name, "op_name", "an op of this name already exists outside opsmith.",
                                     "pick another namespace or name.")  # fmt: skip
-        binary = source.build(default_arch())  # first: a missing kernel or a compile error is the root cause
-        resolved = resolve(op_name, inputs, outputs, extras, geometry, source.signature(),
+        triton = source.flavor == "triton"
+        configs = check_autotune(op_name, autotune, geometry, triton=triton)
+        sources = [source.for_config(c) for c in configs]
+        specialized = hasattr(sources[0], "spec_layout")
+        arch = default_arch()
+        # Compile first: a missing kernel or a compile error is the root cause of anything after it.
+        binary = None if specialized else sources[0].build(arch)
+        resolved = resolve(op_name, inputs, outputs, extras, geometry, sources[0].signature(),
                            pointers_typed=source.pointers_typed, has_meta_fn=meta_fn is not None,
-                           has_eager_fn=eager_fn is not None, has_schema=schema is not None)  # fmt: skip
+                           has_eager_fn=eager_fn is not None, has_schema=schema is not None, configs=configs,
+                           tune_key=autotune.key if autotune else (),
+                           dtype_generic=getattr(source, "dtype_generic", False))  # fmt: skip
+        if specialized and resolved is None:
+            raise SpecError(op_name, "inputs/outputs", "a Triton op needs declared inputs and outputs.",
+                            "declare inputs=[...] and outputs=[...]; meta_fn/eager_fn overrides are for C++.")  # fmt: skip
         record = KernelRecord(
-            op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol, binary_format=binary.fmt,
-            arch=binary.arch, binary=binary.data,
+            op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
+            binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
+            binary=binary.data if binary else b"", flavor=source.flavor, configs=tuple(_config_dict(c) for c in configs),
+            tune_default=autotune.default if autotune else 0,
             **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
-                                            "outputs": resolved.outputs, "launch": resolved.launch}),
+                                            "outputs": resolved.outputs, "launch": resolved.launch,
+                                            "launches": resolved.launches, "tune_key": resolved.tune_key}),
         )  # fmt: skip
         if schema is None:
             if resolved is not None:
@@ -152,25 +173,68 @@ def register_kernel_op(
         elif resolved is not None:
             _check_schema(op_name, schema, record)
         record = dataclasses.replace(record, schema=schema)
-        ctypes_ = record.param_ctypes() if resolved is not None else _signature_ctypes(source)
-        kernel = DeviceKernel(op_name, source.build, ctypes_, binary)
+        for s in sources:
+            if hasattr(s, "bind"):
+                s.bind(record)
+        ctypes_ = record.param_ctypes() if resolved is not None else _signature_ctypes(sources[0])
+        tuner = None
+        if record.tuned:
+            identity = {"op": op_name, "flavor": source.flavor, "sources": [s.fingerprint() for s in sources],
+                        "configs": list(record.configs), "launches": [p.to_json() if p else None for p in record.launches],
+                        "tune_key": list(record.tune_key), **_toolchain(source.flavor)}  # fmt: skip
+            tuner = Tuner(op_name, identity, record.configs, record.tune_default)
+        custom = geometry.fn if isinstance(geometry, Custom) else None
+        variants = Variants(record, sources, binary, ctypes_, tuner)
+        if specialized and all(a.dtype for a in record.tensor_inputs):
+            variants.kernel(0, tuple(True for kind, _ in variants.spec_layout))  # compile errors surface now
         impl_source = None
         if eager_fn is not None:
             impl = eager_fn
         else:
             assert resolved is not None  # resolve() demanded eager_fn otherwise
-            custom = geometry.fn if isinstance(geometry, Custom) else None
-            impl, impl_source = make_eager(record, kernel, custom)
+            takes_config = custom is not None and _arity(custom) >= 3
+            impl, impl_source = make_eager(record, variants, custom, takes_config)
         fake = meta_fn if meta_fn is not None else make_fake(record)
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + schema)
         lib.impl(name, impl, "CUDA")
-        if eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
+        if specialized:
+            # The flavor's visible implementation: Inductor traces into it and sees the kernel.
+            from .flavors.triton import register_visible
+
+            register_visible(lib, op_name, name, record, sources, tuner, custom, impl)
+        elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
             lib.impl(name, impl, "CPU")
         torch.library.register_fake(op_name, fake, lib=lib)
-        op = Op(op_name, record, kernel, impl_source, fingerprint, lib)
+        op = Op(op_name, record, variants, impl_source, fingerprint, lib)
         _REGISTRY[op_name] = op
         return op
+
+
+def _config_dict(c: Config) -> dict:
+    return {"params": dict(c.params), "num_warps": c.num_warps, "num_stages": c.num_stages}
+
+
+def _arity(fn: Callable) -> int:
+    import inspect
+
+    try:
+        return len(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return 2
+
+
+def _toolchain(flavor: str) -> dict:
+    """Versions a tuning decision depends on besides the kernel and the device."""
+    if flavor == "triton":
+        import triton
+
+        return {"triton": triton.__version__}
+    if flavor == "cuda":
+        from .flavors.cuda_cpp import nvrtc_version
+
+        return {"nvrtc": list(nvrtc_version())}
+    return {}
 
 
 def _schema_exists(op_name: str) -> bool:

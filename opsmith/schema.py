@@ -11,10 +11,14 @@ _SCALAR_SCHEMA = {"float": "float", "int": "SymInt", "bool": "bool"}
 
 
 def derive_schema(record: KernelRecord) -> str:
-    args = ", ".join(
-        f"{_SCALAR_SCHEMA[a.py_type]} {a.name}" if isinstance(a, ScalarArg) else f"Tensor {a.name}"
-        for a in record.inputs
-    )
+    """In-place inputs get their own alias set each (``Tensor(a!) x``), as torch.library requires."""
+    parts = []
+    alias = iter("abcdefghijklmnopqrstuvwxyz")
+    for a in record.inputs:
+        if isinstance(a, ScalarArg):
+            parts.append(f"{_SCALAR_SCHEMA[a.py_type]} {a.name}")
+        else:
+            parts.append(f"Tensor({next(alias)}!) {a.name}" if a.mutates else f"Tensor {a.name}")
     n = len(record.outputs)
     ret = "Tensor" if n == 1 else "(" + ", ".join(["Tensor"] * n) + ")"
-    return f"({args}) -> {ret}"
+    return f"({', '.join(parts)}) -> {ret}"

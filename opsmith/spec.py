@@ -16,6 +16,8 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
+    "Autotune",
+    "Config",
     "Custom",
     "DimSize",
     "Elementwise",
@@ -27,6 +29,7 @@ __all__ = [
     "Reduction",
     "SameAs",
     "ScalarInput",
+    "TuneDim",
 ]
 
 IndexType = Literal["int32", "int64"]
@@ -41,12 +44,16 @@ class InputDecl:
     contiguous: what a call does with a non-contiguous tensor: ``"make"`` copies it to a contiguous
         tensor first (the kernel sees dense row-major data); ``"require"`` refuses it with an error.
     ndim: if set, calls with another rank are refused.
+    mutates: the kernel writes this tensor in place (schema ``Tensor(a!)``). The caller's tensor must be
+        contiguous, since a contiguous copy would take the writes instead (so ``contiguous`` must be
+        ``"require"``); the autotuner restores it between trial runs.
     """
 
     name: str
     dtype: torch.dtype | None = None
     contiguous: Literal["make", "require"] = "make"
     ndim: int | None = None
+    mutates: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,9 +130,13 @@ class Elementwise:
     layout="flat": ``grid = (cdiv(numel(out), block[0]),)`` over the first output.
     layout="nd": ``block[i]`` tiles output axis ``-(i+1)``; grid x/y/z are the ceil-divided axes and any
     leading axes are multiplied into grid z. The output needs at least ``len(block)`` dims.
+
+    A block entry may name a ``Config`` parameter (``block=("BLOCK",)``) so each tuning config gets its own.
+    For Triton kernels the block is the number of elements one program handles; the thread count comes
+    from ``num_warps``.
     """
 
-    block: tuple[int, ...] = (256,)
+    block: tuple[int | str, ...] = (256,)
     layout: Literal["flat", "nd"] = "flat"
 
 
@@ -139,7 +150,7 @@ class Reduction:
     """
 
     reduce_dims: tuple[int, ...]
-    block_size: int = 256
+    block_size: int | str = 256  # or the name of a Config parameter; unused by Triton (num_warps decides)
     shared_mem: int = 0
 
 
@@ -158,13 +169,60 @@ Geometry = Elementwise | Reduction | Custom
 
 
 @dataclass(frozen=True)
+class Config:
+    """One launch configuration to tune over.
+
+    params: for CUDA C++, ``-DNAME=VALUE`` defines and ``{NAME}`` placeholders in ``kernel_name`` (template
+        arguments: ``kernel_name="softmax<{BLOCK}>"``); for Triton, the kernel's ``tl.constexpr`` values.
+        Geometry block entries may name them.
+    num_warps / num_stages: Triton compile options (defaults 4 and 3, as Triton's).
+    """
+
+    params: dict[str, int | float | bool | str] = field(default_factory=dict)
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+@dataclass(frozen=True)
+class TuneDim:
+    """A tuning-key entry: ``inputs[input_name].shape[axis]``, bucketed.
+
+    bucket="pow2" (default) rounds up to the next power of two, so shapes 3000 and 4000 share a decision;
+    "exact" keys on the size itself.
+    """
+
+    input_name: str
+    axis: int
+    bucket: Literal["pow2", "exact"] = "pow2"
+
+
+@dataclass(frozen=True)
+class Autotune:
+    """Tune over ``configs``: on the first call with a new key, every config runs on the real inputs and the
+    fastest (median device time) is kept, in memory and on disk.
+
+    key: ``TuneDim`` entries; the dtypes of all tensor inputs are always part of the key. With no entries,
+        the pow2 bucket of each tensor input's numel is used.
+    default: the config used when tuning is not possible (CUDA graph capture, torch.compile tracing, tuning
+        turned off with OPSMITH_AUTOTUNE=0) and the key has no cached decision.
+    """
+
+    configs: Sequence[Config]
+    key: Sequence[TuneDim] = ()
+    default: int = 0
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """Declarative description of a CUDA C++ kernel; see the module docstring for the calling convention.
 
     Every field beyond ``kernel_source`` / ``kernel_name`` is optional; whatever is missing must be supplied
     as an override (``meta_fn``, ``eager_fn``, ``schema``) to ``cuda_kernel_op``.
     ``kernel_name`` may be a template instantiation such as ``"scale<float>"``.
-    ``defines`` become ``-DNAME=VALUE`` options.
+    ``defines`` become ``-DNAME=VALUE`` options. ``autotune`` lists configs (defines, template arguments,
+    block sizes) to choose from per tuning key. ``target="ptx"`` ships PTX for the device's virtual
+    architecture instead of a cubin (the driver JIT-compiles it at load; useful to inspect or to run on a
+    newer GPU than NVRTC knows).
     """
 
     kernel_source: str
@@ -177,3 +235,5 @@ class KernelSpec:
     compile_std: str = "c++17"
     arch_override: str | None = None
     defines: dict[str, str | int] | None = None
+    autotune: Autotune | None = None
+    target: Literal["cubin", "ptx"] = "cubin"

@@ -19,6 +19,8 @@ from .geometry import LaunchPlan, lower_geometry, min_rank
 from .record import ExtraArg, OutputArg, ScalarArg, TensorArg
 from .signature import DTYPE_OF_CTYPE, SIZE_OF_CTYPE, CParam
 from .spec import (
+    Autotune,
+    Config,
     Custom,
     DimSize,
     Elementwise,
@@ -29,9 +31,10 @@ from .spec import (
     Reduction,
     SameAs,
     ScalarInput,
+    TuneDim,
 )
 
-__all__ = ["Resolved", "check_op_name", "resolve"]
+__all__ = ["Resolved", "check_autotune", "check_op_name", "resolve"]
 
 _DEFAULT_SCALAR_CTYPE = {"float": "f32", "int": "i32", "bool": "bool"}
 _INT_CTYPES = {"i32", "u32", "i64", "u64"}
@@ -48,6 +51,8 @@ class Resolved:
     extras: tuple[ExtraArg, ...]
     outputs: tuple[OutputArg, ...]
     launch: LaunchPlan | None
+    launches: tuple[LaunchPlan | None, ...] = ()
+    tune_key: tuple = ()
 
 
 def check_op_name(op_name: str) -> tuple[str, str]:
@@ -91,10 +96,10 @@ def _check_geometry(op: str, geometry: object) -> None:
         if (
             not isinstance(b, tuple | list)
             or not 1 <= len(b) <= 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in b)
+            or not all(isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in b)
         ):
-            raise SpecError(op, "geometry.block", f"{b!r} is not a block of 1 to 3 positive ints.",
-                            "pass e.g. block=(256,) or block=(16, 16).")  # fmt: skip
+            raise SpecError(op, "geometry.block", f"{b!r} is not a block of 1 to 3 positive ints or config "
+                            "parameter names.", "pass e.g. block=(256,), block=(16, 16) or block=('BLOCK',).")  # fmt: skip
         if geometry.layout == "flat" and len(b) != 1:
             raise SpecError(
                 op,
@@ -104,13 +109,13 @@ def _check_geometry(op: str, geometry: object) -> None:
             )
         threads = 1
         for v in b:
-            threads *= v
+            threads *= v if isinstance(v, int) else 1
         if threads > 1024 or (len(b) == 3 and b[2] > 64):
             raise SpecError(op, "geometry.block", f"block {tuple(b)} has {threads} threads (z={b[2] if len(b) == 3 else 1}).",
                             "keep the product at most 1024 threads and z at most 64 (CUDA limits).")  # fmt: skip
     elif isinstance(geometry, Reduction):
         bs = geometry.block_size
-        if not isinstance(bs, int) or isinstance(bs, bool) or not 1 <= bs <= 1024:
+        if not isinstance(bs, str) and (not isinstance(bs, int) or isinstance(bs, bool) or not 1 <= bs <= 1024):
             raise SpecError(op, "geometry.block_size", f"{bs!r} is not a block size.",
                             "use an int in [1, 1024], usually a multiple of 32.")  # fmt: skip
         dims = geometry.reduce_dims
@@ -129,6 +134,80 @@ def _check_geometry(op: str, geometry: object) -> None:
                         "use Elementwise, Reduction or Custom.")  # fmt: skip
 
 
+def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, triton: bool) -> list[Config]:
+    """The configs to build (one, empty, when not tuned); every geometry parameter name must be defined."""
+    if autotune is None:
+        configs = [Config()]
+    else:
+        if not isinstance(autotune, Autotune):
+            raise SpecError(op, "autotune", f"{autotune!r} is not an Autotune.", "pass Autotune(configs=[...]).")
+        configs = list(autotune.configs) if isinstance(autotune.configs, Sequence) else []
+        if not configs:
+            raise SpecError(op, "autotune.configs", "no configs are given.", "list at least one Config(...).")
+        for k, c in enumerate(configs):
+            field = f"autotune.configs[{k}]"
+            if not isinstance(c, Config):
+                raise SpecError(op, field, f"{c!r} is not a Config.", "wrap it in Config(params={...}).")
+            if not isinstance(c.params, dict) or not all(isinstance(n, str) and n.isidentifier() for n in c.params):
+                raise SpecError(op, field + ".params", f"{c.params!r} is not a dict of identifiers to values.",
+                                "pass e.g. params={'BLOCK': 256}.")  # fmt: skip
+            for n, v in c.params.items():
+                if not isinstance(v, int | float | bool | str):
+                    raise SpecError(op, f"{field}.params['{n}']", f"{v!r} is not an int, float, bool or str.",
+                                    "use plain values; they become defines or constexprs.")  # fmt: skip
+            for opt in ("num_warps", "num_stages"):
+                v = getattr(c, opt)
+                if v is None:
+                    continue
+                if not triton:
+                    raise SpecError(op, f"{field}.{opt}", f"{opt} is a Triton option; this is a CUDA C++ kernel.",
+                                    "set the block size through the geometry (block=('NAME',)) instead.")  # fmt: skip
+                ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                if opt == "num_warps":
+                    ok = ok and v <= 32 and v & (v - 1) == 0
+                if not ok:
+                    raise SpecError(op, f"{field}.{opt}", f"{v!r} is not a valid {opt}.",
+                                    "num_warps: a power of two in [1, 32]; num_stages: a positive int.")  # fmt: skip
+        d = autotune.default
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(configs):
+            raise SpecError(op, "autotune.default", f"{d!r} is not a config index.",
+                            f"use an int in [0, {len(configs)}).")  # fmt: skip
+    names: list[str] = []
+    if isinstance(geometry, Elementwise):
+        names = [v for v in geometry.block if isinstance(v, str)]
+    elif isinstance(geometry, Reduction) and isinstance(geometry.block_size, str):
+        names = [geometry.block_size]
+    for n in names:
+        for k, c in enumerate(configs):
+            v = c.params.get(n)
+            if autotune is None:
+                raise SpecError(op, "geometry", f"the block names the config parameter '{n}' but the op has no "
+                                "autotune configs.", "pass autotune=Autotune(configs=[Config(params={"
+                                f"'{n}': 256}})]) or write the number.")  # fmt: skip
+            if not isinstance(v, int) or isinstance(v, bool) or v <= 0 or (not triton and v > 1024):
+                raise SpecError(op, f"autotune.configs[{k}].params", f"the geometry's block uses '{n}', which is "
+                                f"{'missing' if v is None else repr(v)} here.",
+                                f"give every config a positive int '{n}'"
+                                f"{'' if triton else ' (at most 1024 threads)'}.")  # fmt: skip
+    return configs
+
+
+def _tune_key(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list[str]) -> tuple:
+    if not key:
+        return tuple(["numel", f"i{k}", "pow2"] for k in range(len(tensors)))
+    out = []
+    for k, t in enumerate(key):
+        field = f"autotune.key[{k}]"
+        if not isinstance(t, TuneDim):
+            raise SpecError(op, field, f"{t!r} is not a TuneDim.", "use TuneDim(input_name, axis).")
+        if t.bucket not in ("pow2", "exact"):
+            raise SpecError(op, field + ".bucket", f"{t.bucket!r} is not a bucket.", "use 'pow2' or 'exact'.")
+        if not isinstance(t.axis, int) or isinstance(t.axis, bool):
+            raise SpecError(op, field + ".axis", f"{t.axis!r} is not an axis.", "pass an int (negative allowed).")
+        out.append(["dim", f"i{_ref(op, field + '.input_name', t.input_name, tensors, scalars)}", t.axis, t.bucket])
+    return tuple(out)
+
+
 def resolve(
     op: str,
     inputs: Sequence[InputDecl | ScalarInput] | None,
@@ -141,6 +220,9 @@ def resolve(
     has_meta_fn: bool,
     has_eager_fn: bool,
     has_schema: bool,
+    configs: Sequence[Config] = (Config(),),
+    tune_key: Sequence[TuneDim] = (),
+    dtype_generic: bool = False,
 ) -> Resolved | None:
     """Check the declaration; ``None`` when it is too partial to describe a launch (override path)."""
     _check_geometry(op, geometry)
@@ -157,8 +239,10 @@ def resolve(
         return None
     if not inputs:
         raise SpecError(op, "inputs", "the input list is empty.", "declare at least one InputDecl.")
-    if outputs is not None and not outputs:
-        raise SpecError(op, "outputs", "the output list is empty.", "declare at least one OutputDecl.")
+    mutating = any(isinstance(d, InputDecl) and d.mutates is True for d in inputs)
+    if outputs is not None and not outputs and not mutating:
+        raise SpecError(op, "outputs", "the output list is empty and no input is mutated.",
+                        "declare at least one OutputDecl, or mark the input the kernel writes mutates=True.")  # fmt: skip
     names: list[str] = []
     tensors: list[str] = []
     scalars: list[str] = []
@@ -183,6 +267,8 @@ def resolve(
                                 "use 'make' (copy non-contiguous inputs) or 'require' (refuse them).")  # fmt: skip
             if d.ndim is not None and (not isinstance(d.ndim, int) or d.ndim < 0):
                 raise SpecError(op, field + ".ndim", f"{d.ndim!r} is not a rank.", "use a non-negative int or None.")
+            if not isinstance(d.mutates, bool):
+                raise SpecError(op, field + ".mutates", f"{d.mutates!r} is not a bool.", "pass True or False.")
             tensors.append(d.name)
     if outputs is None:
         return None  # meta_fn describes the outputs; the launch needs eager_fn or Custom
@@ -254,6 +340,9 @@ def resolve(
         ref, rank = min_rank(geometry)  # type: ignore[arg-type]
         if ref == "i0":
             min_nd[0] = max(min_nd[0], rank)
+        elif rank and not out_args:  # no outputs: the geometry spans the first mutated input
+            k = next(i for i, d in enumerate(d for d in inputs if isinstance(d, InputDecl)) if d.mutates)
+            min_nd[k] = max(min_nd[k], rank)
         elif rank:  # the first output's rank follows from its source input's
             o = out_args[0]
             src = o.shape.get("same_as", o.shape.get("reduce"))
@@ -270,9 +359,9 @@ def resolve(
     for k, e in enumerate(extra_args):
         if not e.ctype:
             extra_args[k] = ExtraArg(e.name, e.expr, "i32")
-    # Every tensor needs a known element type unless the kernel takes void*.
+    # Every tensor needs a known element type unless the kernel takes void* (or compiles one per dtype).
     for k, d in enumerate(tensor_decls):
-        if dtypes[k] is None and not _is_void(signature, inputs, d.name):
+        if dtypes[k] is None and not dtype_generic and not _is_void(signature, inputs, d.name):
             raise SpecError(op, f"inputs[{list(inputs).index(d)}].dtype",
                             f"the element type of '{d.name}' is unknown (the kernel's signature does not say it).",
                             f"declare InputDecl('{d.name}', dtype=torch.float32) (or the dtype the kernel reads).")  # fmt: skip
@@ -298,12 +387,15 @@ def resolve(
                 raise SpecError(op, f"inputs[{ti}].ndim", f"'{d.name}' is declared with {d.ndim} dims but the "
                                 f"geometry or a ReduceDims needs at least {nd_min}.", "fix ndim or the axes.")  # fmt: skip
             resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
-                                             d.contiguous, d.ndim, nd_min))  # fmt: skip
+                                             "require" if d.mutates else d.contiguous, d.ndim, nd_min,
+                                             d.mutates))  # fmt: skip
             ti += 1
         else:
             resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, scalar_ctypes[d.name]))
-    launch = lower_geometry(geometry) if geometry is not None else None  # type: ignore[arg-type]
-    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launch)
+    launches = tuple(lower_geometry(geometry, c.params) if geometry is not None else None  # type: ignore[arg-type]
+                     for c in configs)  # fmt: skip
+    key = _tune_key(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
+    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key)
 
 
 def _is_void(signature: list[CParam] | None, inputs: Sequence, name: str) -> bool:

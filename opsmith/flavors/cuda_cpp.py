@@ -18,6 +18,7 @@ from pathlib import Path
 from ..cache import compile_cache, make_key
 from ..errors import CompileError, SpecError
 from ..signature import CParam, cubin_symbols, parse_cuda_signature
+from ..spec import Config
 from .base import Binary
 
 __all__ = ["CudaSource", "nvrtc_version", "toolkit_include_dir"]
@@ -96,10 +97,11 @@ class CudaSource:
     """A CUDA C++ kernel compiled with NVRTC. ``kernel_name`` may be a template instantiation."""
 
     pointers_typed = True
+    flavor = "cuda"
 
     def __init__(self, op_name: str, source: str, kernel_name: str, *, std: str = "c++17",
                  include_paths: list[str] | None = None, defines: dict[str, str | int] | None = None,
-                 arch_override: str | None = None) -> None:  # fmt: skip
+                 arch_override: str | None = None, target: str = "cubin") -> None:  # fmt: skip
         if not isinstance(source, str) or not source.strip():
             raise SpecError(op_name, "kernel_source", "the source is empty.", "pass the CUDA C++ source text.")
         if not isinstance(kernel_name, str) or not kernel_name.strip():
@@ -114,14 +116,33 @@ class CudaSource:
         self.std, self.include_paths = std, [os.path.abspath(p) for p in include_paths or []]
         self.defines = {str(k): str(v) for k, v in (defines or {}).items()}
         self.arch_override = arch_override
+        if target not in ("cubin", "ptx"):
+            raise SpecError(op_name, "target", f"{target!r} is not a target.", "use 'cubin' (default) or 'ptx'.")
+        self.target = target
         self._templated = "<" in self.kernel_name
 
     def signature(self) -> list[CParam] | None:
         return parse_cuda_signature(self.source, self.kernel_name)
 
+    def for_config(self, config: Config) -> CudaSource:
+        """Config params become ``-D`` defines and fill ``{NAME}`` placeholders of the kernel name."""
+        if not config.params:
+            return self
+        try:
+            name = self.kernel_name.format(**config.params)
+        except (KeyError, IndexError, ValueError) as e:
+            raise SpecError(self.op_name, "kernel_name", f"'{self.kernel_name}' has a placeholder {e} that the "
+                            f"config params {config.params} do not fill.",
+                            "give every config each {NAME} used in kernel_name.") from None  # fmt: skip
+        return CudaSource(self.op_name, self.source, name, std=self.std, include_paths=self.include_paths,
+                          defines={**self.defines, **{k: int(v) if isinstance(v, bool) else v
+                                                      for k, v in config.params.items()}},
+                          arch_override=self.arch_override, target=self.target)  # fmt: skip
+
     def fingerprint(self) -> str:
         return make_key({"flavor": "cuda", "source": self.source, "kernel": self.kernel_name, "std": self.std,
-                         "include": self.include_paths, "defines": self.defines, "arch": self.arch_override})  # fmt: skip
+                         "include": self.include_paths, "defines": self.defines, "arch": self.arch_override,
+                         "target": self.target})  # fmt: skip
 
     def _options(self, arch: str):
         from cuda.core import ProgramOptions
@@ -135,8 +156,10 @@ class CudaSource:
             define_macro=[(k, v) for k, v in self.defines.items()] or None,
         )
 
-    def build(self, arch: str, target: str = "cubin") -> Binary:
+    def build(self, arch: str, spec: tuple = (), target: str | None = None) -> Binary:
+        """A cubin for ``arch`` (or PTX for its virtual architecture, which the driver JIT-compiles)."""
         arch = self.arch_override or arch
+        target = target or self.target
         toolkit = toolkit_include_dir()
         key = make_key({
             "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(),

@@ -13,6 +13,7 @@ import re
 from ..cache import make_key
 from ..errors import SpecError
 from ..signature import CParam, cubin_symbols, parse_ptx_entry
+from ..spec import Config
 from .base import Binary
 
 __all__ = ["PrecompiledSource"]
@@ -28,6 +29,7 @@ class PrecompiledSource:
             raise SpecError(op_name, "ptx", "no PTX or cubin was given.", "pass the PTX text or cubin bytes.")
         self.op_name, self.kernel_name, self.image = op_name, kernel_name, bytes(image).rstrip(b"\0")
         self.fmt = "cubin" if self.image[:4] == b"\x7fELF" else "ptx"
+        self.flavor = self.fmt
         if self.fmt == "cubin":
             names = cubin_symbols(self.image)
         else:
@@ -49,5 +51,13 @@ class PrecompiledSource:
             {"flavor": self.fmt, "image": hashlib.sha256(self.image).hexdigest(), "kernel": self.kernel_name}
         )
 
-    def build(self, arch: str) -> Binary:
+    def for_config(self, config: Config) -> PrecompiledSource:
+        if config.params:
+            raise SpecError(self.op_name, "autotune.configs", "a pre-compiled kernel has no compile-time "
+                            f"parameters to set, got {config.params}.",
+                            "tune only the geometry's block sizes (params named by the geometry), or compile "
+                            "one PTX per config and register them as separate ops.")  # fmt: skip
+        return self
+
+    def build(self, arch: str, spec: tuple = ()) -> Binary:
         return Binary(self.image, self.fmt, "any", self.kernel_name)  # type: ignore[arg-type]

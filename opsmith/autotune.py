@@ -1,0 +1,232 @@
+"""Autotuning: pick the fastest config per tuning key, remember it in memory and on disk.
+
+The generated eager code computes the key (dtypes of the tensor inputs plus the declared ``TuneDim``
+buckets) and looks it up in ``Tuner.decisions``, a plain dict: a known key costs one dict lookup. Only a
+miss reaches ``Tuner.decide``, which reads the disk cache, or runs every config on the real inputs
+(restoring in-place inputs between runs), keeps the fastest by median device time and writes the decision
+as JSON, content-addressed by the kernel, its configs, the device and the library versions.
+
+Tuning never happens while a CUDA graph is captured or torch.compile traces: there the cached decision or
+the declared default is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from . import env
+from .cache import DiskCache, make_key
+from .errors import CompileError, LaunchError, OpsmithError
+
+__all__ = ["Timer", "Tuner", "cuda_event_timer", "key_to_python", "pow2"]
+
+log = logging.getLogger("opsmith.autotune")
+
+#: ``timer(run, restore) -> per-run device times in ms``. ``run`` launches one config once; ``restore``
+#: puts in-place inputs back, and must not be timed.
+Timer = Callable[[Callable[[], None], Callable[[], None]], list[float]]
+
+
+def pow2(n: int) -> int:
+    """The next power of two >= n (1 for n <= 1): the default tuning bucket of a dimension."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def key_to_python(tune_key: Sequence, refs: dict[str, str], dtype_refs: Sequence[str]) -> str:
+    """Python source of the key tuple for the generated eager code."""
+    parts = [f"{r}.dtype" for r in dtype_refs]
+    for entry in tune_key:
+        if entry[0] == "dim":
+            _, ref, axis, bucket = entry
+            v = f"{refs[ref]}.shape[{axis}]"
+        else:
+            _, ref, bucket = entry
+            v = f"{refs[ref]}.numel()"
+        parts.append(f"_pow2({v})" if bucket == "pow2" else v)
+    return "(" + ", ".join(parts) + ",)"
+
+
+def cuda_event_timer(run: Callable[[], None], restore: Callable[[], None], budget_ms: float = 20.0) -> list[float]:
+    """Device time of ``run`` per repetition, from CUDA events on the current stream.
+
+    One timed run sizes the repetition count to about ``budget_ms`` (5 to 100 runs); ``restore`` runs
+    before each repetition outside the timed events. L2 is not flushed: configs are compared on equal terms.
+    """
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    restore()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    est = max(start.elapsed_time(end), 1e-3)
+    reps = max(5, min(100, int(budget_ms / est)))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for s, e in events:
+        restore()
+        s.record()
+        run()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in events]
+
+
+def _progress(total: int, label: str):
+    """A rich progress bar on a terminal; otherwise nothing (the summary is logged)."""
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        return None
+    p = Progress(transient=True)
+    p.start()
+    return p, p.add_task(label, total=total)
+
+
+class Tuner:
+    """The decisions of one op. ``identity``: what makes a decision valid (kernel, configs, versions)."""
+
+    def __init__(self, op_name: str, identity: dict[str, Any], configs: Sequence[dict], default: int,
+                 timer: Timer | None = None) -> None:  # fmt: skip
+        self.op_name, self.identity, self.configs, self.default = op_name, identity, list(configs), default
+        self.timer: Timer = timer or cuda_event_timer
+        self.decisions: dict[tuple, int] = {}  # read directly by the generated eager code
+        self.trial_runs = 0  # timed and untimed config runs made by tuning (tests and benchmarks read it)
+        self.last_times: dict[int, float] = {}
+        self._forced: set[tuple] = set()
+        self._lock = threading.RLock()
+
+    # -- the disk side -------------------------------------------------------------------------------
+    def _disk(self) -> DiskCache | None:
+        return None if env.DISABLE_DISK_CACHE.get() else DiskCache(env.cache_dir(), "tuning")
+
+    def disk_key(self, key: tuple, device: int | None) -> str:
+        dev = {"name": "cpu", "cc": None}
+        if device is not None and device >= 0 and torch.cuda.is_available():
+            dev = {"name": torch.cuda.get_device_name(device), "cc": list(torch.cuda.get_device_capability(device))}
+        return make_key({"kind": "tuning", **self.identity, "device": dev, "torch": torch.__version__,
+                         "key": [str(v) for v in key]})  # fmt: skip
+
+    def _read(self, key: tuple, device: int | None) -> int | None:
+        cache = self._disk()
+        hit = cache.get(self.disk_key(key, device)) if cache else None
+        if hit is None:
+            return None
+        try:
+            entry = json.loads(hit[1])
+            winner = entry["winner"]
+            ok = isinstance(winner, int) and 0 <= winner < len(self.configs) and entry["config"] == self.configs[winner]
+        except (ValueError, KeyError, TypeError):
+            ok = False
+        if not ok:
+            log.warning("%s: ignoring a tuning cache entry that does not match the configs", self.op_name)
+            return None
+        return winner
+
+    def _write(self, key: tuple, device: int | None, winner: int, times: dict[int, float],
+               skipped: dict[int, str]) -> None:  # fmt: skip
+        cache = self._disk()
+        if cache is None:
+            return
+        entry = {"op": self.op_name, "key": [str(v) for v in key], "winner": winner, "config": self.configs[winner],
+                 "times_ms": {str(c): t for c, t in times.items()}, "skipped": {str(c): r for c, r in skipped.items()}}  # fmt: skip
+        cache.put(self.disk_key(key, device), {"op": self.op_name, "kind": "tuning"}, json.dumps(entry).encode())
+
+    # -- deciding ------------------------------------------------------------------------------------
+    def decide(self, key: tuple, device: int | None, run: Callable[[int], None],
+               mutated: Sequence[torch.Tensor] = (), outputs: Sequence[torch.Tensor] = ()) -> int:  # fmt: skip
+        """The config for ``key``: remembered, read from disk, or tuned now on the caller's tensors."""
+        with self._lock:  # eight threads missing the same key tune once
+            force = env.AUTOTUNE_FORCE.get() and key not in self._forced
+            if key in self.decisions and not force:
+                return self.decisions[key]
+            if _cannot_tune():
+                hit = self._read(key, device)
+                return self.default if hit is None else hit  # not remembered: a later eager call may tune
+            if not force:
+                hit = self._read(key, device)
+                if hit is not None:
+                    self.decisions[key] = hit
+                    return hit
+            if not env.AUTOTUNE.get():
+                self.decisions[key] = self.default
+                return self.default
+            winner = self._tune(key, device, run, mutated, outputs)
+            self._forced.add(key)
+            self.decisions[key] = winner
+            return winner
+
+    def _tune(self, key: tuple, device: int | None, run: Callable[[int], None], mutated: Sequence[torch.Tensor],
+              outputs: Sequence[torch.Tensor]) -> int:  # fmt: skip
+        saved = [m.clone() for m in mutated]
+
+        def restore() -> None:
+            for m, s in zip(mutated, saved, strict=True):
+                m.copy_(s)
+
+        check = env.AUTOTUNE_CHECK.get()
+        reference: list[torch.Tensor] | None = None
+        times: dict[int, float] = {}
+        skipped: dict[int, str] = {}
+        bar = _progress(len(self.configs), f"tuning {self.op_name}")
+        try:
+            for c in range(len(self.configs)):
+                try:
+                    restore()
+                    run(c)  # compiles and loads the config; a failure here skips it
+                    self.trial_runs += 1
+                    if check:
+                        got = [t.clone() for t in (*outputs, *mutated)]
+                        if reference is None:
+                            reference = got
+                        else:
+                            self._compare(c, reference, got)
+                    samples = self.timer(lambda c=c: run(c), restore)
+                    self.trial_runs += len(samples)
+                    times[c] = statistics.median(samples)
+                except (CompileError, LaunchError, OpsmithError) as e:
+                    skipped[c] = str(e).splitlines()[0]
+                    log.warning("%s: config %d %s skipped: %s", self.op_name, c, self.configs[c], skipped[c])
+                if bar:
+                    bar[0].advance(bar[1])
+        finally:
+            if bar:
+                bar[0].stop()
+            restore()
+        if not times:
+            raise LaunchError(f"{self.op_name}: no tuning config could run for key {key}: {skipped}. Fix: check the "
+                              "configs against the kernel (constexpr values, block sizes, shared memory).")  # fmt: skip
+        winner = min(times, key=times.__getitem__)
+        self.last_times = dict(times)
+        d = times.get(self.default, math.nan)
+        log.info("%s: key %s -> config %d %s: %.4f ms (default config %d: %.4f ms; %d configs timed, %d skipped)",
+                 self.op_name, key, winner, self.configs[winner], times[winner], self.default, d, len(times),
+                 len(skipped))  # fmt: skip
+        self._write(key, device, winner, times, skipped)
+        return winner
+
+    def _compare(self, c: int, reference: list[torch.Tensor], got: list[torch.Tensor]) -> None:
+        for k, (r, g) in enumerate(zip(reference, got, strict=True)):
+            if r.is_floating_point():
+                tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2}.get(r.dtype, 1e-4)
+                same = torch.allclose(r.float(), g.float(), rtol=tol, atol=tol, equal_nan=True)
+            else:
+                same = torch.equal(r, g)
+            if not same:
+                log.warning("%s: config %d %s disagrees with config 0 on result %d (max abs diff %s)", self.op_name,
+                            c, self.configs[c], k, (r.double() - g.double()).abs().max().item())  # fmt: skip
+
+
+def _cannot_tune() -> bool:
+    if torch.compiler.is_compiling():
+        return True
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

@@ -1,0 +1,351 @@
+"""The Triton flavor: a ``@triton.jit`` kernel compiled by ``triton.compile`` to a cubin, launched by opsmith.
+
+Triton compiles one binary per *specialization*: the element types of the pointers and what is known about
+the values (a 16-byte aligned pointer, an integer divisible by 16 lets it vectorize). Its own launcher
+decides that on every call in Python (~15 us per launch measured on an H200 host). Here the decision is
+made once at registration: ``spec_layout`` lists what a call specializes on, the generated eager code
+computes that tuple, and each distinct tuple is compiled once (Triton's disk cache makes later processes
+cheap) and launched through the same ``DeviceKernel`` as CUDA C++ kernels.
+
+Under ``torch.compile`` the op is not opaque: ``traceable`` runs the same kernel through
+``torch.library.wrap_triton`` so Inductor sees it (the mechanism of ``torch.library.triton_op``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+from typing import Any
+
+import torch
+
+from ..cache import make_key
+from ..errors import CompileError, LaunchError, SpecError
+from ..record import KernelRecord, TensorArg
+from ..signature import CParam, parse_ptx_entry
+from ..spec import Config
+from .base import Binary
+
+__all__ = ["TritonSource", "is_triton_kernel", "register_visible"]
+
+_TRITON_DTYPE = {
+    torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+    torch.int8: "i8", torch.int16: "i16", torch.int32: "i32", torch.int64: "i64", torch.uint8: "u8",
+    torch.bool: "i1", torch.float8_e4m3fn: "fp8e4nv", torch.float8_e5m2: "fp8e5",
+}  # fmt: skip
+_TRITON_SCALAR = {"f32": "fp32", "f64": "fp64", "i32": "i32", "i64": "i64", "u32": "u32", "u64": "u64",
+                  "bool": "i1", "i8": "i8", "i16": "i16", "f16": "fp16", "bf16": "bf16"}  # fmt: skip
+_PARAM_SIZE = {"fp32": 4, "fp64": 8, "i32": 4, "i64": 8, "u32": 4, "u64": 8, "i1": 1, "i8": 1, "i16": 2,
+               "fp16": 2, "bf16": 2}  # fmt: skip
+
+
+def is_triton_kernel(obj: object) -> bool:
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return False
+    return isinstance(obj, JITFunction)
+
+
+class TritonSource:
+    """A ``@triton.jit`` kernel bound to one ``Config`` (constexpr values, num_warps, num_stages)."""
+
+    pointers_typed = False
+    dtype_generic = True  # tensors without a declared dtype get one compile per dtype
+    flavor = "triton"
+
+    def __init__(self, op_name: str, kernel: Any, config: Config | None = None) -> None:
+        if not is_triton_kernel(kernel):
+            raise SpecError(op_name, "kernel", f"{kernel!r} is not a @triton.jit function.",
+                            "decorate the kernel with @triton.jit (not @triton.autotune: opsmith tunes with "
+                            "Autotune(configs=...)).")  # fmt: skip
+        self.op_name, self.kernel, self.config = op_name, kernel, config or Config()
+        self.kernel_name = kernel.__name__
+        self.params = [(p.name, bool(p.is_constexpr), p.default) for p in kernel.params]
+        self.runtime_params = [n for n, c, _ in self.params if not c]
+        self.constexprs: dict[str, Any] = {}
+        for name, is_c, default in self.params:
+            if not is_c or config is None:  # the unbound source only describes the kernel
+                continue
+            if name in self.config.params:
+                self.constexprs[name] = self.config.params[name]
+            elif default is not inspect.Parameter.empty:
+                self.constexprs[name] = default
+            else:
+                raise SpecError(op_name, "autotune.configs", f"the kernel's constexpr '{name}' has no value.",
+                                f"give every Config params={{'{name}': ...}} or a default in the kernel.")  # fmt: skip
+        unknown = set(self.config.params) - {n for n, c, _ in self.params if c}
+        if unknown:
+            raise SpecError(op_name, "autotune.configs", f"params {sorted(unknown)} are not constexpr parameters "
+                            f"of '{self.kernel_name}'.", "only tl.constexpr parameters can be set by a Config.")  # fmt: skip
+        self.num_warps = self.config.num_warps or 4
+        self.num_stages = self.config.num_stages or 3
+        self._record: KernelRecord | None = None
+        self._roles: list[tuple[str, Any]] = []
+
+    def for_config(self, config: Config) -> TritonSource:
+        return TritonSource(self.op_name, self.kernel, config)
+
+    def signature(self) -> list[CParam] | None:
+        return None  # Triton parameters are untyped; ``bind`` checks the count
+
+    def fingerprint(self) -> str:
+        return make_key({"flavor": "triton", "kernel": self.kernel.cache_key, "name": self.kernel_name,
+                         "constexprs": self.constexprs, "warps": self.num_warps, "stages": self.num_stages})  # fmt: skip
+
+    # -- binding to the resolved declaration --------------------------------------------------------
+    def bind(self, record: KernelRecord) -> None:
+        """Check the kernel's runtime parameters against the calling convention and note each one's role."""
+        roles: list[tuple[str, Any]] = [("tensor", a) if isinstance(a, TensorArg) else ("scalar", a)
+                                        for a in record.inputs]  # fmt: skip
+        roles += [("extra", e) for e in record.extras] + [("output", o) for o in record.outputs]
+        if len(roles) != len(self.runtime_params):
+            want = ", ".join(getattr(a, "name", "?") for _, a in roles)
+            raise SpecError(self.op_name, "kernel signature", f"'{self.kernel_name}' has {len(self.runtime_params)} "
+                            f"non-constexpr parameters ({', '.join(self.runtime_params)}) but the declaration "
+                            f"implies {len(roles)}: {want}.", "the order is inputs and scalars as declared, then "
+                            "extras, then outputs; constexpr parameters come from the Config.")  # fmt: skip
+        self._record, self._roles = record, roles
+
+    def spec_layout(self) -> list[tuple[str, int]]:
+        """What a call specializes on, by parameter position: ("dtype", k) for tensor input k without a
+        declared dtype, ("align", p) for each pointer parameter p, ("div16", p) for each integer one."""
+        assert self._record is not None
+        layout: list[tuple[str, int]] = []
+        for k, a in enumerate(self._record.tensor_inputs):
+            if a.dtype is None:
+                layout.append(("dtype", k))
+        for p, (role, a) in enumerate(self._roles):
+            if role in ("tensor", "output"):
+                layout.append(("align", p))
+            elif role == "extra" or (role == "scalar" and a.py_type == "int"):
+                layout.append(("div16", p))
+        return layout
+
+    def _types(self, spec: tuple) -> tuple[dict[str, str], dict[tuple[int], list]]:
+        assert self._record is not None
+        layout = self.spec_layout()
+        in_dtypes = [torch.float32 if a.dtype is None else getattr(torch, a.dtype) for a in self._record.tensor_inputs]
+        for (kind, k), v in zip(layout, spec, strict=True):
+            if kind == "dtype":
+                in_dtypes[k] = v
+        signature: dict[str, str] = {}
+        ti = 0
+        for name, (role, a) in zip(self.runtime_params, self._roles, strict=True):
+            if role == "tensor":
+                dt = in_dtypes[ti]
+                ti += 1
+            elif role == "output":
+                dt = getattr(torch, a.dtype) if a.dtype else in_dtypes[a.dtype_from]
+            else:
+                ctype = a.ctype
+                if ctype not in _TRITON_SCALAR:
+                    raise SpecError(self.op_name, "kernel signature", f"parameter '{name}' would be {ctype}, "
+                                    "which Triton kernels do not take.", "use a float, int or bool.")  # fmt: skip
+                signature[name] = _TRITON_SCALAR[ctype]
+                continue
+            if dt not in _TRITON_DTYPE:
+                raise LaunchError(f"{self.op_name}: Triton has no pointer type for {dt} (parameter '{name}').")
+            signature[name] = "*" + _TRITON_DTYPE[dt]
+        for name, is_c, _ in self.params:
+            if is_c:
+                signature[name] = "constexpr"
+        attrs = {(p,): [["tt.divisibility", 16]] for (kind, p), v in zip(layout, spec, strict=True)
+                 if kind in ("align", "div16") and v}  # fmt: skip
+        return signature, attrs
+
+    def build(self, arch: str, spec: tuple = ()) -> Binary:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        cc = int(arch.removeprefix("sm_").rstrip("af"))
+        signature, attrs = self._types(spec)
+        src = ASTSource(self.kernel, signature=signature, constexprs=dict(self.constexprs), attrs=attrs)
+        t0 = time.perf_counter()
+        try:
+            ck = triton.compile(src, target=GPUTarget("cuda", cc, 32),
+                                options={"num_warps": self.num_warps, "num_stages": self.num_stages})  # fmt: skip
+        except Exception as e:  # Triton's CompilationError carries the offending kernel line
+            raise CompileError(self.op_name, self.kernel_name, str(e), _kernel_excerpt(self.kernel, e)) from None
+        md = ck.metadata
+        for what, bad in (("cluster launch (num_ctas > 1)", md.num_ctas != 1),
+                          ("a cooperative grid", md.launch_cooperative_grid),
+                          ("programmatic dependent launch", md.launch_pdl),
+                          ("global scratch memory", md.global_scratch_size > 0),
+                          ("profile scratch memory", getattr(md, "profile_scratch_size", 0) > 0)):  # fmt: skip
+            if bad:
+                raise LaunchError(f"{self.op_name}: this Triton kernel needs {what}, which opsmith's launcher does "
+                                  "not provide yet. Fix: use a config without it, or call the kernel directly.")  # fmt: skip
+        entry = parse_ptx_entry(ck.asm["ptx"], md.name) or []
+        user = [signature[n] for n in self.runtime_params]
+        sizes = [8 if t.startswith("*") else _PARAM_SIZE[t] for t in user]
+        got = [8 if p.pointer else _PARAM_SIZE.get({"f32": "fp32", "f64": "fp64", "bool": "i1"}.get(p.ctype, p.ctype), 8)
+               for p in entry]  # fmt: skip
+        if got[: len(sizes)] != sizes or not all(p.pointer for p in entry[len(sizes) :]):
+            raise LaunchError(f"{self.op_name}: the compiled Triton kernel's parameters ({[p.spelled for p in entry]}) "
+                              f"are not the expected {user} plus scratch pointers; this Triton version "
+                              f"({triton.__version__}) is not supported.")  # fmt: skip
+        return Binary(ck.asm["cubin"], "cubin", f"sm_{cc}", md.name, seconds=time.perf_counter() - t0,
+                      block=(32 * md.num_warps, 1, 1), shared_mem=int(md.shared),
+                      trailing_params=len(entry) - len(sizes))  # fmt: skip
+
+    # -- the visible implementation for torch.compile and the interpreter --------------------------------
+    def launch_kwargs(self) -> dict[str, Any]:
+        return {**self.constexprs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+def _hint(v: Any) -> int | None:
+    """A concrete value for a possibly symbolic size, without adding a guard (None if unknown)."""
+    if isinstance(v, torch.SymInt):
+        return v.node.hint
+    return int(v)
+
+
+def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
+    """The config used while tracing: the cached decision for the key at the traced shapes' hints, else
+    the declared default. Tracing never tunes (fake tensors have no data to time)."""
+    if tuner is None:
+        return 0
+    from ..autotune import pow2
+
+    key: list[Any] = [t.dtype for t in tensors]
+    for entry in record.tune_key:
+        t = tensors[int(entry[1][1:])]
+        v = _hint(t.shape[entry[2]]) if entry[0] == "dim" else _hint(t.numel())
+        if v is None:
+            return tuner.default
+        key.append(pow2(v) if entry[-1] == "pow2" else v)
+    k = tuple(key)
+    hit = tuner.decisions.get(k)
+    if hit is None:
+        hit = tuner._read(k, tensors[0].get_device() if tensors[0].is_cuda else None)
+    return tuner.default if hit is None else hit
+
+
+def make_visible_impl(record: KernelRecord, sources: list[TritonSource], tuner: Any, custom: Any,
+                      interpret: bool = False) -> Any:  # fmt: skip
+    """The op written as PyTorch calls plus ``wrap_triton(kernel)[grid](...)``: what torch.compile traces
+    (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU."""
+    import math
+
+    from ..fake import make_fake
+    from ..geometry import to_python
+    from ..record import TensorArg as _T
+
+    alloc = make_fake(record)  # checks dtype and rank, allocates the outputs (works on any tensor kind)
+    n_in = len(record.tensor_inputs)
+    refs = {f"i{k}": f"t[{k}]" for k in range(n_in)}
+    refs.update({f"o{k}": f"t[{n_in + k}]" for k in range(len(record.outputs))})
+    if not record.outputs:
+        refs["o0"] = f"t[{next(k for k, a in enumerate(record.tensor_inputs) if a.mutates)}]"
+    env = {"_prod": math.prod}
+    extras = [eval(f"lambda t: {to_python(e.expr, refs)}", env) for e in record.extras]
+    grids = [eval(f"lambda t: ({', '.join(to_python(g, refs) for g in p.grid)})", env) if p else None
+             for p in record.launches]  # fmt: skip
+    takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
+    op = record.op_name
+
+    def impl(*args: Any) -> Any:
+        args = list(args)
+        for k, a in enumerate(record.inputs):
+            if isinstance(a, _T) and not args[k].is_contiguous():
+                if a.contiguous == "require":
+                    from ..errors import InputError
+
+                    raise InputError(op, a.name, "a contiguous tensor (declared contiguous='require')",
+                                     f"strides {args[k].stride()}", f"Fix: pass {a.name}.contiguous().")  # fmt: skip
+                args[k] = args[k].contiguous()
+        outs = alloc(*args)
+        outs_l = [] if outs is None else [outs] if isinstance(outs, torch.Tensor) else list(outs)
+        tensors = [x for x, a in zip(args, record.inputs, strict=True) if isinstance(a, _T)]
+        t = tensors + outs_l
+        written = outs_l + [x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
+        if all(w.numel() == 0 for w in written):
+            return outs
+        c = _traced_config(record, tuner, tensors)
+        src = sources[c]
+        if grids and grids[c] is not None:
+            grid = grids[c](t)
+        else:
+            ins = {a.name: x for a, x in zip(record.inputs, args, strict=True)}
+            onames = {o.name: x for o, x in zip(record.outputs, outs_l, strict=True)}
+            grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
+        values = args + [f(t) for f in extras] + outs_l
+        if interpret:
+            from triton.runtime.interpreter import InterpretedFunction
+
+            kern = InterpretedFunction(src.kernel.fn)
+            kern[grid](*values, **src.constexprs)
+        else:
+            from torch.library import wrap_triton
+
+            wrap_triton(src.kernel)[grid](*values, **src.launch_kwargs())
+        return outs
+
+    return impl
+
+
+def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, sources: list[TritonSource],
+                     tuner: Any, custom: Any, eager: Any) -> None:  # fmt: skip
+    """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
+    FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
+    implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
+    run through the Triton interpreter when ``TRITON_INTERPRET=1``; otherwise they get the eager guards'
+    clear device error."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+
+    visible = make_visible_impl(record, sources, tuner, custom)
+    interpreted = make_visible_impl(record, sources, tuner, custom, interpret=True)
+
+    def decompose(mode: Any, op: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            from torch.export._trace import custom_triton_ops_decomposition_disabled
+
+            keep = custom_triton_ops_decomposition_disabled()
+        except ImportError:  # older torch: always decompose
+            keep = False
+        if keep:
+            return mode.__torch_dispatch__(op, types, args, kwargs)
+        if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
+            return NotImplemented
+        with mode:
+            return visible(*args, **kwargs)
+
+    torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, decompose, lib=lib)
+
+    def cpu(*args: Any) -> Any:
+        import triton
+
+        if triton.knobs.runtime.interpret:
+            return interpreted(*args)
+        return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
+
+    lib.impl(name, cpu, "CPU")
+    try:  # lets AOTInductor find the kernels of this op (as for torch.library.triton_op)
+        from torch._library.triton import triton_ops_to_kernels
+
+        triton_ops_to_kernels[op_name] = [sources[0].kernel]
+    except ImportError:
+        pass
+
+
+def _kernel_excerpt(kernel: Any, err: Exception) -> str:
+    try:
+        lines, start = inspect.getsourcelines(kernel.fn)
+    except (OSError, TypeError):
+        return ""
+    src = getattr(err, "src", None)
+    node = getattr(err, "node", None)
+    lineno = getattr(node, "lineno", None)
+    if src is None or lineno is None:
+        return "".join(f"   {start + k:4d} | {line}" for k, line in enumerate(lines[:12]))
+    n = lineno - 1  # relative to the kernel's first line
+    lo, hi = max(0, n - 2), min(len(lines), n + 3)
+    return "".join(f"{'>>' if k == n else '  '} {start + k:4d} | {lines[k]}" for k in range(lo, hi))
+
+
+def source_digest(kernel: Any) -> str:
+    return hashlib.sha256(kernel.cache_key.encode()).hexdigest()
