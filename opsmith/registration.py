@@ -142,7 +142,8 @@ def register_kernel_op(
             raise RegistrationError(op_name, "op_name", "an op of this name already exists outside opsmith.",
                                     "pick another namespace or name.")  # fmt: skip
         triton = source.flavor == "triton"
-        configs = check_autotune(op_name, autotune, geometry, triton=triton)
+        configs = check_autotune(op_name, autotune, geometry, triton=triton,
+                                 defaults=getattr(source, "constexpr_defaults", None))  # fmt: skip
         sources = [source.for_config(c) for c in configs]
         specialized = hasattr(sources[0], "spec_layout")
         arch = default_arch()
@@ -185,7 +186,7 @@ def register_kernel_op(
             tuner = Tuner(op_name, identity, record.configs, record.tune_default)
         custom = geometry.fn if isinstance(geometry, Custom) else None
         variants = Variants(record, sources, binary, ctypes_, tuner)
-        if specialized and all(a.dtype for a in record.tensor_inputs):
+        if specialized and all(a.dtype for a in record.tensor_inputs) and not getattr(source, "interpreted", False):
             variants.kernel(0, tuple(True for kind, _ in variants.spec_layout))  # compile errors surface now
         impl_source = None
         if eager_fn is not None:

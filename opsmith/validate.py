@@ -134,8 +134,10 @@ def _check_geometry(op: str, geometry: object) -> None:
                         "use Elementwise, Reduction or Custom.")  # fmt: skip
 
 
-def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, triton: bool) -> list[Config]:
-    """The configs to build (one, empty, when not tuned); every geometry parameter name must be defined."""
+def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, triton: bool,
+                   defaults: dict | None = None) -> list[Config]:  # fmt: skip
+    """The configs to build (one, empty, when not tuned); every geometry parameter name must be defined.
+    ``defaults``: the kernel's own constexpr defaults (Triton), which configs may leave out."""
     if autotune is None:
         configs = [Config()]
     else:
@@ -172,6 +174,8 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
         if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(configs):
             raise SpecError(op, "autotune.default", f"{d!r} is not a config index.",
                             f"use an int in [0, {len(configs)}).")  # fmt: skip
+    if defaults:
+        configs = [Config({**defaults, **c.params}, c.num_warps, c.num_stages) for c in configs]
     names: list[str] = []
     if isinstance(geometry, Elementwise):
         names = [v for v in geometry.block if isinstance(v, str)]
@@ -180,7 +184,7 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
     for n in names:
         for k, c in enumerate(configs):
             v = c.params.get(n)
-            if autotune is None:
+            if autotune is None and v is None:
                 raise SpecError(op, "geometry", f"the block names the config parameter '{n}' but the op has no "
                                 "autotune configs.", "pass autotune=Autotune(configs=[Config(params={"
                                 f"'{n}': 256}})]) or write the number.")  # fmt: skip

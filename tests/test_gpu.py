@@ -187,3 +187,34 @@ def test_launch_args_and_kernel_record_per_device(ex):
     major, minor = torch.cuda.get_device_capability()
     assert rec.arch == f"sm_{major}{minor}"
     assert 0 in ex["relu"].op.kernel._functions
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_ops_on_second_gpu_while_current_is_first_and_on_both_in_turn(ex):
+    from opsmith.catalog_tuned import register_tuned
+
+    tuned = register_tuned(NS + "_2gpu")
+    ops = [(ex["relu"].op, torch.relu), (ex["softmax"].op, lambda x: torch.softmax(x, -1)),
+           (tuned["softmax_tuned"].op, lambda x: torch.softmax(x, -1)), (tuned["relu_tt"].op, torch.relu),
+           (tuned["softmax_tt"].op, lambda x: torch.softmax(x, -1))]  # fmt: skip
+    assert torch.cuda.current_device() == 0
+    for _ in range(2):  # cuda:1 first (current is cuda:0), then cuda:0, then again
+        for dev in ("cuda:1", "cuda:0"):
+            for op, ref in ops:
+                x = torch.randn(33, 500, device=dev)
+                y = op(x)
+                assert y.device == x.device
+                torch.testing.assert_close(y, ref(x), atol=1e-6, rtol=1e-4)
+            assert torch.cuda.current_device() == 0
+    assert {0, 1} <= set(ex["relu"].op.kernel._functions)  # one module per device
+    with torch.cuda.device(1):  # current stream of cuda:1 is where the work goes
+        s = torch.cuda.Stream()
+        x = torch.randn(1 << 20, device="cuda:1")
+        with torch.cuda.stream(s):
+            torch.cuda._sleep(50_000_000)
+            y = tuned["relu_tt"].op(x)
+            ev = torch.cuda.Event()
+            ev.record(s)
+        assert not ev.query()
+        s.synchronize()
+        torch.testing.assert_close(y, torch.relu(x))

@@ -125,9 +125,13 @@ class CudaSource:
         return parse_cuda_signature(self.source, self.kernel_name)
 
     def for_config(self, config: Config) -> CudaSource:
-        """Config params become ``-D`` defines and fill ``{NAME}`` placeholders of the kernel name."""
+        """Config params fill ``{NAME}`` placeholders of the kernel name (template arguments); the others
+        become ``-D`` defines (a template parameter of the same name would clash with a macro)."""
         if not config.params:
             return self
+        import string
+
+        placeholders = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
         try:
             name = self.kernel_name.format(**config.params)
         except (KeyError, IndexError, ValueError) as e:
@@ -136,7 +140,7 @@ class CudaSource:
                             "give every config each {NAME} used in kernel_name.") from None  # fmt: skip
         return CudaSource(self.op_name, self.source, name, std=self.std, include_paths=self.include_paths,
                           defines={**self.defines, **{k: int(v) if isinstance(v, bool) else v
-                                                      for k, v in config.params.items()}},
+                                                      for k, v in config.params.items() if k not in placeholders}},
                           arch_override=self.arch_override, target=self.target)  # fmt: skip
 
     def fingerprint(self) -> str:

@@ -41,11 +41,32 @@ _PARAM_SIZE = {"fp32": 4, "fp64": 8, "i32": 4, "i64": 8, "u32": 4, "u64": 8, "i1
 
 
 def is_triton_kernel(obj: object) -> bool:
+    """A ``@triton.jit`` function (an ``InterpretedFunction`` when ``TRITON_INTERPRET=1`` at import)."""
     try:
+        from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
     except ImportError:
         return False
-    return isinstance(obj, JITFunction)
+    return isinstance(obj, JITFunction | InterpretedFunction)
+
+
+def _interpreted(kernel: Any) -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return isinstance(kernel, InterpretedFunction)
+
+
+def _params(kernel: Any) -> list[tuple[str, bool, Any]]:
+    if hasattr(kernel, "params"):  # JITFunction
+        return [(p.name, bool(p.is_constexpr), p.default) for p in kernel.params]
+    import triton.language as tl
+
+    out = []
+    for p in inspect.signature(kernel.fn).parameters.values():
+        ann = p.annotation
+        is_c = ann is tl.constexpr or (isinstance(ann, str) and ann.split(".")[-1] == "constexpr")
+        out.append((p.name, is_c, p.default))
+    return out
 
 
 class TritonSource:
@@ -62,8 +83,10 @@ class TritonSource:
                             "Autotune(configs=...)).")  # fmt: skip
         self.op_name, self.kernel, self.config = op_name, kernel, config or Config()
         self.kernel_name = kernel.__name__
-        self.params = [(p.name, bool(p.is_constexpr), p.default) for p in kernel.params]
+        self.interpreted = _interpreted(kernel)
+        self.params = _params(kernel)
         self.runtime_params = [n for n, c, _ in self.params if not c]
+        self.constexpr_defaults = {n: d for n, c, d in self.params if c and d is not inspect.Parameter.empty}
         self.constexprs: dict[str, Any] = {}
         for name, is_c, default in self.params:
             if not is_c or config is None:  # the unbound source only describes the kernel
@@ -91,7 +114,7 @@ class TritonSource:
         return None  # Triton parameters are untyped; ``bind`` checks the count
 
     def fingerprint(self) -> str:
-        return make_key({"flavor": "triton", "kernel": self.kernel.cache_key, "name": self.kernel_name,
+        return make_key({"flavor": "triton", "kernel": source_digest(self.kernel), "name": self.kernel_name,
                          "constexprs": self.constexprs, "warps": self.num_warps, "stages": self.num_stages})  # fmt: skip
 
     # -- binding to the resolved declaration --------------------------------------------------------
@@ -156,6 +179,9 @@ class TritonSource:
         return signature, attrs
 
     def build(self, arch: str, spec: tuple = ()) -> Binary:
+        if _interpreted(self.kernel):
+            raise LaunchError(f"{self.op_name}: the kernel was defined with TRITON_INTERPRET=1, so it can only run "
+                              "in the interpreter, on CPU tensors. Fix: unset TRITON_INTERPRET to run on a GPU.")  # fmt: skip
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
@@ -276,7 +302,9 @@ def make_visible_impl(record: KernelRecord, sources: list[TritonSource], tuner: 
         if interpret:
             from triton.runtime.interpreter import InterpretedFunction
 
-            kern = InterpretedFunction(src.kernel.fn)
+            # Kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is triton.language's
+            # own jit code, which wrapping a compiled kernel cannot reach).
+            kern = src.kernel if _interpreted(src.kernel) else InterpretedFunction(src.kernel.fn)
             kern[grid](*values, **src.constexprs)
         else:
             from torch.library import wrap_triton
@@ -348,4 +376,7 @@ def _kernel_excerpt(kernel: Any, err: Exception) -> str:
 
 
 def source_digest(kernel: Any) -> str:
-    return hashlib.sha256(kernel.cache_key.encode()).hexdigest()
+    """Triton's own content hash (source and the jit functions it calls); the source text when interpreted."""
+    if hasattr(kernel, "cache_key"):
+        return kernel.cache_key
+    return hashlib.sha256(inspect.getsource(kernel.fn).encode()).hexdigest()

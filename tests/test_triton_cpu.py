@@ -1,0 +1,127 @@
+"""Triton ops on CPU: registration and its errors, cubin builds for sm_90 per specialization, fake-tensor
+tracing (Inductor's graph holds the kernel; export keeps the op), and numerics in Triton's interpreter."""
+
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import opsmith as ok
+
+triton = pytest.importorskip("triton")
+import triton.language as tl  # noqa: E402
+
+from opsmith.catalog_tuned import register_tuned  # noqa: E402
+
+NS = "t_tcpu"
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return register_tuned(NS)
+
+
+@triton.jit
+def _three(x_ptr, n, y_ptr, BLOCK: tl.constexpr):
+    pass
+
+
+def test_param_count_and_constexpr_errors():
+    decl = {"inputs": [ok.InputDecl("x")], "outputs": [ok.OutputDecl("y", ok.SameAs("x"))],
+            "geometry": ok.Elementwise(block=("BLOCK",))}  # fmt: skip
+    with pytest.raises(ok.SpecError, match=r"has 3 non-constexpr parameters"):
+        ok.triton_op(f"{NS}::bad_count", _three, **decl, autotune=ok.Autotune([ok.Config({"BLOCK": 64})]))
+    with pytest.raises(ok.SpecError, match="constexpr 'BLOCK' has no value"):
+        ok.triton_op(f"{NS}::no_block", _three, **{**decl, "geometry": ok.Elementwise()}, extras=[ok.Numel("x")])
+    with pytest.raises(ok.SpecError, match="not constexpr parameters"):
+        ok.triton_op(f"{NS}::unknown", _three, **decl, extras=[ok.Numel("x")],
+                     autotune=ok.Autotune([ok.Config({"BLOCK": 64, "NOPE": 1})]))  # fmt: skip
+    with pytest.raises(ok.SpecError, match=r"not a @triton\.jit"):
+        ok.triton_op(f"{NS}::plain", lambda x: x, **decl)
+    with pytest.raises(ok.SpecError, match="num_warps"):
+        ok.triton_op(f"{NS}::warps", _three, **decl, extras=[ok.Numel("x")],
+                     autotune=ok.Autotune([ok.Config({"BLOCK": 64}, num_warps=3)]))  # fmt: skip
+
+
+def test_schema_and_specialization_layout(ex):
+    assert ex["relu_tt"].op.schema == f"{NS}::relu_tt(Tensor x) -> Tensor"
+    assert ex["axpy_tt"].op.schema == f"{NS}::axpy_tt(Tensor(a!) x, Tensor y, float alpha) -> ()"
+    # x's dtype, x aligned, n divisible by 16, y aligned
+    assert ex["relu_tt"].op.variants.spec_layout == [("dtype", 0), ("align", 0), ("div16", 1), ("align", 2)]
+
+
+def test_each_specialization_builds_its_own_cubin(ex):
+    v = ex["relu_tt"].op.variants
+    a = v.kernel(0, (torch.float32, True, True, True)).binary_for("sm_90")
+    b = v.kernel(0, (torch.bfloat16, True, True, True)).binary_for("sm_90")
+    c = v.kernel(0, (torch.float32, False, False, True)).binary_for("sm_90")
+    assert a.fmt == "cubin" and a.data[:4] == b"\x7fELF" and a.block == (128, 1, 1)
+    assert len({a.data, b.data, c.data}) == 3
+    k = v.kernel(0, (torch.float32, True, True, True))
+    assert v.kernel(0, (torch.float32, True, True, True)) is k  # built once
+    assert len(k._params.ptrs) == 3 + a.trailing_params  # Triton's scratch pointers stay NULL
+
+
+def test_tuned_triton_configs_set_warps_and_constexprs(ex):
+    op = ex["softmax_tt"].op
+    warps = {op.variants.kernel(c, (torch.float32, True, True, True)).block[0] // 32
+             for c in range(len(op.record.configs))}  # fmt: skip
+    assert warps == {4, 8}
+    assert [s.constexprs["BLOCK"] for s in op.variants.sources] == [256, 256, 1024, 1024, 4096, 4096]
+
+
+def test_fake_shapes_and_guards(ex):
+    with FakeTensorMode():
+        x = torch.empty(7, 33, device="cuda", dtype=torch.bfloat16)
+        assert ex["softmax_tt"].op(x).shape == (7, 33) and ex["softmax_tt"].op(x).dtype == torch.bfloat16
+        y = torch.empty(3, device="cuda")
+        assert ex["axpy_tt"].op(y, y.clone(), 2.0) is None
+
+
+def test_compile_trace_shows_the_kernel_and_export_keeps_the_op(ex):
+    from torch._functorch.aot_autograd import aot_function
+
+    graphs = []
+
+    def grab(gm, _inputs):
+        graphs.append(gm)
+        return gm
+
+    f = aot_function(lambda x: ex["softmax_tt"].op(x).relu(), fw_compiler=grab)
+    with FakeTensorMode():
+        x = torch.empty(16, 300, device="cuda")
+        with contextlib.suppress(RuntimeError):  # the captured graph is all we need; running it needs a GPU
+            f(x)
+    code = graphs[0].code
+    assert "triton_kernel_wrapper_functional" in code and "'BLOCK': 1024" in code  # the declared default
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return ex["softmax_tt"].op(x)
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        ep = torch.export.export(M(), (torch.empty(16, 300, device="cuda"),),
+                                 dynamic_shapes={"x": {0: torch.export.Dim("rows")}})  # fmt: skip
+    assert f"torch.ops.{NS}.softmax_tt.default" in ep.graph_module.code
+
+
+def test_cpu_tensors_without_interpreter_get_the_device_error(ex):
+    if triton.knobs.runtime.interpret:
+        pytest.skip("TRITON_INTERPRET is set in this process")
+    with pytest.raises(ok.InputError, match="a CUDA tensor"):
+        ex["relu_tt"].op(torch.randn(4))
+
+
+def test_interpreter_numerics():
+    """Every Triton example against its PyTorch reference in Triton's interpreter (a fresh process: the
+    interpreter must be on before triton.language is imported)."""
+    script = Path(__file__).with_name("triton_interpreter_check.py")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).parents[1]))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "checked" in r.stdout
