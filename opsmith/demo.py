@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .catalog import register_all
+from .catalog_tuned import register_tuned, triton_available
 from .registration import default_arch
 
 
@@ -43,14 +44,18 @@ def _numerics(examples: dict) -> bool:
     for name, ex in examples.items():
         for dt in ex.dtypes:
             for args in ex.samples(torch.device("cuda"), dt):
+                ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
                 got = ex.op(*args)
-                want = ex.reference(*args)
+                want = ex.reference(*ref_args)
+                if got is None:  # an in-place op: compare the written input
+                    got, want = args[0], ref_args[0]
                 got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
                 err = max((float((g.float() - w.float()).abs().max()) if g.numel() else 0.0)
                           for g, w in zip(got, want, strict=True))  # fmt: skip
                 try:
                     for g, w in zip(got, want, strict=True):
-                        torch.testing.assert_close(g, w, **ex.tol)
+                        tol = ex.tol if g.dtype == torch.float32 else {"atol": 2e-2, "rtol": 2e-2}
+                        torch.testing.assert_close(g, w, **tol)
                     good = True
                 except AssertionError:
                     good = ok = False
@@ -86,10 +91,13 @@ def _trace_fake(examples: dict) -> None:
 def main() -> int:
     t0 = time.perf_counter()
     examples = register_all("demo")
-    n_bin = sum(1 for e in examples.values() if e.op.record.binary_format == "cubin")
+    examples.update(register_tuned("demo"))
+    flavors = [e.op.record.flavor for e in examples.values()]
     print(f"opsmith demo: registered {len(examples)} example ops in {time.perf_counter() - t0:.2f} s "
-          f"({n_bin} CUDA C++ kernels compiled by NVRTC to cubin for {default_arch()}, 1 pre-compiled PTX; "
-          "a second run reads them from the disk cache)")  # fmt: skip
+          f"({flavors.count('cuda')} CUDA C++ compiled by NVRTC for {default_arch()}, {flavors.count('ptx')} "
+          f"pre-compiled PTX, {flavors.count('triton')} Triton{'' if triton_available() else ' (Triton not installed)'}; "
+          f"{sum(e.op.record.tuned for e in examples.values())} autotuned; a second run reads compiled kernels "
+          "from the disk cache)")  # fmt: skip
     for name, ex in examples.items():
         print(f"  {name:14s} {ex.op.schema}")
     if not torch.cuda.is_available():
@@ -100,6 +108,14 @@ def main() -> int:
         return 0
     print(f"\nRunning on {torch.cuda.get_device_name()}: numerics against PyTorch on fresh random inputs")
     ok = _numerics(examples)
+    print("\nautotuning decisions (key: dtypes + size buckets -> chosen config):")
+    for name, ex in examples.items():
+        if ex.op.tuner is not None:
+            for key, c in sorted(ex.op.tuner.decisions.items(), key=str):
+                print(
+                    f"  {name:14s} {tuple(str(k).removeprefix('torch.') for k in key)} -> "
+                    f"{ex.op.record.configs[c]['params']} num_warps={ex.op.record.configs[c]['num_warps']}"
+                )
     model = _Model(examples)
     x, b = torch.randn(4, 64, 96, device="cuda"), torch.randn(96, device="cuda")
     want = model(x, b)

@@ -1,0 +1,128 @@
+"""Tuning benchmarks (issue: Triton + autotuning), side by side in one run, medians.
+
+1. For an autotuned CUDA C++ row softmax and an autotuned Triton row softmax over several shapes: the
+   config the tuner chose vs the best config found by timing every config by hand (same op, decision
+   forced), as a ratio (target <= 1.05).
+2. Host time per eager call of a small Triton op (relu, 1,024 floats): opsmith vs torch.relu vs Triton's
+   own JIT launch of the same kernel.
+3. A second process: tuning runs made (target 0) and how long registering + the first call take, next
+   to Triton's own load of the same compiled kernel.
+
+    python benchmarks/bench_tuning.py [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from bench_core import device_time, host_time
+
+from opsmith.catalog_tuned import register_tuned
+from opsmith.kernels.triton_kernels import relu_kernel
+
+SHAPES = [(8192, 128), (4096, 1000), (2048, 4096), (512, 16384), (128, 65536)]
+
+
+def tuned_vs_best(op, x: torch.Tensor) -> dict:
+    op(x)  # tunes this key
+    torch.cuda.synchronize()
+    (key,) = [k for k in op.tuner.decisions if k[-1] == 1 << (x.shape[-1] - 1).bit_length() and k[0] == x.dtype]
+    chosen = op.tuner.decisions[key]
+    times = {}
+    for c in range(len(op.record.configs)):
+        op.tuner.decisions[key] = c
+        times[c] = device_time(lambda: op(x), warmup=5, reps=30)
+    op.tuner.decisions[key] = chosen
+    best = min(times, key=times.__getitem__)
+    return {"shape": list(x.shape), "chosen": chosen, "chosen_ms": times[chosen], "best": best,
+            "best_ms": times[best], "ratio": times[chosen] / times[best],
+            "config": op.record.configs[chosen]["params"], "num_warps": op.record.configs[chosen]["num_warps"]}  # fmt: skip
+
+
+def second_process(cache: str) -> dict:
+    code = textwrap.dedent(f"""
+        import json, time, torch
+        torch.cuda.init(); torch.empty(1, device="cuda")
+        import triton
+        from opsmith.kernels.triton_kernels import softmax_kernel
+        t0 = time.perf_counter()
+        from opsmith.catalog_tuned import register_tuned
+        ex = register_tuned("bench_tuning")
+        t1 = time.perf_counter()
+        out = {{"register_ms": (t1 - t0) * 1e3, "ops": {{}}}}
+        for n in ("softmax_tuned", "softmax_tt"):
+            x = torch.randn({SHAPES[1]!r}, device="cuda")
+            t = time.perf_counter()
+            ex[n].op(x); torch.cuda.synchronize()
+            first = (time.perf_counter() - t) * 1e3
+            kd = next(iter(ex[n].op.variants.kernels.values()))
+            build = [b.seconds * 1e3 for b in kd._binaries.values()]
+            out["ops"][n] = {{"first_call_ms": first, "tuning_runs": ex[n].op.tuner.trial_runs,
+                              "compile_or_cache_load_ms": build}}
+        # Triton's own path to the same kernel: its JIT launch from its disk cache, in this process.
+        x = torch.randn({SHAPES[1]!r}, device="cuda"); y = torch.empty_like(x)
+        t = time.perf_counter()
+        softmax_kernel[(x.shape[0],)](x, x.shape[1], y, BLOCK=512, num_warps=8); torch.cuda.synchronize()
+        out["triton_jit_first_launch_ms"] = (time.perf_counter() - t) * 1e3
+        print(json.dumps(out))
+    """)
+    env = dict(os.environ, OPSMITH_CACHE_DIR=cache)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    ex = register_tuned("bench_tuning")
+    res: dict = {"device": torch.cuda.get_device_name(), "tuned": {}}
+    for name in ("softmax_tuned", "softmax_tt"):
+        res["tuned"][name] = [tuned_vs_best(ex[name].op, torch.randn(s, device="cuda")) for s in SHAPES]
+    x = torch.randn(1024, device="cuda")
+    op = ex["relu_tt"].op
+    y = torch.empty_like(x)
+
+    def triton_jit(x):
+        relu_kernel[(1,)](x, x.numel(), y)
+
+    res["host_us"] = host_time(
+        {"torch.relu": torch.relu, "opsmith triton relu": op, "triton jit launch": triton_jit}, x
+    )
+    res["second_process"] = second_process(os.environ["OPSMITH_CACHE_DIR"])
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(res, f, indent=1)
+    print(json.dumps(res, indent=1))
+    print(f"== tuning benchmark on {res['device']} ==")
+    for name, rows in res["tuned"].items():
+        worst = max(r["ratio"] for r in rows)
+        desc = ", ".join(f"{tuple(r['shape'])}: {r['chosen_ms'] * 1e3:.1f}/{r['best_ms'] * 1e3:.1f}us" for r in rows)
+        print(f"{name}: chosen/best worst ratio {worst:.3f} (target <= 1.05); chosen/best: {desc}")
+    h = res["host_us"]
+    print(f"host us/call 1024 floats: torch.relu {h['torch.relu']:.2f}, opsmith triton relu "
+          f"{h['opsmith triton relu']:.2f} ({h['opsmith triton relu'] / h['torch.relu']:.2f}x, target <= 1.5x), "
+          f"triton jit launch {h['triton jit launch']:.2f}")  # fmt: skip
+    sp = res["second_process"]
+    ops = "; ".join(f"{n}: {o['tuning_runs']} tuning runs, first call {o['first_call_ms']:.1f} ms "
+                    f"(kernel build/cache load {sum(o['compile_or_cache_load_ms']):.1f} ms)"
+                    for n, o in sp["ops"].items())  # fmt: skip
+    print(
+        f"second process: register {sp['register_ms']:.1f} ms; {ops}; triton's own first JIT launch "
+        f"{sp['triton_jit_first_launch_ms']:.1f} ms"
+    )
+    _ = statistics
+
+
+if __name__ == "__main__":
+    main()
