@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import textwrap
@@ -48,36 +47,42 @@ def tuned_vs_best(op, x: torch.Tensor) -> dict:
             "config": op.record.configs[chosen]["params"], "num_warps": op.record.configs[chosen]["num_warps"]}  # fmt: skip
 
 
-def second_process(cache: str) -> dict:
-    code = textwrap.dedent(f"""
+def second_process(cache: str, block: int, warps: int) -> dict:
+    """Fresh processes with warm caches: (A) Triton alone launches the softmax kernel for the first time
+    (Triton's own kernel load: its cache key, reading the cubin, loading the module); (B) opsmith
+    registers the tuned examples and makes the softmax ops' first calls. B - A is opsmith's cost."""
+    shape = SHAPES[1]
+    triton_alone = textwrap.dedent(f"""
         import json, time, torch
-        torch.cuda.init(); torch.empty(1, device="cuda")
-        import triton
+        torch.empty(1, device="cuda"); torch.cuda.synchronize()
+        t = time.perf_counter()
         from opsmith.kernels.triton_kernels import softmax_kernel
+        x = torch.randn({shape!r}, device="cuda"); y = torch.empty_like(x)
+        softmax_kernel[(x.shape[0],)](x, x.shape[1], y, BLOCK={block}, num_warps={warps}); torch.cuda.synchronize()
+        print(json.dumps({{"triton_first_launch_ms": (time.perf_counter() - t) * 1e3}}))
+    """)
+    with_opsmith = textwrap.dedent(f"""
+        import json, time, torch
+        torch.empty(1, device="cuda"); torch.cuda.synchronize()
         t0 = time.perf_counter()
         from opsmith.catalog_tuned import register_tuned
         ex = register_tuned("bench_tuning")
-        t1 = time.perf_counter()
-        out = {{"register_ms": (t1 - t0) * 1e3, "ops": {{}}}}
+        out = {{"register_ms": (time.perf_counter() - t0) * 1e3, "ops": {{}}}}
         for n in ("softmax_tuned", "softmax_tt"):
-            x = torch.randn({SHAPES[1]!r}, device="cuda")
+            x = torch.randn({shape!r}, device="cuda")
             t = time.perf_counter()
             ex[n].op(x); torch.cuda.synchronize()
-            first = (time.perf_counter() - t) * 1e3
-            kd = next(iter(ex[n].op.variants.kernels.values()))
-            build = [b.seconds * 1e3 for b in kd._binaries.values()]
-            out["ops"][n] = {{"first_call_ms": first, "tuning_runs": ex[n].op.tuner.trial_runs,
-                              "compile_or_cache_load_ms": build}}
-        # Triton's own path to the same kernel: its JIT launch from its disk cache, in this process.
-        x = torch.randn({SHAPES[1]!r}, device="cuda"); y = torch.empty_like(x)
-        t = time.perf_counter()
-        softmax_kernel[(x.shape[0],)](x, x.shape[1], y, BLOCK=512, num_warps=8); torch.cuda.synchronize()
-        out["triton_jit_first_launch_ms"] = (time.perf_counter() - t) * 1e3
+            out["ops"][n] = {{"first_call_ms": (time.perf_counter() - t) * 1e3,
+                              "tuning_runs": ex[n].op.tuner.trial_runs}}
+        out["ready_ms"] = (time.perf_counter() - t0) * 1e3
         print(json.dumps(out))
     """)
     env = dict(os.environ, OPSMITH_CACHE_DIR=cache)
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    res = {}
+    for code in (triton_alone, triton_alone, with_opsmith):  # A twice: the first fills Triton's cache if needed
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        res.update(json.loads(r.stdout.strip().splitlines()[-1]))
+    return res
 
 
 def main() -> None:
@@ -99,7 +104,10 @@ def main() -> None:
     res["host_us"] = host_time(
         {"torch.relu": torch.relu, "opsmith triton relu": op, "triton jit launch": triton_jit}, x
     )
-    res["second_process"] = second_process(os.environ["OPSMITH_CACHE_DIR"])
+    sm = ex["softmax_tt"].op
+    chosen = sm.record.configs[sm.tuner.decisions[(torch.float32, 1024)]]
+    res["second_process"] = second_process(os.environ["OPSMITH_CACHE_DIR"], chosen["params"]["BLOCK"],
+                                           chosen["num_warps"])  # fmt: skip
     if args.out:
         with open(args.out, "w") as f:
             json.dump(res, f, indent=1)
@@ -114,14 +122,11 @@ def main() -> None:
           f"{h['opsmith triton relu']:.2f} ({h['opsmith triton relu'] / h['torch.relu']:.2f}x, target <= 1.5x), "
           f"triton jit launch {h['triton jit launch']:.2f}")  # fmt: skip
     sp = res["second_process"]
-    ops = "; ".join(f"{n}: {o['tuning_runs']} tuning runs, first call {o['first_call_ms']:.1f} ms "
-                    f"(kernel build/cache load {sum(o['compile_or_cache_load_ms']):.1f} ms)"
+    ops = "; ".join(f"{n}: {o['tuning_runs']} tuning runs, first call {o['first_call_ms']:.1f} ms"
                     for n, o in sp["ops"].items())  # fmt: skip
-    print(
-        f"second process: register {sp['register_ms']:.1f} ms; {ops}; triton's own first JIT launch "
-        f"{sp['triton_jit_first_launch_ms']:.1f} ms"
-    )
-    _ = statistics
+    print(f"second process: register 5 tuned ops {sp['register_ms']:.1f} ms; {ops}; ready after "
+          f"{sp['ready_ms']:.1f} ms vs Triton alone loading the same kernel {sp['triton_first_launch_ms']:.1f} ms "
+          f"-> {sp['ready_ms'] - sp['triton_first_launch_ms']:.1f} ms beyond Triton's own load (target <= 20 ms)")  # fmt: skip
 
 
 if __name__ == "__main__":

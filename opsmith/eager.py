@@ -195,7 +195,8 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
     """Several kernels: pick the config (tuned) and the specialization (Triton), then launch that kernel."""
     from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle
 
-    g.update({"_kerns": variants.kernels, "_mk": variants.kernel, "_run": variants.run, "_grids": variants.grids,
+    g.update({"_fast": variants.fast, "_entry": variants.entry, "_run": variants.run, "_grids": variants.grids,
+              "_pack": variants.pack, "_P": variants.params,
               "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
               "_params": [c["params"] for c in record.configs], "_fixed": bool(variants.specialized)})  # fmt: skip
     from cuda.bindings.driver import cuLaunchKernel
@@ -235,23 +236,25 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
               f"    if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
               f"({', '.join(vals)},)), ({', '.join(mutated)}{',' if mutated else ''}), "
               f"({', '.join(outs)}{',' if outs else ''}))"]  # fmt: skip
+        L += ["    _vk = (_c, _sk)"]
     else:
-        L += ["    _c = 0"]
-    L += ["    _kd = _kerns.get((_c, _sk))", "    if _kd is None: _kd = _mk(_c, _sk)"]
-    if record.launch is not None or variants.specialized:
-        L += [
-            f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c')}",
-            "    _b0, _b1, _b2 = _kd.block",
-            "    _sm = _kd.shared_mem",
-        ]
-    else:
-        L += [f"    _g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo.replace('@C@', '_c')}"]
-    L += ["    _f = _kd._functions.get(_dev)",
+        L += ["    _vk = _sk"]
+    L += ["    _v = _fast.get(_vk)", "    if _v is None: _v = _entry(_vk)"]
+    if record.launch is not None and not record.tuned:  # one plan: its grid inline
+        L += [f"    _g0, _g1, _g2 = {', '.join(to_python(x, refs) for x in record.launch.grid)}",
+              "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
+    elif record.launch is not None or variants.specialized:
+        L += [f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c' if record.tuned else '0')}",
+              "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
+    else:  # a Custom geometry gives the block per call
+        L += [f"    _g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo.replace('@C@', '_c' if record.tuned else '0')}",
+              "    _fns = _v[0]",
+              "    _kd = _v[5]"]  # fmt: skip
+    L += ["    _f = _fns.get(_dev)",
           "    if _f is None: _f = _kd.function(_dev)",
           f"    if _dev != _curdev(): _kd.launch(_dev, _g0, _g1, _g2, _b0, _b1, _b2, _sm, {', '.join(vals)}); "
           f"return {ret}",
-          "    _P = _kd._params",
-          f"    _kd._pack(_P.buf, 0, {', '.join(vals)})",
+          f"    _pack(_P.buf, 0, {', '.join(vals)})",
           "    _s = _raw(_dev)",
           "    _cs = _streams.get(_s)",
           "    if _cs is None: _cs = _mkstream(_s)",

@@ -9,16 +9,20 @@ needs it. Every one of them shares the op's parameter layout, so they launch thr
 from __future__ import annotations
 
 import math
+import struct
 import threading
 from collections.abc import Callable, Sequence
 
 from .autotune import Tuner
+from .errors import LaunchError
 from .flavors.base import Binary, KernelSource
 from .geometry import LaunchPlan, to_python
-from .launch import DeviceKernel
+from .launch import DeviceKernel, _Params, pack_format
 from .record import KernelRecord, TensorArg
 
 __all__ = ["Variants"]
+
+_MAX_TRAILING = 4  # hidden pointer parameters a compiler may append (Triton 3.6: global and profile scratch)
 
 
 class Variants:
@@ -29,6 +33,13 @@ class Variants:
         self.specialized = hasattr(sources[0], "spec_layout")
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
         self.kernels: dict[tuple, DeviceKernel] = {}
+        #: What the generated eager code reads per call, keyed by the specialization (untuned) or by
+        #: (config, specialization): (functions by device, block x, y, z, shared memory, the kernel).
+        self.fast: dict[tuple, tuple] = {}
+        # One parameter buffer and packer for every kernel: they share the op's layout. Slots past the
+        # user's are never written, so a kernel's trailing scratch pointers (Triton: 2) read NULL.
+        self.pack = struct.Struct(pack_format(self.param_ctypes)).pack_into
+        self.params = _Params(len(self.param_ctypes) + _MAX_TRAILING)
         self._lock = threading.Lock()
         self.first = self._kernel(0, (), first) if not self.specialized else None
         if self.first is not None:
@@ -40,10 +51,21 @@ class Variants:
         """One kernel, fixed at registration: the eager code inlines its launch."""
         return self.first is not None and not self.record.tuned
 
+    def entry(self, key: tuple) -> tuple:
+        """``fast[key]``, building the kernel on first use."""
+        c, spec = key if self.record.tuned else (0, key)
+        kd = self.kernel(c, spec)
+        block = kd.block or (0, 0, 0)  # None: a Custom geometry gives the block per call
+        e = self.fast[key] = (kd._functions, *block, kd.shared_mem, kd)
+        return e
+
     def _kernel(self, c: int, spec: tuple, binary: Binary | None = None) -> DeviceKernel:
         src = self.sources[c]
         plan: LaunchPlan | None = self.record.launches[c] if self.record.launches else None
         binary = binary or src.build(self.record.arch, spec)
+        if binary.trailing_params > _MAX_TRAILING:
+            raise LaunchError(f"{self.record.op_name}: the compiled kernel has {binary.trailing_params} parameters "
+                              "after the declared ones; opsmith supports up to {_MAX_TRAILING}.")  # fmt: skip
         return DeviceKernel(self.record.op_name, lambda arch, s=src, sp=spec: s.build(arch, sp), self.param_ctypes,
                             binary, block=plan.block if plan else None, shared_mem=plan.shared_mem if plan else 0)  # fmt: skip
 

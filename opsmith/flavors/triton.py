@@ -133,14 +133,16 @@ class TritonSource:
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """What a call specializes on, by parameter position: ("dtype", k) for tensor input k without a
-        declared dtype, ("align", p) for each pointer parameter p, ("div16", p) for each integer one."""
+        declared dtype, ("align", p) for each input pointer p, ("div16", p) for each integer parameter.
+        Outputs are always 16-byte aligned (opsmith allocates them; the caching allocator aligns to 512
+        bytes), so they are compiled as aligned without a per-call check."""
         assert self._record is not None
         layout: list[tuple[str, int]] = []
         for k, a in enumerate(self._record.tensor_inputs):
             if a.dtype is None:
                 layout.append(("dtype", k))
         for p, (role, a) in enumerate(self._roles):
-            if role in ("tensor", "output"):
+            if role == "tensor":
                 layout.append(("align", p))
             elif role == "extra" or (role == "scalar" and a.py_type == "int"):
                 layout.append(("div16", p))
@@ -176,6 +178,7 @@ class TritonSource:
                 signature[name] = "constexpr"
         attrs = {(p,): [["tt.divisibility", 16]] for (kind, p), v in zip(layout, spec, strict=True)
                  if kind in ("align", "div16") and v}  # fmt: skip
+        attrs.update({(p,): [["tt.divisibility", 16]] for p, (role, _) in enumerate(self._roles) if role == "output"})
         return signature, attrs
 
     def build(self, arch: str, spec: tuple = ()) -> Binary:
