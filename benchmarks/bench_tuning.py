@@ -1,8 +1,8 @@
 """Tuning benchmarks (issue: Triton + autotuning), side by side in one run, medians.
 
 1. For an autotuned CUDA C++ row softmax and an autotuned Triton row softmax over several shapes: the
-   config the tuner chose vs the best config found by timing every config by hand (same op, decision
-   forced), as a ratio (target <= 1.05).
+   config the tuner chose vs the best config found by timing every config by hand with
+   ``triton.testing.do_bench`` (same op, decision forced; median), as a ratio (target <= 1.05).
 2. Host time per eager call of a small Triton op (relu, 1,024 floats): opsmith vs torch.relu vs Triton's
    own JIT launch of the same kernel.
 3. A second process: tuning runs made (target 0) and how long registering + the first call take, next
@@ -23,7 +23,8 @@ import textwrap
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_core import device_time, host_time
+from bench_core import host_time
+from triton.testing import do_bench
 
 from opsmith.catalog_tuned import register_tuned
 from opsmith.kernels.triton_kernels import relu_kernel
@@ -39,7 +40,7 @@ def tuned_vs_best(op, x: torch.Tensor) -> dict:
     times = {}
     for c in range(len(op.record.configs)):
         op.tuner.decisions[key] = c
-        times[c] = device_time(lambda: op(x), warmup=5, reps=30)
+        times[c] = do_bench(lambda: op(x), warmup=25, rep=100, return_mode="median")
     op.tuner.decisions[key] = chosen
     best = min(times, key=times.__getitem__)
     return {"shape": list(x.shape), "chosen": chosen, "chosen_ms": times[chosen], "best": best,
