@@ -98,7 +98,10 @@ def _axpy_ref(x: torch.Tensor, y: torch.Tensor, a: float) -> None:
     x.add_(a * y)
 
 
-def register_tuned(ns: str) -> dict[str, Example]:
+def register_tuned(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Example]:
+    """The tuned examples under ``ns``; ``only``: just the Triton ones named (for cold-start timing)."""
+    if only is not None:
+        return {k: v for k, v in _register_triton(ns).items() if k in only}
     ex: dict[str, Example] = {}
     ex["softmax_tuned"] = Example(
         cuda_kernel_op(f"{ns}::softmax_tuned", KernelSpec(
