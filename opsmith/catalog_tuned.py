@@ -101,7 +101,7 @@ def _axpy_ref(x: torch.Tensor, y: torch.Tensor, a: float) -> None:
 def register_tuned(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Example]:
     """The tuned examples under ``ns``; ``only``: just the Triton ones named (for cold-start timing)."""
     if only is not None:
-        return {k: v for k, v in _register_triton(ns).items() if k in only}
+        return _register_triton(ns, only)
     ex: dict[str, Example] = {}
     ex["softmax_tuned"] = Example(
         cuda_kernel_op(f"{ns}::softmax_tuned", KernelSpec(
@@ -122,27 +122,33 @@ def register_tuned(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Ex
     return ex
 
 
-def _register_triton(ns: str) -> dict[str, Example]:
+def _register_triton(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Example]:
     from . import triton_op
     from .kernels import triton_kernels as tk
 
+    def want(name: str) -> bool:
+        return only is None or name in only
+
     ex: dict[str, Example] = {}
-    ex["relu_tt"] = Example(
-        triton_op(f"{ns}::relu_tt", tk.relu_kernel, inputs=[InputDecl("x")], outputs=[OutputDecl("y", SameAs("x"))],
-                  extras=[Numel("x")], geometry=Elementwise(block=("BLOCK",))),
-        _flat, torch.relu, (torch.float32, torch.float16, torch.bfloat16))  # fmt: skip
-    ex["softmax_tt"] = Example(
-        triton_op(f"{ns}::softmax_tt", tk.softmax_kernel, inputs=[InputDecl("x")], outputs=[OutputDecl("y", SameAs("x"))],
-                  extras=[DimSize("x", -1)], geometry=Reduction(reduce_dims=(-1,)),
-                  autotune=Autotune([Config({"BLOCK": b}, num_warps=w) for b in (256, 1024, 4096) for w in (4, 8)],
-                                    key=[TuneDim("x", -1)], default=2)),
-        _rows, lambda x: torch.softmax(x.float(), -1).to(x.dtype), (torch.float32, torch.float16, torch.bfloat16),
-        tol={"atol": 1e-5, "rtol": 1e-4})  # fmt: skip
-    ex["axpy_tt"] = Example(
-        triton_op(f"{ns}::axpy_tt", tk.axpy_kernel,
-                  inputs=[InputDecl("x", mutates=True), InputDecl("y"), ScalarInput("alpha", float)], outputs=[],
-                  extras=[Numel("x")],
-                  geometry=Custom(lambda ins, outs, p: ((ins["x"].numel() + p["BLOCK"] - 1) // p["BLOCK"],)),
-                  autotune=Autotune([Config({"BLOCK": b}) for b in (256, 1024)])),
-        _axpy_samples, _axpy_ref)  # fmt: skip
+    if want("relu_tt"):
+        ex["relu_tt"] = Example(
+            triton_op(f"{ns}::relu_tt", tk.relu_kernel, inputs=[InputDecl("x")], outputs=[OutputDecl("y", SameAs("x"))],
+                      extras=[Numel("x")], geometry=Elementwise(block=("BLOCK",))),
+            _flat, torch.relu, (torch.float32, torch.float16, torch.bfloat16))  # fmt: skip
+    if want("softmax_tt"):
+        ex["softmax_tt"] = Example(
+            triton_op(f"{ns}::softmax_tt", tk.softmax_kernel, inputs=[InputDecl("x")], outputs=[OutputDecl("y", SameAs("x"))],
+                      extras=[DimSize("x", -1)], geometry=Reduction(reduce_dims=(-1,)),
+                      autotune=Autotune([Config({"BLOCK": b}, num_warps=w) for b in (256, 1024, 4096) for w in (4, 8)],
+                                        key=[TuneDim("x", -1)], default=2)),
+            _rows, lambda x: torch.softmax(x.float(), -1).to(x.dtype), (torch.float32, torch.float16, torch.bfloat16),
+            tol={"atol": 1e-5, "rtol": 1e-4})  # fmt: skip
+    if want("axpy_tt"):
+        ex["axpy_tt"] = Example(
+            triton_op(f"{ns}::axpy_tt", tk.axpy_kernel,
+                      inputs=[InputDecl("x", mutates=True), InputDecl("y"), ScalarInput("alpha", float)], outputs=[],
+                      extras=[Numel("x")],
+                      geometry=Custom(lambda ins, outs, p: ((ins["x"].numel() + p["BLOCK"] - 1) // p["BLOCK"],)),
+                      autotune=Autotune([Config({"BLOCK": b}) for b in (256, 1024)])),
+            _axpy_samples, _axpy_ref)  # fmt: skip
     return ex
