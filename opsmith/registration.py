@@ -54,11 +54,10 @@ class Op:
         self.impl_source, self.fingerprint, self._lib = impl_source, fingerprint, lib
         ns, name = qualname.split("::")
         self.overload = getattr(getattr(torch.ops, ns), name).default
-        self._dispatch = self.overload._op  # what OpOverload.__call__ calls; one Python frame less per call
         self.schema = str(self.overload._schema)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._dispatch(*args, **kwargs)
+        return self.overload(*args, **kwargs)  # (not overload._op: torch.compile must see the OpOverload)
 
     def __repr__(self) -> str:
         return f"<opsmith op {self.schema}>"
