@@ -123,7 +123,8 @@ class Tuner:
         return make_key({"kind": "tuning", **self.identity, "device": dev, "torch": torch.__version__,
                          "key": [str(v) for v in key]})  # fmt: skip
 
-    def _read(self, key: tuple, device: int | None) -> int | None:
+    def cached(self, key: tuple, device: int | None) -> int | None:
+        """The decision on disk for ``key``, or None (a miss, also for a stale or corrupt entry)."""
         cache = self._disk()
         hit = cache.get(self.disk_key(key, device)) if cache else None
         if hit is None:
@@ -157,10 +158,10 @@ class Tuner:
             if key in self.decisions and not force:
                 return self.decisions[key]
             if _cannot_tune():
-                hit = self._read(key, device)
+                hit = self.cached(key, device)
                 return self.default if hit is None else hit  # not remembered: a later eager call may tune
             if not force:
-                hit = self._read(key, device)
+                hit = self.cached(key, device)
                 if hit is not None:
                     self.decisions[key] = hit
                     return hit

@@ -171,11 +171,10 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     # Launch expressions reuse the numels read above.
     known = {f"{n}.numel()": v for n, v in numel.items()}
     known.update({f"{o}.numel()": v for o, v in zip(outs, onumel, strict=True) if v.startswith("_n")})
-    g["_known_numels"] = known
     if variants.simple and record.launch is not None:
-        _inline_simple(L, g, record, variants, refs, values, ret)
+        _inline_simple(L, g, record, variants, refs, values, ret, known)
     else:
-        _variant_launch(L, g, record, variants, refs, values, ret, tnames, outs, mutated, custom_takes_config)
+        _variant_launch(L, g, record, variants, refs, values, ret, tnames, outs, mutated, custom_takes_config, known)
     L += [f"    return {ret}"]
     src = "\n".join(L) + "\n"
     scope: dict[str, object] = {}
@@ -190,14 +189,14 @@ def _reuse(expr: str, known: dict[str, str]) -> str:
 
 
 def _inline_simple(L: list, g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list,
-                   ret: str) -> None:  # fmt: skip
+                   ret: str, known: dict[str, str]) -> None:  # fmt: skip
     """One kernel and a declarative geometry: DeviceKernel.launch inlined for the current device (another
     device takes the method, which switches the device)."""
     kernel = variants.first
     assert kernel is not None and record.launch is not None
     block = ", ".join(str(b) for b in kernel.block)
     smem = kernel.shared_mem
-    gl = [_reuse(to_python(x, refs), g["_known_numels"]) for x in record.launch.grid]
+    gl = [_reuse(to_python(x, refs), known) for x in record.launch.grid]
     g.update(kernel.fast_path_globals())
     L += [f"    _g0, _g1, _g2 = {', '.join(gl)}",
           "    _f = _fns.get(_dev)",
@@ -212,7 +211,8 @@ def _inline_simple(L: list, g: dict, record: KernelRecord, variants: Variants, r
 
 
 def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list, ret: str,
-                    tnames: list, outs: list, mutated: list, custom_takes_config: bool) -> None:  # fmt: skip
+                    tnames: list, outs: list, mutated: list, custom_takes_config: bool,
+                    known: dict[str, str]) -> None:  # fmt: skip
     """Several kernels: pick the config (tuned) and the specialization (Triton), then launch that kernel."""
     from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle
 
@@ -262,7 +262,7 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
         L += ["    _vk = _sk"]
     L += ["    _v = _fast.get(_vk)", "    if _v is None: _v = _entry(_vk)"]
     if record.launch is not None and not record.tuned:  # one plan: its grid inline
-        L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), g['_known_numels']) for x in record.launch.grid)}",
+        L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
     elif record.launch is not None or variants.specialized:
         L += [f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c' if record.tuned else '0')}",

@@ -203,7 +203,7 @@ def register_kernel_op(
             # The flavor's visible implementation: Inductor traces into it and sees the kernel.
             from .flavors.triton import register_visible
 
-            register_visible(lib, op_name, name, record, sources, tuner, custom, impl)
+            register_visible(lib, op_name, name, record, variants, custom, impl)
         elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
             lib.impl(name, impl, "CPU")
         torch.library.register_fake(op_name, fake, lib=lib)

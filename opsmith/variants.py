@@ -27,9 +27,9 @@ _MAX_TRAILING = 4  # hidden pointer parameters a compiler may append (Triton 3.6
 
 class Variants:
     def __init__(self, record: KernelRecord, sources: Sequence[KernelSource], first: Binary,
-                 param_ctypes: Sequence[str], tuner: Tuner | None, custom: Callable | None = None) -> None:  # fmt: skip
+                 param_ctypes: Sequence[str], tuner: Tuner | None) -> None:  # fmt: skip
         self.record, self.sources, self.param_ctypes = record, list(sources), list(param_ctypes)
-        self.tuner, self.custom = tuner, custom
+        self.tuner = tuner
         self.specialized = hasattr(sources[0], "spec_layout")
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
         self.kernels: dict[tuple, DeviceKernel] = {}
@@ -45,6 +45,8 @@ class Variants:
         if self.first is not None:
             self.kernels[(0, ())] = self.first
         self.grids = [self._grid_fn(p) for p in record.launches] if record.launches else []
+        #: The extras as functions of the tensors (inputs, then outputs), for the flavor's traced implementation.
+        self.extra_fns = [self._tensor_fn(to_python(e.expr, self.refs())) for e in record.extras]
 
     @property
     def simple(self) -> bool:
@@ -83,9 +85,12 @@ class Variants:
         if plan is None:
             return None
         refs = self.refs()
+        return self._tensor_fn(f"({', '.join(to_python(g, refs) for g in plan.grid)})")
+
+    def _tensor_fn(self, body: str) -> Callable:
+        """``lambda t0, t1, ...: body`` over the tensor inputs then the outputs (our own expression trees)."""
         args = ", ".join(f"t{k}" for k in range(len(self.record.tensor_inputs) + len(self.record.outputs)))
-        src = f"lambda {args}: ({', '.join(to_python(g, refs) for g in plan.grid)})"
-        return eval(src, {"_prod": math.prod})
+        return eval(f"lambda {args}: {body}", {"_prod": math.prod})
 
     def refs(self) -> dict[str, str]:
         """Geometry refs to the positional names of ``grids[c]`` arguments (tensor inputs, then outputs)."""

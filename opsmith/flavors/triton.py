@@ -249,32 +249,32 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
     k = tuple(key)
     hit = tuner.decisions.get(k)
     if hit is None:
-        hit = tuner._read(k, tensors[0].get_device() if tensors[0].is_cuda else None)
+        hit = tuner.cached(k, tensors[0].get_device() if tensors[0].is_cuda else None)
     return tuner.default if hit is None else hit
 
 
-def make_visible_impl(record: KernelRecord, sources: list[TritonSource], tuner: Any, custom: Any,
-                      interpret: bool = False) -> Any:  # fmt: skip
+def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False) -> Any:
     """The op written as PyTorch calls plus ``wrap_triton(kernel)[grid](...)``: what torch.compile traces
-    (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU."""
-    import math
-
+    (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU. Grids and
+    extras are the op's own (``variants``), evaluated on the traced tensors."""
     from ..fake import make_fake
-    from ..geometry import to_python
     from ..record import TensorArg as _T
 
+    sources: list[TritonSource] = variants.sources
+    tuner = variants.tuner
     alloc = make_fake(record)  # checks dtype and rank, allocates the outputs (works on any tensor kind)
-    n_in = len(record.tensor_inputs)
-    refs = {f"i{k}": f"t[{k}]" for k in range(n_in)}
-    refs.update({f"o{k}": f"t[{n_in + k}]" for k in range(len(record.outputs))})
-    if not record.outputs:
-        refs["o0"] = f"t[{next(k for k, a in enumerate(record.tensor_inputs) if a.mutates)}]"
-    env = {"_prod": math.prod}
-    extras = [eval(f"lambda t: {to_python(e.expr, refs)}", env) for e in record.extras]
-    grids = [eval(f"lambda t: ({', '.join(to_python(g, refs) for g in p.grid)})", env) if p else None
-             for p in record.launches]  # fmt: skip
+    extras, grids = variants.extra_fns, variants.grids
     takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
     op = record.op_name
+    if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
+        # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
+        from triton.runtime.interpreter import InterpretedFunction
+
+        kernels = [s.kernel if _interpreted(s.kernel) else InterpretedFunction(s.kernel.fn) for s in sources]
+    else:
+        from torch.library import wrap_triton
+
+        kernels = [wrap_triton(s.kernel) for s in sources]
 
     def impl(*args: Any) -> Any:
         args = list(args)
@@ -296,30 +296,20 @@ def make_visible_impl(record: KernelRecord, sources: list[TritonSource], tuner: 
         c = _traced_config(record, tuner, tensors)
         src = sources[c]
         if grids and grids[c] is not None:
-            grid = grids[c](t)
+            grid = grids[c](*t)
         else:
             ins = {a.name: x for a, x in zip(record.inputs, args, strict=True)}
             onames = {o.name: x for o, x in zip(record.outputs, outs_l, strict=True)}
             grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
-        values = args + [f(t) for f in extras] + outs_l
-        if interpret:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            # Kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is triton.language's
-            # own jit code, which wrapping a compiled kernel cannot reach).
-            kern = src.kernel if _interpreted(src.kernel) else InterpretedFunction(src.kernel.fn)
-            kern[grid](*values, **src.constexprs)
-        else:
-            from torch.library import wrap_triton
-
-            wrap_triton(src.kernel)[grid](*values, **src.launch_kwargs())
+        values = args + [f(*t) for f in extras] + outs_l
+        kernels[c][grid](*values, **(src.constexprs if interpret else src.launch_kwargs()))
         return outs
 
     return impl
 
 
-def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, sources: list[TritonSource],
-                     tuner: Any, custom: Any, eager: Any) -> None:  # fmt: skip
+def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
+                     eager: Any) -> None:  # fmt: skip
     """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
     FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
     implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
@@ -328,17 +318,17 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, so
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
-    visible = make_visible_impl(record, sources, tuner, custom)
-    interpreted = make_visible_impl(record, sources, tuner, custom, interpret=True)
+    visible = make_visible_impl(record, variants, custom)
+    interpreted = None  # built on the first CPU call (only with TRITON_INTERPRET=1)
+    try:
+        from torch.export._trace import custom_triton_ops_decomposition_disabled
+    except ImportError:  # older torch: always decompose
+
+        def custom_triton_ops_decomposition_disabled() -> bool:
+            return False
 
     def decompose(mode: Any, op: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        try:
-            from torch.export._trace import custom_triton_ops_decomposition_disabled
-
-            keep = custom_triton_ops_decomposition_disabled()
-        except ImportError:  # older torch: always decompose
-            keep = False
-        if keep:
+        if custom_triton_ops_decomposition_disabled():
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
@@ -348,9 +338,12 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, so
     torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, decompose, lib=lib)
 
     def cpu(*args: Any) -> Any:
+        nonlocal interpreted
         import triton
 
         if triton.knobs.runtime.interpret:
+            if interpreted is None:
+                interpreted = make_visible_impl(record, variants, custom, interpret=True)
             return interpreted(*args)
         return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
 
@@ -358,7 +351,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, so
     try:  # lets AOTInductor find the kernels of this op (as for torch.library.triton_op)
         from torch._library.triton import triton_ops_to_kernels
 
-        triton_ops_to_kernels[op_name] = [sources[0].kernel]
+        triton_ops_to_kernels[op_name] = [variants.sources[0].kernel]
     except ImportError:
         pass
 
