@@ -274,7 +274,8 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
     else:
         from torch.library import wrap_triton
 
-        kernels = [wrap_triton(s.kernel) for s in sources]
+        # A kernel defined under TRITON_INTERPRET=1 cannot be traced (older torch refuses to wrap it).
+        kernels = [None if _interpreted(s.kernel) else wrap_triton(s.kernel) for s in sources]
 
     def impl(*args: Any) -> Any:
         args = list(args)
@@ -302,7 +303,11 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
             onames = {o.name: x for o, x in zip(record.outputs, outs_l, strict=True)}
             grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
         values = args + [f(*t) for f in extras] + outs_l
-        kernels[c][grid](*values, **(src.constexprs if interpret else src.launch_kwargs()))
+        kern = kernels[c]
+        if kern is None:
+            raise LaunchError(f"{op}: the kernel was defined with TRITON_INTERPRET=1, so torch.compile cannot trace "
+                              "it. Fix: unset TRITON_INTERPRET to compile it.")  # fmt: skip
+        kern[grid](*values, **(src.constexprs if interpret else src.launch_kwargs()))
         return outs
 
     return impl
