@@ -323,8 +323,10 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 
-    visible = make_visible_impl(record, variants, custom)
-    interpreted = None  # built on the first CPU call (only with TRITON_INTERPRET=1)
+    # Both built on first use: the traced one imports torch's Triton tracing machinery (~4 s measured on the
+    # H200 host), which a process that never compiles should not pay at registration.
+    visible = None
+    interpreted = None
     try:
         from torch.export._trace import custom_triton_ops_decomposition_disabled
     except ImportError:  # older torch: always decompose
@@ -333,10 +335,13 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
             return False
 
     def decompose(mode: Any, op: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        nonlocal visible
         if custom_triton_ops_decomposition_disabled():
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
+        if visible is None:
+            visible = make_visible_impl(record, variants, custom)
         with mode:
             return visible(*args, **kwargs)
 
