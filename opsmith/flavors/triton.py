@@ -327,16 +327,17 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
     # H200 host), which a process that never compiles should not pay at registration.
     visible = None
     interpreted = None
-    try:
-        from torch.export._trace import custom_triton_ops_decomposition_disabled
-    except ImportError:  # older torch: always decompose
-
-        def custom_triton_ops_decomposition_disabled() -> bool:
-            return False
 
     def decompose(mode: Any, op: Any, types: Any, args: Any, kwargs: Any) -> Any:
         nonlocal visible
-        if custom_triton_ops_decomposition_disabled():
+        try:  # imported here: torch.export._trace imports all of Dynamo (~2 s), and only tracing gets here
+            from torch.export._trace import custom_triton_ops_decomposition_disabled as keep_whole
+        except ImportError:  # older torch: always decompose
+
+            def keep_whole() -> bool:
+                return False
+
+        if keep_whole():
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
