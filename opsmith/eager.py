@@ -202,11 +202,12 @@ def _inline_simple(L: list, g: dict, record: KernelRecord, variants: Variants, r
           "    _f = _fns.get(_dev)",
           "    if _f is None: _f = _kfn(_dev)",
           f"    if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {smem}, {', '.join(values)}); return {ret}",
-          f"    _pack(_P.buf, 0, {', '.join(values)})",
+          "    _b, _a = _P.v",
+          f"    _pack(_b, 0, {', '.join(values)})",
           "    _s = _raw(_dev)",
           "    _cs = _streams.get(_s)",
           "    if _cs is None: _cs = _mkstream(_s)",
-          f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _P.addr, 0)[0]",
+          f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0)[0]",
           f"    if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {smem})"]  # fmt: skip
 
 
@@ -257,10 +258,9 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
               f"    if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
               f"({', '.join(vals)},)), ({', '.join(mutated)}{',' if mutated else ''}), "
               f"({', '.join(outs)}{',' if outs else ''}))"]  # fmt: skip
-        L += ["    _vk = (_c, _sk)"]
+        L += ["    _vk = (_c, _sk)", "    _v = _fast.get(_vk)", "    if _v is None: _v = _entry(_vk)"]
     else:
-        L += ["    _vk = _sk"]
-    L += ["    _v = _fast.get(_vk)", "    if _v is None: _v = _entry(_vk)"]
+        L += ["    _v = _fast.get(_sk)", "    if _v is None: _v = _entry(_sk)"]
     if record.launch is not None and not record.tuned:  # one plan: its grid inline
         L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
@@ -275,9 +275,10 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
           "    if _f is None: _f = _kd.function(_dev)",
           f"    if _dev != _curdev(): _kd.launch(_dev, _g0, _g1, _g2, _b0, _b1, _b2, _sm, {', '.join(vals)}); "
           f"return {ret}",
-          f"    _pack(_P.buf, 0, {', '.join(vals)})",
+          "    _b, _a = _P.v",
+          f"    _pack(_b, 0, {', '.join(vals)})",
           "    _s = _raw(_dev)",
           "    _cs = _streams.get(_s)",
           "    if _cs is None: _cs = _mkstream(_s)",
-          "    _e = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _P.addr, 0)[0]",
+          "    _e = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0)[0]",
           "    if _e: _kd._fail(_e, _dev, (_g0, _g1, _g2), (_b0, _b1, _b2), _sm)"]  # fmt: skip
