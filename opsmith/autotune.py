@@ -99,6 +99,9 @@ def _progress(total: int, label: str):
     return p, p.add_task(label, total=total)
 
 
+_RUNOFF = 1.03
+
+
 class Tuner:
     """The decisions of one op. ``identity``: what makes a decision valid (kernel, configs, versions)."""
 
@@ -214,6 +217,20 @@ class Tuner:
             raise LaunchError(f"{self.op_name}: no tuning config could run for key {key}: {skipped}. Fix: check the "
                               "configs against the kernel (constexpr values, block sizes, shared memory).")  # fmt: skip
         winner = min(times, key=times.__getitem__)
+        # A runoff between near-ties: configs within 3% of the winner are timed again, interleaved, three
+        # rounds each (one pass's medians put a config 4.6% off the best in 1 of 10 shapes on an H200).
+        close = [c for c in times if times[c] <= times[winner] * _RUNOFF]
+        if len(close) > 1:
+            pooled: dict[int, list[float]] = {c: [] for c in close}
+            try:
+                for _ in range(3):
+                    for c in close:
+                        pooled[c] += self.timer(lambda c=c: run(c), restore)
+            finally:
+                restore()
+            self.trial_runs += sum(len(v) for v in pooled.values())
+            times.update({c: statistics.median(v) for c, v in pooled.items()})
+            winner = min(close, key=times.__getitem__)
         self.last_times = dict(times)
         d = times.get(self.default, math.nan)
         log.info("%s: key %s -> config %d %s: %.4f ms (default config %d: %.4f ms; %d configs timed, %d skipped)",

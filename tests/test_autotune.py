@@ -56,6 +56,28 @@ def test_fastest_config_wins_and_is_remembered(tmp_path, monkeypatch):
     assert t.decisions[(torch.float32, 1024)] == 1
 
 
+def test_near_ties_go_to_an_interleaved_runoff(tmp_path, monkeypatch):
+    """Configs within 3% of the first pass's winner are timed again; the runoff's medians decide, and a
+    config outside the margin is not timed again."""
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    passes: dict[int, int] = {}
+    first = {0: 1.02, 1: 1.00, 2: 2.00}  # 1 wins the first pass, 0 is within 3%
+    later = {0: 0.90, 1: 1.00, 2: 2.00}  # but 0 is faster in the runoff
+    seen = []
+
+    def timer(run, restore):
+        restore()
+        run()
+        c = seen[-1]
+        passes[c] = passes.get(c, 0) + 1
+        return [(first if passes[c] == 1 else later)[c]] * 5
+
+    t = Tuner("t_at::op", {"op": "t_at::op", "src": "runoff"}, CONFIGS, 0, timer=timer)
+    assert t.decide((torch.float32, 4096), None, seen.append) == 0
+    assert passes == {0: 4, 1: 4, 2: 1}
+    assert t.last_times[0] == 0.90 and t.last_times[2] == 2.00
+
+
 def test_second_process_reads_disk_and_makes_no_runs(tmp_path, monkeypatch):
     t, run, _ = make_tuner(tmp_path, monkeypatch, {0: 3.0, 1: 1.0, 2: 2.0})
     t.decide((torch.float16, 64), None, run)

@@ -67,6 +67,30 @@ def test_each_specialization_builds_its_own_cubin(ex):
     assert len(k._params.ptrs) == 3 + a.trailing_params  # Triton's scratch pointers stay NULL
 
 
+def test_binaries_come_from_opsmiths_verified_cache(ex, monkeypatch, tmp_path):
+    """A second build of the same specialization skips triton.compile; a damaged entry is a miss."""
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    src = ex["relu_tt"].op.variants.sources[0]
+    spec = (torch.float16, True, False)
+    first = src.build("sm_90", spec)
+    assert not first.from_cache
+    calls = []
+    monkeypatch.setattr(triton, "compile", lambda *a, **k: calls.append(1) or pytest.fail("compiled again"))
+    again = src.build("sm_90", spec)
+    assert again.from_cache and not calls
+    assert (again.data, again.symbol, again.block, again.shared_mem, again.trailing_params) == (
+        first.data, first.symbol, first.block, first.shared_mem, first.trailing_params)  # fmt: skip
+    # Another arch or specialization is another entry.
+    with pytest.raises(pytest.fail.Exception):
+        src.build("sm_80", spec)
+    (entry,) = (tmp_path / "kernels").glob("*.bin")
+    entry.write_bytes(entry.read_bytes()[:-10])  # truncated: a miss, so Triton compiles again
+    monkeypatch.undo()
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    rebuilt = src.build("sm_90", spec)
+    assert not rebuilt.from_cache and rebuilt.data == first.data
+
+
 def test_tuned_triton_configs_set_warps_and_constexprs(ex):
     op = ex["softmax_tt"].op
     warps = {op.variants.kernel(c, (torch.float32, True, True)).block[0] // 32

@@ -4,8 +4,8 @@ Triton compiles one binary per *specialization*: the element types of the pointe
 the values (a 16-byte aligned pointer, an integer divisible by 16 lets it vectorize). Its own launcher
 decides that on every call in Python (~15 us per launch measured on an H200 host). Here the decision is
 made once at registration: ``spec_layout`` lists what a call specializes on, the generated eager code
-computes that tuple, and each distinct tuple is compiled once (Triton's disk cache makes later processes
-cheap) and launched through the same ``DeviceKernel`` as CUDA C++ kernels.
+computes that tuple, and each distinct tuple is compiled once (into opsmith's verified disk cache, so a later
+process loads the cubin without calling Triton's compiler) and launched through the same ``DeviceKernel`` as CUDA C++ kernels.
 
 Under ``torch.compile`` the op is not opaque: ``traceable`` runs the same kernel through
 ``torch.library.wrap_triton`` so Inductor sees it (the mechanism of ``torch.library.triton_op``).
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import os
 import time
 from typing import Any
 
 import torch
 
-from ..cache import make_key
+from ..cache import compile_cache, make_key
 from ..errors import CompileError, LaunchError, SpecError
 from ..record import KernelRecord, TensorArg
 from ..signature import CParam, parse_ptx_entry
@@ -191,8 +192,17 @@ class TritonSource:
 
         cc = int(arch.removeprefix("sm_").rstrip("af"))
         signature, attrs = self._types(spec)
-        src = ASTSource(self.kernel, signature=signature, constexprs=dict(self.constexprs), attrs=attrs)
         t0 = time.perf_counter()
+        # opsmith's own verified cache first: a hit skips triton.compile, whose cache key hashes the whole
+        # Triton installation once per process (~300 ms, most of a second process's start).
+        key = make_key({"flavor": "triton", "source": self.fingerprint(), "signature": signature,
+                        "attrs": sorted((list(k), v) for k, v in attrs.items()), "arch": f"sm_{cc}",
+                        "triton": _triton_identity()})  # fmt: skip
+        cache = compile_cache()
+        hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0)
+        if hit is not None:
+            return hit
+        src = ASTSource(self.kernel, signature=signature, constexprs=dict(self.constexprs), attrs=attrs)
         try:
             ck = triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                 options={"num_warps": self.num_warps, "num_stages": self.num_stages})  # fmt: skip
@@ -216,13 +226,45 @@ class TritonSource:
             raise LaunchError(f"{self.op_name}: the compiled Triton kernel's parameters ({[p.spelled for p in entry]}) "
                               f"are not the expected {user} plus scratch pointers; this Triton version "
                               f"({triton.__version__}) is not supported.")  # fmt: skip
-        return Binary(ck.asm["cubin"], "cubin", f"sm_{cc}", md.name, seconds=time.perf_counter() - t0,
-                      block=(32 * md.num_warps, 1, 1), shared_mem=int(md.shared),
-                      trailing_params=len(entry) - len(sizes))  # fmt: skip
+        binary = Binary(ck.asm["cubin"], "cubin", f"sm_{cc}", md.name, seconds=time.perf_counter() - t0,
+                        block=(32 * md.num_warps, 1, 1), shared_mem=int(md.shared),
+                        trailing_params=len(entry) - len(sizes))  # fmt: skip
+        if cache:  # only binaries that passed the checks above are stored
+            cache.put(key, {"symbol": binary.symbol, "kernel": self.kernel_name, "arch": binary.arch,
+                            "block": list(binary.block or ()), "shared_mem": binary.shared_mem,
+                            "trailing_params": binary.trailing_params}, binary.data)  # fmt: skip
+        return binary
 
     # -- the visible implementation for torch.compile and the interpreter --------------------------------
     def launch_kwargs(self) -> dict[str, Any]:
         return {**self.constexprs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+def _triton_identity() -> dict:
+    """What besides the kernel decides Triton's output: its version, the compile-affecting environment
+    variables it names itself, and the installed libtriton (size and mtime: a reinstall is a miss)."""
+    import triton
+    from triton._C import libtriton
+
+    st = os.stat(libtriton.__file__)
+    return {"version": triton.__version__, "env": libtriton.get_cache_invalidating_env_vars(),
+            "lib": [st.st_size, st.st_mtime_ns]}  # fmt: skip
+
+
+def _from_cache(hit: tuple[dict, bytes] | None, arch: str, t0: float) -> Binary | None:
+    """A verified cache entry as a Binary; an entry whose metadata is malformed is a miss."""
+    if hit is None:
+        return None
+    meta, data = hit
+    try:
+        block = tuple(int(b) for b in meta["block"])
+        if len(block) != 3 or meta["arch"] != arch:
+            return None
+        return Binary(data, "cubin", arch, str(meta["symbol"]), from_cache=True, seconds=time.perf_counter() - t0,
+                      block=block, shared_mem=int(meta["shared_mem"]),  # type: ignore[arg-type]
+                      trailing_params=int(meta["trailing_params"]))  # fmt: skip
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _hint(v: Any) -> int | None:
