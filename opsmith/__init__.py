@@ -11,11 +11,20 @@ Importing opsmith registers nothing and touches no GPU.
 
 from ._version import __version__
 from .api import cuda_kernel_op, ptx_op, triton_op
-from .errors import CompileError, InputError, LaunchError, OpsmithError, RegistrationError, SpecError
+from .errors import (
+    CompileError,
+    DifferentiationError,
+    InputError,
+    LaunchError,
+    OpsmithError,
+    RegistrationError,
+    SpecError,
+)
 from .record import KernelRecord
 from .registration import Op
 from .spec import (
     Autotune,
+    Backward,
     Config,
     Custom,
     DimSize,
@@ -33,9 +42,11 @@ from .spec import (
 
 __all__ = [
     "Autotune",
+    "Backward",
     "CompileError",
     "Config",
     "Custom",
+    "DifferentiationError",
     "DimSize",
     "Elementwise",
     "InputDecl",

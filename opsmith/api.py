@@ -13,7 +13,7 @@ from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
 from .flavors.ptx import PrecompiledSource
 from .registration import Op, register_kernel_op
-from .spec import Autotune, DimSize, Geometry, InputDecl, KernelSpec, Numel, OutputDecl, ScalarInput
+from .spec import Autotune, Backward, DimSize, Geometry, InputDecl, KernelSpec, Numel, OutputDecl, ScalarInput
 
 __all__ = ["cuda_kernel_op", "ptx_op", "triton_op"]
 
@@ -26,6 +26,7 @@ def cuda_kernel_op(
     eager_fn: Callable | None = None,
     schema: str | None = None,
     supports_dynamic_shapes: bool = True,
+    backward: Backward | None = None,
 ) -> Op:
     """Register a CUDA C++ kernel, compiled with NVRTC, as the PyTorch op ``op_name`` ("ns::name").
 
@@ -38,6 +39,8 @@ def cuda_kernel_op(
         type hints.
     ``supports_dynamic_shapes`` is accepted for compatibility with the seed API; derived fake
     implementations are always symbolic, so dynamic shapes always work.
+    ``backward``: how to differentiate the op (a ``Backward``); without one, differentiating through the op
+    raises.
 
     Returns the ``Op``; calling it calls ``torch.ops.<ns>.<name>``. Raises ``SpecError`` (a ValueError)
     for declaration mistakes and ``CompileError`` (a ValueError) with the NVRTC log when the source fails.
@@ -49,7 +52,7 @@ def cuda_kernel_op(
                         target=spec.target)  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
-                              autotune=spec.autotune)  # fmt: skip
+                              autotune=spec.autotune, backward=backward)  # fmt: skip
 
 
 def ptx_op(
@@ -66,6 +69,7 @@ def ptx_op(
     schema: str | None = None,
     supports_dynamic_shapes: bool = True,
     autotune: Autotune | None = None,
+    backward: Backward | None = None,
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -75,7 +79,8 @@ def ptx_op(
     """
     source = PrecompiledSource(op_name, ptx, kernel_name)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
-                              meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune)  # fmt: skip
+                              meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
+                              backward=backward)  # fmt: skip
 
 
 def triton_op(
@@ -87,6 +92,7 @@ def triton_op(
     geometry: Geometry,
     extras: Sequence[Numel | DimSize] = (),
     autotune: Autotune | None = None,
+    backward: Backward | None = None,
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -104,4 +110,4 @@ def triton_op(
 
     source = TritonSource(op_name, kernel)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
-                              autotune=autotune)  # fmt: skip
+                              autotune=autotune, backward=backward)  # fmt: skip

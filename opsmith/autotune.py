@@ -188,6 +188,7 @@ class Tuner:
         reference: list[torch.Tensor] | None = None
         times: dict[int, float] = {}
         skipped: dict[int, str] = {}
+        errors: dict[int, Exception] = {}
         bar = _progress(len(self.configs), f"tuning {self.op_name}")
         try:
             for c in range(len(self.configs)):
@@ -205,6 +206,7 @@ class Tuner:
                     self.trial_runs += len(samples)
                     times[c] = statistics.median(samples)
                 except (CompileError, LaunchError, OpsmithError) as e:
+                    errors.setdefault(c, e)
                     skipped[c] = str(e).splitlines()[0]
                     log.warning("%s: config %d %s skipped: %s", self.op_name, c, self.configs[c], skipped[c])
                 if bar:
@@ -214,6 +216,9 @@ class Tuner:
                 bar[0].stop()
             restore()
         if not times:
+            first = errors.get(0) or next(iter(errors.values()), None)
+            if isinstance(first, CompileError) and all(isinstance(e, CompileError) for e in errors.values()):
+                raise first  # nothing compiled for this key (a dtype the kernel refuses): the compiler's own words
             raise LaunchError(f"{self.op_name}: no tuning config could run for key {key}: {skipped}. Fix: check the "
                               "configs against the kernel (constexpr values, block sizes, shared memory).")  # fmt: skip
         winner = min(times, key=times.__getitem__)

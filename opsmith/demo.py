@@ -88,6 +88,40 @@ def _trace_fake(examples: dict) -> None:
     print(f"torch.export with dynamic batch and rows: ops kept {', '.join(kept)}; x traced as {x_shape}")
 
 
+def _rmsnorm_lab() -> bool:
+    """The RMSNorm lab: both kernels forward and backward against the reference, then the benchmark's
+    main shape (8, 4096, 4096) bf16 against every other implementation."""
+    from .rmsnorm import reference_rms_norm, rms_norm
+    from .rmsnorm_bench import run
+
+    good = True
+    print("\nRMSNorm lab: forward and backward against the PyTorch reference (fp32 math)")
+    for impl in ("triton", "cuda"):
+        for dt in (torch.float32, torch.bfloat16):
+            x = torch.randn(64, 4096, device="cuda", dtype=dt, requires_grad=True)
+            w = torch.randn(4096, device="cuda", dtype=dt, requires_grad=True)
+            dy = torch.randn(64, 4096, device="cuda", dtype=dt)
+            got = [rms_norm(x, w, 1e-6, impl), *torch.autograd.grad(rms_norm(x, w, 1e-6, impl), (x, w), dy)]
+            xf, wf = x.detach().float().requires_grad_(), w.detach().float().requires_grad_()
+            yf = reference_rms_norm(xf, wf, 1e-6)
+            want = [yf, *torch.autograd.grad(yf, (xf, wf), dy.float())]
+            tol = 1e-4 if dt == torch.float32 else 5e-2
+            errs = [
+                ((g.float() - r).abs().max() / r.abs().max().clamp_min(1)).item()
+                for g, r in zip(got, want, strict=True)
+            ]
+            fine = all(e < tol for e in errs)
+            good = good and fine
+            print(f"  {impl:7s} {str(dt).removeprefix('torch.'):9s} rel err y {errs[0]:.1e}, dx {errs[1]:.1e}, "
+                  f"dweight {errs[2]:.1e}: {'ok' if fine else 'NO'}")  # fmt: skip
+    res = run(None, quick=True)  # prints the table
+    m = res["main"]["impls"]
+    print(f"  forward: opsmith triton {m['opsmith triton']['fwd_ms'] * 1e3:.0f} us, opsmith cuda "
+          f"{m['opsmith cuda']['fwd_ms'] * 1e3:.0f} us, HF eager {m['HF eager']['fwd_ms'] * 1e3:.0f} us "
+          f"(python benchmarks/bench_rmsnorm.py runs the sweep, the plot and the JSON)")  # fmt: skip
+    return good
+
+
 def main() -> int:
     t0 = time.perf_counter()
     examples = register_all("demo")
@@ -103,6 +137,14 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("\nNo CUDA GPU here: tracing with fake CUDA tensors instead of running.")
         _trace_fake(examples)
+        from .rmsnorm import rmsnorm_ops
+
+        t1 = time.perf_counter()
+        kinds = ["cuda", "triton"] if triton_available() else ["cuda"]
+        for impl in kinds:
+            rmsnorm_ops(impl)
+        print(f"RMSNorm lab: registered the differentiable RMSNorm ops ({', '.join(kinds)}; forward and backward "
+              f"kernels) in {time.perf_counter() - t1:.1f} s; the lab and its benchmark need a GPU.")  # fmt: skip
         print("\nNeeds a GPU (run this again on one): launching the kernels, numerics against PyTorch, "
               "opcheck, CUDA graphs, benchmarks.")  # fmt: skip
         return 0
@@ -128,7 +170,7 @@ def main() -> int:
     x2 = torch.randn(2, 33, 96, device="cuda")
     same_ep = torch.allclose(ep.module()(x2, b), model(x2, b), atol=1e-4, rtol=1e-4)
     print(f"torch.export with dynamic batch/rows, run at a new shape (2, 33, 96): matches eager: {same_ep}")
-    ok = ok and same and same_ep
+    ok = ok and same and same_ep and _rmsnorm_lab()
     print("\nall checks passed" if ok else "\nSOME CHECKS FAILED")
     return 0 if ok else 1
 

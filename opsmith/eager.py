@@ -50,6 +50,9 @@ class _Errors:
         return InputError(self.op, name, "a contiguous tensor (declared contiguous='require')",
                           f"strides {t.stride()} for shape {tuple(t.shape)}", f"Fix: pass {name}.contiguous().")  # fmt: skip
 
+    def shape(self, name: str, t: torch.Tensor, want: tuple) -> InputError:
+        return InputError(self.op, name, f"shape {want}", f"shape {tuple(t.shape)}")
+
     def empty(self, names: list[str], tensors: list[torch.Tensor], outs: list[torch.Tensor]) -> InputError:
         name = next(n for n, t in zip(names, tensors, strict=True) if t.numel() == 0)
         shapes = ", ".join(str(tuple(o.shape)) for o in outs)
@@ -83,8 +86,9 @@ def _norm_geo(op: str, got: object, block_fixed: bool) -> tuple:
 
 
 def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None = None,
-               custom_takes_config: bool = False) -> tuple[Callable, str]:  # fmt: skip
-    """(the CUDA implementation of ``record``, its generated source)."""
+               custom_takes_config: bool = False, refuse_grad: bool = False) -> tuple[Callable, str]:  # fmt: skip
+    """(the CUDA implementation of ``record``, its generated source). ``refuse_grad``: the op has no backward,
+    so a call that builds a graph re-arms the error that differentiating through it raises."""
     names = [a.name for a in record.inputs]
     tnames = [a.name for a in record.inputs if isinstance(a, TensorArg)]
     mutated = [a.name for a in record.mutated]
@@ -116,6 +120,12 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
             L += [f"    if not {n}.is_contiguous(): {n} = {n}.contiguous()"]
         else:
             L += [f"    if not {n}.is_contiguous(): raise _E.contiguous({n!r}, {n})"]
+    if refuse_grad and tnames:  # ~40 ns per input; the rare branch only re-installs a warnings filter
+        from .autograd import refuse_silent_backward
+
+        g.update({"_grad_on": torch.is_grad_enabled, "_refuse": refuse_silent_backward})
+        L += [f"    if ({' or '.join(f'{n}.requires_grad' for n in tnames)}) and _grad_on(): _refuse(_op)"]
+    L += _shape_guards(record.tensor_inputs, tnames)
     values = []
     for a in record.inputs:
         if isinstance(a, TensorArg):
@@ -182,6 +192,19 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     return scope["impl"], src  # type: ignore[return-value]
 
 
+def _shape_guards(targs: tuple, tnames: list[str]) -> list[str]:
+    """Declared exact shapes, checked after every tensor's rank (a reference reads another input's size)."""
+    lines = []
+    for a in targs:
+        if a.shape is None:
+            continue
+        n = a.name
+        want = [str(e) if isinstance(e, int) else f"{tnames[e[0]]}.shape[{e[1]}]" for e in a.shape]
+        conds = [f"{n}.dim() != {len(want)}"] + [f"{n}.shape[{i}] != {w}" for i, w in enumerate(want)]
+        lines.append(f"    if {' or '.join(conds)}: raise _E.shape({n!r}, {n}, ({', '.join(want)},))")
+    return lines
+
+
 def _reuse(expr: str, known: dict[str, str]) -> str:
     for call, var in known.items():
         expr = expr.replace(call, var)
@@ -220,7 +243,7 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
     g.update({"_fast": variants.fast, "_entry": variants.entry, "_run": variants.run, "_grids": variants.grids,
               "_pack": variants.pack, "_P": variants.params,
               "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
-              "_params": [c["params"] for c in record.configs], "_fixed": bool(variants.specialized)})  # fmt: skip
+              "_params": [c["params"] for c in record.configs], "_fixed": record.flavor == "triton"})  # fmt: skip
     from cuda.bindings.driver import cuLaunchKernel
 
     g["_cu"] = cuLaunchKernel
@@ -264,7 +287,7 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
     if record.launch is not None and not record.tuned:  # one plan: its grid inline
         L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
-    elif record.launch is not None or variants.specialized:
+    elif record.launch is not None or record.flavor == "triton":  # the kernel knows its block
         L += [f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c' if record.tuned else '0')}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
     else:  # a Custom geometry gives the block per call

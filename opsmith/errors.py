@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CompileError",
+    "DifferentiationError",
     "InputError",
     "LaunchError",
     "OpsmithError",
@@ -57,3 +58,11 @@ class InputError(OpsmithError, ValueError):
 
 class LaunchError(OpsmithError, RuntimeError):
     """The CUDA driver refused to load or launch a kernel."""
+
+
+class DifferentiationError(OpsmithError, RuntimeError):
+    """Autograd reached an op (or its backward) that declares no way to differentiate it."""
+
+    def __init__(self, op_name: str, problem: str, fix: str) -> None:
+        self.op_name = op_name
+        super().__init__(f"{op_name}: {problem} Fix: {fix}")

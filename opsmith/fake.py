@@ -44,7 +44,7 @@ def check_tensor(op_name: str, arg: TensorArg, t: torch.Tensor, dtype: torch.dty
                          "axis needs them)", f"{t.dim()} dims (shape {tuple(t.shape)})")  # fmt: skip
 
 
-def make_fake(record: KernelRecord) -> Callable:
+def make_fake(record: KernelRecord, refuse_grad: bool = False) -> Callable:
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
     targs = record.tensor_inputs
@@ -55,6 +55,15 @@ def make_fake(record: KernelRecord) -> Callable:
         tensors = [args[k] for k in positions]
         for a, t, dt in zip(targs, tensors, dtypes, strict=True):
             check_tensor(op, a, t, dt)
+        for a, t in zip(targs, tensors, strict=True):
+            if a.shape is not None:
+                want = tuple(e if isinstance(e, int) else tensors[e[0]].shape[e[1]] for e in a.shape)
+                if t.dim() != len(want) or any(s != w for s, w in zip(t.shape, want, strict=True)):
+                    raise InputError(op, a.name, f"shape {want}", f"shape {tuple(t.shape)}")
+        if refuse_grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            from .autograd import refuse_silent_backward
+
+            refuse_silent_backward(op)  # tracing a graph through an op without backward: arm its error
         results = []
         for o, dt in outs:
             k = o.shape.get("same_as", o.shape.get("reduce"))

@@ -20,7 +20,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -37,6 +37,8 @@ class TensorArg:
     ndim: int | None = None
     min_ndim: int = 0
     mutates: bool = False
+    #: Required shape, when declared: per axis an int, or [k, axis] for tensor input k's size on ``axis``.
+    shape: tuple | None = None
     kind: Literal["tensor"] = "tensor"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from . import env
+from .autograd import check_backward, refuse_silent_backward, register_backward
 from .autotune import Tuner
 from .eager import make_eager
 from .errors import RegistrationError, SpecError
@@ -28,7 +29,7 @@ from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .record import KernelRecord, ScalarArg
 from .schema import derive_schema
-from .spec import Autotune, Config, Custom, DimSize, InputDecl, Numel, OutputDecl, ScalarInput
+from .spec import Autotune, Backward, Config, Custom, DimSize, InputDecl, Numel, OutputDecl, ScalarInput
 from .validate import check_autotune, check_op_name, resolve
 from .variants import Variants
 
@@ -124,6 +125,7 @@ def register_kernel_op(
     eager_fn: Callable | None = None,
     schema: str | None = None,
     autotune: Autotune | None = None,
+    backward: Backward | None = None,
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
@@ -135,6 +137,7 @@ def register_kernel_op(
     fingerprint = hashlib.sha256(json.dumps(_describe({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
+        "backward": backward,
     }), sort_keys=True).encode()).hexdigest()  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -150,7 +153,7 @@ def register_kernel_op(
         configs = check_autotune(op_name, autotune, geometry, triton=triton,
                                  defaults=getattr(source, "constexpr_defaults", None))  # fmt: skip
         sources = [source.for_config(c) for c in configs]
-        specialized = hasattr(sources[0], "spec_layout")
+        specialized = bool(getattr(sources[0], "specialized", False))
         arch = default_arch()
         # Compile first: a missing kernel or a compile error is the root cause of anything after it.
         binary = None if specialized else sources[0].build(arch)
@@ -160,8 +163,9 @@ def register_kernel_op(
                            tune_key=autotune.key if autotune else (),
                            dtype_generic=getattr(source, "dtype_generic", False))  # fmt: skip
         if specialized and resolved is None:
-            raise SpecError(op_name, "inputs/outputs", "a Triton op needs declared inputs and outputs.",
-                            "declare inputs=[...] and outputs=[...]; meta_fn/eager_fn overrides are for C++.")  # fmt: skip
+            raise SpecError(op_name, "inputs/outputs", "a kernel compiled per dtype (a Triton kernel, or {T_<input>} in "
+                            "kernel_name) needs declared inputs and outputs.",
+                            "declare inputs=[...] and outputs=[...]; meta_fn/eager_fn overrides need a fixed kernel.")  # fmt: skip
         record = KernelRecord(
             op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
             binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
@@ -191,27 +195,40 @@ def register_kernel_op(
             tuner = Tuner(op_name, identity, record.configs, record.tune_default)
         custom = geometry.fn if isinstance(geometry, Custom) else None
         variants = Variants(record, sources, binary, ctypes_, tuner)
-        if specialized and all(a.dtype for a in record.tensor_inputs) and not getattr(source, "interpreted", False):
-            variants.kernel(0, tuple(True for kind, _ in variants.spec_layout))  # compile errors surface now
+        if (
+            specialized
+            and not getattr(source, "interpreted", False)
+            and (not triton or all(a.dtype for a in record.tensor_inputs))
+        ):  # compile errors surface now (float32 for open dtypes)
+            variants.kernel(0, tuple(torch.float32 if kind == "dtype" else True for kind, _ in variants.spec_layout))
         impl_source = None
         if eager_fn is not None:
             impl = eager_fn
         else:
             assert resolved is not None  # resolve() demanded eager_fn otherwise
             takes_config = custom is not None and _arity(custom) >= 3
-            impl, impl_source = make_eager(record, variants, custom, takes_config)
-        fake = meta_fn if meta_fn is not None else make_fake(record)
+            impl, impl_source = make_eager(record, variants, custom, takes_config, refuse_grad=backward is None)
+        fake = meta_fn if meta_fn is not None else make_fake(record, refuse_grad=backward is None)
+        if backward is not None and resolved is not None:
+            check_backward(op_name, record, backward)  # before anything is defined: a bad one leaves no op
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + schema)
         lib.impl(name, impl, "CUDA")
-        if specialized:
+        if triton:
             # The flavor's visible implementation: Inductor traces into it and sees the kernel.
             from .flavors.triton import register_visible
 
-            register_visible(lib, op_name, name, record, variants, custom, impl)
+            register_visible(lib, op_name, name, record, variants, custom, impl, refuse_grad=backward is None)
         elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
             lib.impl(name, impl, "CPU")
         torch.library.register_fake(op_name, fake, lib=lib)
+        if backward is not None:
+            if resolved is None:
+                raise SpecError(op_name, "backward", "a backward needs the declared inputs and outputs to name "
+                                "its arguments.", "declare inputs=[...] and outputs=[...].")  # fmt: skip
+            register_backward(lib, record, backward)
+        else:
+            refuse_silent_backward(op_name)
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
         _REGISTRY[op_name] = op
         return op

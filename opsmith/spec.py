@@ -17,6 +17,7 @@ import torch
 
 __all__ = [
     "Autotune",
+    "Backward",
     "Config",
     "Custom",
     "DimSize",
@@ -47,6 +48,9 @@ class InputDecl:
     mutates: the kernel writes this tensor in place (schema ``Tensor(a!)``). The caller's tensor must be
         contiguous, since a contiguous copy would take the writes instead (so ``contiguous`` must be
         ``"require"``); the autotuner restores it between trial runs.
+    shape: if set, the exact shape calls must pass: each entry an int or ``DimSize(other_input, axis)``
+        (a norm's weight: ``shape=(DimSize("x", -1),)``). Implies ``ndim``. A kernel that indexes this
+        tensor by another's sizes would read out of bounds without it.
     """
 
     name: str
@@ -54,6 +58,7 @@ class InputDecl:
     contiguous: Literal["make", "require"] = "make"
     ndim: int | None = None
     mutates: bool = False
+    shape: tuple[int | DimSize, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,29 @@ class OutputDecl:
     name: str
     shape: ShapeRel
     dtype_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Backward:
+    """How to differentiate an op: ``fn`` computes the gradients of some tensor inputs.
+
+    fn: another opsmith op (any flavor) or a Python function.
+    args: what ``fn`` takes, in order: names of the op's inputs (tensors or scalars) and outputs, and
+        ``"grad_<output>"`` for the gradient arriving at an output (zeros when that output was unused).
+        Only what is named is kept for the backward pass.
+    grads: the tensor inputs whose gradients ``fn`` returns, in order (one tensor, or a tuple).
+    double_backward: ``fn`` is itself differentiable (made of torch ops, or of opsmith ops that declare a
+        backward), so ``create_graph=True`` may differentiate through it; otherwise that is refused.
+
+    A Python ``fn`` that takes a ``needs_input_grad`` keyword gets a tuple of bools aligned with ``grads``
+    and may return None for a gradient nobody needs. Gradients nobody needs are dropped in any case, and
+    ``fn`` is not called when none is needed.
+    """
+
+    fn: Callable[..., Any]
+    args: Sequence[str]
+    grads: Sequence[str]
+    double_backward: bool = False
 
 
 @dataclass(frozen=True)

@@ -273,6 +273,15 @@ def resolve(
                 raise SpecError(op, field + ".ndim", f"{d.ndim!r} is not a rank.", "use a non-negative int or None.")
             if not isinstance(d.mutates, bool):
                 raise SpecError(op, field + ".mutates", f"{d.mutates!r} is not a bool.", "pass True or False.")
+            if d.shape is not None:
+                if not isinstance(d.shape, tuple | list) or not all(
+                        (isinstance(e, int) and not isinstance(e, bool) and e >= 0) or isinstance(e, DimSize)
+                        for e in d.shape):  # fmt: skip
+                    raise SpecError(op, field + ".shape", f"{d.shape!r} is not a shape.",
+                                    "use a tuple of ints and DimSize(other_input, axis).")  # fmt: skip
+                if d.ndim is not None and d.ndim != len(d.shape):
+                    raise SpecError(op, field + ".ndim", f"ndim={d.ndim} disagrees with shape={d.shape!r}.",
+                                    "drop ndim; shape implies it.")  # fmt: skip
             tensors.append(d.name)
     if outputs is None:
         return None  # meta_fn describes the outputs; the launch needs eager_fn or Custom
@@ -381,6 +390,7 @@ def resolve(
         fixed = out_dtypes[k] or dtypes[o.dtype_from]
         out_args[k] = OutputArg(o.name, o.shape, o.dtype_from, str(fixed).removeprefix("torch.") if fixed else None)
 
+    shapes = _resolve_shapes(op, inputs, tensors, min_nd)
     resolved_inputs: list[TensorArg | ScalarArg] = []
     ti = 0
     for d in inputs:
@@ -391,8 +401,9 @@ def resolve(
                 raise SpecError(op, f"inputs[{ti}].ndim", f"'{d.name}' is declared with {d.ndim} dims but the "
                                 f"geometry or a ReduceDims needs at least {nd_min}.", "fix ndim or the axes.")  # fmt: skip
             resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
-                                             "require" if d.mutates else d.contiguous, d.ndim, nd_min,
-                                             d.mutates))  # fmt: skip
+                                             "require" if d.mutates else d.contiguous,
+                                             len(d.shape) if d.shape is not None else d.ndim, nd_min,
+                                             d.mutates, shapes[ti]))  # fmt: skip
             ti += 1
         else:
             resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, scalar_ctypes[d.name]))
@@ -400,6 +411,29 @@ def resolve(
                      for c in configs)  # fmt: skip
     key = _tune_key(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key)
+
+
+def _resolve_shapes(op: str, inputs: Sequence, tensors: list[str], min_nd: list[int]) -> list[tuple | None]:
+    """Each tensor input's declared shape as record entries (int, or [input index, axis]); raises the
+    axes a reference needs into the referenced input's minimum rank."""
+    out: list[tuple | None] = []
+    for d in (x for x in inputs if isinstance(x, InputDecl)):
+        if d.shape is None:
+            out.append(None)
+            continue
+        entries: list = []
+        for e in d.shape:
+            if isinstance(e, int):
+                entries.append(e)
+                continue
+            if e.input_name not in tensors or e.input_name == d.name:
+                raise SpecError(op, f"inputs '{d.name}'.shape", f"DimSize('{e.input_name}', ...) names no other tensor "
+                                "input.", f"reference one of {[t for t in tensors if t != d.name]}.")  # fmt: skip
+            j = tensors.index(e.input_name)
+            min_nd[j] = max(min_nd[j], e.axis + 1 if e.axis >= 0 else -e.axis)
+            entries.append([j, e.axis])
+        out.append(tuple(entries))
+    return out
 
 
 def _is_void(signature: list[CParam] | None, inputs: Sequence, name: str) -> bool:

@@ -30,7 +30,7 @@ class Variants:
                  param_ctypes: Sequence[str], tuner: Tuner | None) -> None:  # fmt: skip
         self.record, self.sources, self.param_ctypes = record, list(sources), list(param_ctypes)
         self.tuner = tuner
-        self.specialized = hasattr(sources[0], "spec_layout")
+        self.specialized = bool(getattr(sources[0], "specialized", False))
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
         self.kernels: dict[tuple, DeviceKernel] = {}
         #: What the generated eager code reads per call, keyed by the specialization (untuned) or by

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..cache import compile_cache, make_key
 from ..errors import CompileError, SpecError
+from ..record import TensorArg
 from ..signature import CParam, cubin_symbols, parse_cuda_signature
 from ..spec import Config
 from .base import Binary
@@ -93,8 +94,35 @@ def source_excerpt(source: str, log: str, context: int = 2) -> str:
     return "\n".join(shown)
 
 
+_TYPE_SLOT = re.compile(r"\{T_(\w+)\}")
+
+
+def _c_type(dtype) -> str | None:
+    """The C++ type NVRTC instantiates a ``{T_<input>}`` template argument with, for a torch dtype."""
+    import torch
+
+    return {torch.float32: "float", torch.float64: "double", torch.float16: "__half", torch.bfloat16: "__nv_bfloat16",
+            torch.int32: "int", torch.int64: "long long", torch.int16: "short", torch.int8: "signed char",
+            torch.uint8: "unsigned char", torch.bool: "bool"}.get(dtype)  # fmt: skip
+
+
+class _KeepTypeSlots(dict):
+    """``str.format_map`` mapping that leaves ``{T_<input>}`` slots for the per-call dtype specialization."""
+
+    def __missing__(self, key: str) -> str:
+        if key.startswith("T_"):
+            return "{" + key + "}"
+        raise KeyError(key)
+
+
 class CudaSource:
-    """A CUDA C++ kernel compiled with NVRTC. ``kernel_name`` may be a template instantiation."""
+    """A CUDA C++ kernel compiled with NVRTC. ``kernel_name`` may be a template instantiation.
+
+    ``{T_<input>}`` in the template arguments (``"rmsnorm<{T_x}>"``) makes the kernel generic over that
+    input's dtype: the input may leave ``dtype`` undeclared, and each dtype a call brings is instantiated
+    (``float``, ``double``, ``__half``, ``__nv_bfloat16``, integer types) and compiled once, like Triton's
+    specializations.
+    """
 
     pointers_typed = True
     flavor = "cuda"
@@ -120,6 +148,10 @@ class CudaSource:
             raise SpecError(op_name, "target", f"{target!r} is not a target.", "use 'cubin' (default) or 'ptx'.")
         self.target = target
         self._templated = "<" in self.kernel_name
+        self.type_slots = list(dict.fromkeys(_TYPE_SLOT.findall(self.kernel_name)))
+        #: Generic over some input's dtype: compiled per call specialization (see ``spec_layout``).
+        self.specialized = self.dtype_generic = bool(self.type_slots)
+        self._record = None
 
     def signature(self) -> list[CParam] | None:
         return parse_cuda_signature(self.source, self.kernel_name)
@@ -133,7 +165,7 @@ class CudaSource:
 
         placeholders = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
         try:
-            name = self.kernel_name.format(**config.params)
+            name = self.kernel_name.format_map(_KeepTypeSlots(config.params))
         except (KeyError, IndexError, ValueError) as e:
             raise SpecError(self.op_name, "kernel_name", f"'{self.kernel_name}' has a placeholder {e} that the "
                             f"config params {config.params} do not fill.",
@@ -142,6 +174,48 @@ class CudaSource:
                           defines={**self.defines, **{k: int(v) if isinstance(v, bool) else v
                                                       for k, v in config.params.items() if k not in placeholders}},
                           arch_override=self.arch_override, target=self.target)  # fmt: skip
+
+    def bind(self, record) -> None:
+        """Check the ``{T_<input>}`` slots against the declaration (each names a tensor input)."""
+        names = [a.name for a in record.tensor_inputs]
+        for slot in self.type_slots:
+            if slot not in names:
+                raise SpecError(self.op_name, "kernel_name", f"'{{T_{slot}}}' names no tensor input.",
+                                f"use {{T_<input>}} with one of {names}.")  # fmt: skip
+        sig = self.signature() or []
+        for k, a in enumerate(record.inputs):
+            void = k < len(sig) and sig[k].ctype == "void"
+            if isinstance(a, TensorArg) and a.dtype is None and a.name not in self.type_slots and not void:
+                raise SpecError(self.op_name, f"inputs '{a.name}'.dtype", f"the element type of '{a.name}' is "
+                                "neither declared nor a template argument, so any dtype would be reinterpreted.",
+                                f"declare InputDecl('{a.name}', dtype=...) or add {{T_{a.name}}} to kernel_name.")  # fmt: skip
+        self._record = record
+
+    def spec_layout(self) -> list[tuple[str, int]]:
+        """("dtype", k) for each tensor input k whose dtype a ``{T_<input>}`` slot takes and the declaration
+        leaves open; a declared dtype fills its slot at build time."""
+        assert self._record is not None
+        return [("dtype", k) for k, a in enumerate(self._record.tensor_inputs)
+                if a.name in self.type_slots and a.dtype is None]  # fmt: skip
+
+    def instantiate(self, spec: tuple) -> CudaSource:
+        """This source with every ``{T_<input>}`` slot filled from ``spec`` (or the declared dtype)."""
+        import torch
+
+        assert self._record is not None
+        dtypes = {a.name: getattr(torch, a.dtype) for a in self._record.tensor_inputs if a.dtype}
+        for (_, k), dt in zip(self.spec_layout(), spec, strict=True):
+            dtypes[self._record.tensor_inputs[k].name] = dt
+        fill = {}
+        for slot in self.type_slots:
+            c = _c_type(dtypes.get(slot))
+            if c is None:
+                raise SpecError(self.op_name, "kernel_name", f"input '{slot}' has dtype {dtypes.get(slot)}, which has "
+                                f"no C++ type for {{T_{slot}}}.", "pass a floating or integer tensor.")  # fmt: skip
+            fill[f"T_{slot}"] = c
+        return CudaSource(self.op_name, self.source, self.kernel_name.format_map(fill), std=self.std,
+                          include_paths=self.include_paths, defines=self.defines, arch_override=self.arch_override,
+                          target=self.target)  # fmt: skip
 
     def fingerprint(self) -> str:
         return make_key({"flavor": "cuda", "source": self.source, "kernel": self.kernel_name, "std": self.std,
@@ -162,6 +236,8 @@ class CudaSource:
 
     def build(self, arch: str, spec: tuple = (), target: str | None = None) -> Binary:
         """A cubin for ``arch`` (or PTX for its virtual architecture, which the driver JIT-compiles)."""
+        if self.specialized:
+            return self.instantiate(spec).build(arch, (), target)
         arch = self.arch_override or arch
         target = target or self.target
         toolkit = toolkit_include_dir()

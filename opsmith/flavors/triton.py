@@ -75,6 +75,7 @@ class TritonSource:
 
     pointers_typed = False
     dtype_generic = True  # tensors without a declared dtype get one compile per dtype
+    specialized = True  # compiled per call specialization (``spec_layout``)
     flavor = "triton"
 
     def __init__(self, op_name: str, kernel: Any, config: Config | None = None) -> None:
@@ -295,7 +296,8 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
     return tuner.default if hit is None else hit
 
 
-def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False) -> Any:
+def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False,
+                      refuse_grad: bool = False) -> Any:  # fmt: skip
     """The op written as PyTorch calls plus ``wrap_triton(kernel)[grid](...)``: what torch.compile traces
     (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU. Grids and
     extras are the op's own (``variants``), evaluated on the traced tensors."""
@@ -304,7 +306,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
     sources: list[TritonSource] = variants.sources
     tuner = variants.tuner
-    alloc = make_fake(record)  # checks dtype and rank, allocates the outputs (works on any tensor kind)
+    alloc = make_fake(record, refuse_grad)  # checks dtype, rank and shape, allocates the outputs (any tensor kind)
     extras, grids = variants.extra_fns, variants.grids
     takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
     op = record.op_name
@@ -356,7 +358,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
-                     eager: Any) -> None:  # fmt: skip
+                     eager: Any, refuse_grad: bool = False) -> None:  # fmt: skip
     """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
     FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
     implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
@@ -384,7 +386,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
         if visible is None:
-            visible = make_visible_impl(record, variants, custom)
+            visible = make_visible_impl(record, variants, custom, refuse_grad=refuse_grad)
         with mode:
             return visible(*args, **kwargs)
 
@@ -396,7 +398,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
 
         if triton.knobs.runtime.interpret:
             if interpreted is None:
-                interpreted = make_visible_impl(record, variants, custom, interpret=True)
+                interpreted = make_visible_impl(record, variants, custom, interpret=True, refuse_grad=refuse_grad)
             return interpreted(*args)
         return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
 

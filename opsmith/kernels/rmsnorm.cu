@@ -1,0 +1,221 @@
+// RMSNorm forward and backward, generic over the element type (float, double, __half, __nv_bfloat16).
+//
+//   y  = x * rstd * w,             rstd = 1 / sqrt(mean(x^2) + eps)      (per row of n elements)
+//   dx = rstd * g - x * rstd^3 * mean(g * x),   g = dy * w
+//   dw = sum over rows of dy * x * rstd          (per-block partial sums; the host sums the partials)
+//
+// Accumulation is in float (double for double inputs). A row is held in registers when it fits
+// (n <= THREADS * VEC * MAXV with 16-byte vectors, e.g. 8,192 bf16 at 256 threads), so x is read from
+// memory once; otherwise the kernels stream the row twice (the second pass mostly hits L2).
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+namespace {
+
+template <typename A, typename B> struct Same { static constexpr bool value = false; };
+template <typename A> struct Same<A, A> { static constexpr bool value = true; };
+
+template <typename T> struct Acc { typedef float type; };
+template <> struct Acc<double> { typedef double type; };
+
+template <typename T> struct Cvt;
+template <> struct Cvt<float> {
+    static __device__ __forceinline__ float in(float v) { return v; }
+    static __device__ __forceinline__ float out(float v) { return v; }
+};
+template <> struct Cvt<double> {
+    static __device__ __forceinline__ double in(double v) { return v; }
+    static __device__ __forceinline__ double out(double v) { return v; }
+};
+template <> struct Cvt<__half> {
+    static __device__ __forceinline__ float in(__half v) { return __half2float(v); }
+    static __device__ __forceinline__ __half out(float v) { return __float2half_rn(v); }
+};
+template <> struct Cvt<__nv_bfloat16> {
+    static __device__ __forceinline__ float in(__nv_bfloat16 v) { return __bfloat162float(v); }
+    static __device__ __forceinline__ __nv_bfloat16 out(float v) { return __float2bfloat16_rn(v); }
+};
+
+__device__ __forceinline__ float rsqrt_(float v) { return rsqrtf(v); }
+__device__ __forceinline__ double rsqrt_(double v) { return rsqrt(v); }
+
+template <typename T> struct alignas(16) Vec { T v[16 / sizeof(T)]; };
+
+template <typename A> __device__ __forceinline__ A warp_sum(A v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// Sums of two values over the block (every thread gets both). red: 2 * 32 slots of shared memory.
+template <typename A, int THREADS> __device__ __forceinline__ void block_sum2(A& a, A& b, A* red) {
+    a = warp_sum(a);
+    b = warp_sum(b);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) { red[warp] = a; red[32 + warp] = b; }
+    __syncthreads();
+    a = lane < THREADS / 32 ? red[lane] : A(0);
+    b = lane < THREADS / 32 ? red[32 + lane] : A(0);
+    a = warp_sum(a);
+    b = warp_sum(b);
+    __syncthreads();  // red is reused by the next row
+}
+
+constexpr int MAXV = 4;  // 16-byte vectors per thread kept in registers
+
+template <typename T, typename TW>
+__device__ __forceinline__ bool vector_ok(const T* a, const T* b, const TW* c, long long n, int threads) {
+    constexpr int VEC = 16 / sizeof(T);
+    const unsigned long long addr = (unsigned long long)a | (unsigned long long)b | (unsigned long long)c;
+    return n % VEC == 0 && addr % 16 == 0 && n <= (long long)threads * VEC * MAXV;
+}
+
+}  // namespace
+
+// One block per row. Parameters: x, weight, eps (inputs), n (extra), y (output).
+template <typename T, typename TW, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long long n, T* __restrict__ y) {
+    static_assert(Same<T, TW>::value, "rmsnorm: weight must have the dtype of x; pass weight.to(x.dtype)");
+    typedef typename Acc<T>::type A;
+    constexpr int VEC = 16 / sizeof(T);
+    __shared__ A red[64];
+    const long long row = blockIdx.x;
+    const T* xr = x + row * n;
+    T* yr = y + row * n;
+    A ss = 0, unused = 0;
+    if (vector_ok(xr, yr, w, n, THREADS)) {
+        const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(xr);
+        const Vec<T>* wv = reinterpret_cast<const Vec<T>*>(w);
+        Vec<T>* yv = reinterpret_cast<Vec<T>*>(yr);
+        const long long nv = n / VEC;
+        Vec<T> xs[MAXV];
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv) {
+                xs[i] = xv[j];
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) { const A a = Cvt<T>::in(xs[i].v[k]); ss += a * a; }
+            }
+        }
+        block_sum2<A, THREADS>(ss, unused, red);
+        const A rstd = rsqrt_(ss / A(n) + A(eps));
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv) {
+                const Vec<T> wk = wv[j];
+                Vec<T> o;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) o.v[k] = Cvt<T>::out(Cvt<T>::in(xs[i].v[k]) * rstd * Cvt<T>::in(wk.v[k]));
+                yv[j] = o;
+            }
+        }
+    } else {
+        for (long long j = threadIdx.x; j < n; j += THREADS) { const A a = Cvt<T>::in(xr[j]); ss += a * a; }
+        block_sum2<A, THREADS>(ss, unused, red);
+        const A rstd = rsqrt_(ss / A(n) + A(eps));
+        for (long long j = threadIdx.x; j < n; j += THREADS)
+            yr[j] = Cvt<T>::out(Cvt<T>::in(xr[j]) * rstd * Cvt<TW>::in(w[j]));
+    }
+}
+
+// Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
+// partial[b, :] (no atomics; the host sums the gridDim.x partial rows). Parameters: dy, x, weight, eps,
+// partial (inputs; partial is written), n, numel (extras), dx (output).
+template <typename TG, typename T, typename TW, typename TP, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
+            TP* __restrict__ partial, long long n, long long numel, T* __restrict__ dx) {
+    const long long rows = numel / n;
+    typedef typename Acc<T>::type A;
+    static_assert(Same<T, TW>::value, "rmsnorm: weight must have the dtype of x; pass weight.to(x.dtype)");
+    static_assert(Same<TP, A>::value, "rmsnorm: partial must be float32 (float64 for float64 inputs)");
+    static_assert(Same<TG, T>::value, "rmsnorm: grad_y must have the dtype of x");
+    const T* __restrict__ dy = dy_;
+    constexpr int VEC = 16 / sizeof(T);
+    __shared__ A red[64];
+    TP* pr = partial + (long long)blockIdx.x * n;
+    const bool vec = vector_ok(x, dy, w, n, THREADS) && vector_ok(x, dx, w, n, THREADS);
+    if (vec) {
+        const long long nv = n / VEC;
+        const Vec<T>* wv = reinterpret_cast<const Vec<T>*>(w);
+        A dw[MAXV][VEC];
+        Vec<T> ws[MAXV];
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv) ws[i] = wv[j];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
+        }
+        for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+            const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(x + row * n);
+            const Vec<T>* gv = reinterpret_cast<const Vec<T>*>(dy + row * n);
+            Vec<T>* dv = reinterpret_cast<Vec<T>*>(dx + row * n);
+            Vec<T> xs[MAXV], gs[MAXV];
+            A ss = 0, sg = 0;
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                const long long j = threadIdx.x + (long long)i * THREADS;
+                if (j < nv) {
+                    xs[i] = xv[j];
+                    gs[i] = gv[j];
+#pragma unroll
+                    for (int k = 0; k < VEC; ++k) {
+                        const A a = Cvt<T>::in(xs[i].v[k]);
+                        ss += a * a;
+                        sg += Cvt<T>::in(gs[i].v[k]) * Cvt<T>::in(ws[i].v[k]) * a;
+                    }
+                }
+            }
+            block_sum2<A, THREADS>(ss, sg, red);
+            const A rstd = rsqrt_(ss / A(n) + A(eps));
+            const A c = sg / A(n) * rstd * rstd * rstd;
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                const long long j = threadIdx.x + (long long)i * THREADS;
+                if (j < nv) {
+                    Vec<T> o;
+#pragma unroll
+                    for (int k = 0; k < VEC; ++k) {
+                        const A a = Cvt<T>::in(xs[i].v[k]), g = Cvt<T>::in(gs[i].v[k]);
+                        o.v[k] = Cvt<T>::out(rstd * g * Cvt<T>::in(ws[i].v[k]) - a * c);
+                        dw[i][k] += g * a * rstd;
+                    }
+                    dv[j] = o;
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv) {
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = TP(dw[i][k]);
+            }
+        }
+    } else {
+        for (long long j = threadIdx.x; j < n; j += THREADS) pr[j] = TP(0);
+        for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+            const T* xr = x + row * n;
+            const T* gr = dy + row * n;
+            T* dr = dx + row * n;
+            A ss = 0, sg = 0;
+            for (long long j = threadIdx.x; j < n; j += THREADS) {
+                const A a = Cvt<T>::in(xr[j]);
+                ss += a * a;
+                sg += Cvt<T>::in(gr[j]) * Cvt<TW>::in(w[j]) * a;
+            }
+            block_sum2<A, THREADS>(ss, sg, red);
+            const A rstd = rsqrt_(ss / A(n) + A(eps));
+            const A c = sg / A(n) * rstd * rstd * rstd;
+            for (long long j = threadIdx.x; j < n; j += THREADS) {
+                const A a = Cvt<T>::in(xr[j]), g = Cvt<T>::in(gr[j]);
+                dr[j] = Cvt<T>::out(rstd * g * Cvt<TW>::in(w[j]) - a * c);
+                pr[j] += TP(g * a * rstd);  // this thread owns element j of its block's partial row
+            }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+"""RMSNorm forward and backward in Triton, with the math of ``rmsnorm.cu`` (see there).
+
+Generic over dtype: ``x + zeros(float32)`` promotes 16-bit inputs to float32 and keeps float64 as float64,
+so float64 inputs accumulate in float64 (what gradcheck needs). ``while`` loops rather than ``range``: the
+Triton 3.6 interpreter cannot take a runtime bound in ``range`` under NumPy >= 2.3.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rmsnorm_fwd_kernel(x_ptr, w_ptr, eps, n, y_ptr, BLOCK: tl.constexpr):
+    """One program per row; the row stays in registers when ``n <= BLOCK``."""
+    row = tl.program_id(0).to(tl.int64)
+    xr = x_ptr + row * n
+    yr = y_ptr + row * n
+    offs = tl.arange(0, BLOCK)
+    zero = tl.zeros([BLOCK], tl.float32) + tl.zeros([BLOCK], x_ptr.dtype.element_ty)  # the accumulator type
+    if n <= BLOCK:
+        m = offs < n
+        x = tl.load(xr + offs, mask=m, other=0.0) + zero
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)
+        w = tl.load(w_ptr + offs, mask=m, other=0.0) + zero
+        tl.store(yr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+    else:
+        acc = zero
+        start = 0
+        while start < n:
+            cols = start + offs
+            x = tl.load(xr + cols, mask=cols < n, other=0.0) + zero
+            acc += x * x
+            start += BLOCK
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / n + eps)
+        start = 0
+        while start < n:
+            cols = start + offs
+            m = cols < n
+            x = tl.load(xr + cols, mask=m, other=0.0) + zero
+            w = tl.load(w_ptr + cols, mask=m, other=0.0) + zero
+            tl.store(yr + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
+            start += BLOCK
+
+
+@triton.jit
+def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, eps, partial_ptr, n, numel, dx_ptr, BLOCK: tl.constexpr):
+    """Persistent programs: program p takes rows p, p + programs, ... and writes its partial dweight sums
+    to ``partial[p, :]`` (no atomics; the caller sums the partial rows)."""
+    pid = tl.program_id(0)
+    step = tl.num_programs(0)
+    rows = numel // n
+    offs = tl.arange(0, BLOCK)
+    pr = partial_ptr + pid.to(tl.int64) * n
+    zero = tl.zeros([BLOCK], tl.float32) + tl.zeros([BLOCK], x_ptr.dtype.element_ty)
+    if n <= BLOCK:
+        m = offs < n
+        w = tl.load(w_ptr + offs, mask=m, other=0.0) + zero
+        dw = zero
+        row = pid.to(tl.int64)
+        while row < rows:
+            x = tl.load(x_ptr + row * n + offs, mask=m, other=0.0) + zero
+            g = tl.load(dy_ptr + row * n + offs, mask=m, other=0.0) + zero
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)
+            c = tl.sum(g * w * x, 0) / n * rstd * rstd * rstd
+            tl.store(dx_ptr + row * n + offs, (rstd * g * w - x * c).to(dx_ptr.dtype.element_ty), mask=m)
+            dw += g * x * rstd
+            row += step
+        tl.store(pr + offs, dw.to(partial_ptr.dtype.element_ty), mask=m)
+    else:
+        start = 0
+        while start < n:
+            cols = start + offs
+            tl.store(pr + cols, zero.to(partial_ptr.dtype.element_ty), mask=cols < n)
+            start += BLOCK
+        row = pid.to(tl.int64)
+        while row < rows:
+            ss = zero
+            sg = zero
+            start = 0
+            while start < n:
+                cols = start + offs
+                m = cols < n
+                x = tl.load(x_ptr + row * n + cols, mask=m, other=0.0) + zero
+                g = tl.load(dy_ptr + row * n + cols, mask=m, other=0.0) + zero
+                w = tl.load(w_ptr + cols, mask=m, other=0.0) + zero
+                ss += x * x
+                sg += g * w * x
+                start += BLOCK
+            rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / n + eps)
+            c = tl.sum(sg, 0) / n * rstd * rstd * rstd
+            start = 0
+            while start < n:
+                cols = start + offs
+                m = cols < n
+                x = tl.load(x_ptr + row * n + cols, mask=m, other=0.0) + zero
+                g = tl.load(dy_ptr + row * n + cols, mask=m, other=0.0) + zero
+                w = tl.load(w_ptr + cols, mask=m, other=0.0) + zero
+                tl.store(dx_ptr + row * n + cols, (rstd * g * w - x * c).to(dx_ptr.dtype.element_ty), mask=m)
+                p = tl.load(pr + cols, mask=m, other=0.0)
+                tl.store(pr + cols, p + (g * x * rstd).to(partial_ptr.dtype.element_ty), mask=m)
+                start += BLOCK
+            row += step

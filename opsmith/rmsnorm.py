@@ -1,0 +1,225 @@
+"""RMSNorm three ways: a PyTorch reference, a fused Triton op and a CUDA C++ op, each differentiable.
+
+    from opsmith.rmsnorm import RMSNorm, LlamaRMSNorm, rms_norm
+    norm = RMSNorm(4096, eps=1e-6, impl="triton").cuda()       # drop-in for torch.nn.RMSNorm
+    y = rms_norm(x, weight, 1e-6, impl="cuda")
+
+Both kernels are registered through opsmith's one path (``opsmith::rmsnorm_triton``, ``opsmith::rmsnorm_cuda``
+and their ``_backward`` ops) the first time they are used, and declare their backward with ``Backward``:
+the backward op recomputes ``rstd`` from ``x`` (it reads the row anyway, so saving it would only cost a
+write) and returns ``dx`` plus per-program partial sums of ``dweight``, which one ``sum`` reduces.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from typing import Literal
+
+import torch
+
+from .registration import Op
+from .spec import (
+    Autotune,
+    Backward,
+    Config,
+    Custom,
+    DimSize,
+    InputDecl,
+    KernelSpec,
+    Numel,
+    OutputDecl,
+    Reduction,
+    SameAs,
+    ScalarInput,
+    TuneDim,
+)
+
+__all__ = ["LlamaRMSNorm", "RMSNorm", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
+
+Impl = Literal["triton", "cuda", "torch"]
+_LOCK = threading.Lock()
+_OPS: dict[str, tuple[Op, Op]] = {}
+
+#: Partial dweight rows per SM: enough resident programs to keep HBM busy, few enough to stay resident
+#: (persistent programs of a second wave would start only after the first finished all its rows).
+_PARTIALS_PER_SM = 2
+
+
+def reference_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """The PyTorch reference: float32 accumulation (float64 for float64), the result in x's dtype."""
+    acc = x.double() if x.dtype == torch.float64 else x.float()
+    y = acc * torch.rsqrt(acc.pow(2).mean(-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * weight.to(acc.dtype)
+    return y.to(x.dtype)
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _partial_rows(x: torch.Tensor) -> int:
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    if rows == 0:
+        return 0
+    per_device = _sm_count(x.get_device()) * _PARTIALS_PER_SM if x.is_cuda else 8
+    return min(rows, per_device)
+
+
+def _make_backward(bwd: Op):
+    def backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float,
+                 needs_input_grad: Sequence[bool] = (True, True)):  # fmt: skip
+        partial = torch.empty((_partial_rows(x), x.shape[-1]), dtype=_acc_dtype(x.dtype), device=x.device)
+        dx = bwd(grad_y, x, weight, eps, partial)
+        dw = partial.sum(0).to(weight.dtype) if needs_input_grad[1] else None
+        return dx, dw
+
+    return backward
+
+
+def _decl(n_name: str = "x") -> dict:
+    weight = InputDecl("weight", shape=(DimSize(n_name, -1),))
+    return {"fwd_inputs": [InputDecl("x"), weight, ScalarInput("eps", float)],
+            "bwd_inputs": [InputDecl("grad_y"), InputDecl("x"), InputDecl("weight", shape=(DimSize("x", -1),)),
+                           ScalarInput("eps", float), InputDecl("partial", mutates=True, contiguous="require")]}  # fmt: skip
+
+
+def _register_triton() -> tuple[Op, Op]:
+    from .api import triton_op
+    from .kernels.rmsnorm_triton import rmsnorm_bwd_kernel, rmsnorm_fwd_kernel
+
+    d = _decl()
+    configs = [Config({"BLOCK": b}, num_warps=w) for b in (1024, 4096, 16384) for w in (4, 8, 16)]
+    bwd = triton_op("opsmith::rmsnorm_triton_backward", rmsnorm_bwd_kernel, inputs=d["bwd_inputs"],
+                    outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
+                    extras=[DimSize("x", -1), Numel("x", "int64")],
+                    geometry=Custom(lambda i, o: (i["partial"].shape[0],)),
+                    autotune=Autotune(configs, key=[TuneDim("x", -1)], default=4))  # fmt: skip
+    fwd = triton_op("opsmith::rmsnorm_triton", rmsnorm_fwd_kernel, inputs=d["fwd_inputs"],
+                    outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
+                    geometry=Reduction(reduce_dims=(-1,)),
+                    autotune=Autotune(configs, key=[TuneDim("x", -1)], default=4),
+                    backward=Backward(_make_backward(bwd), args=("grad_y", "x", "weight", "eps"),
+                                      grads=("x", "weight")))  # fmt: skip
+    return fwd, bwd
+
+
+def _register_cuda() -> tuple[Op, Op]:
+    from .api import cuda_kernel_op
+
+    src = resources.files("opsmith.kernels").joinpath("rmsnorm.cu").read_text()
+    d = _decl()
+    threads = [Config({"THREADS": t}) for t in (128, 256, 512, 1024)]
+    bwd = cuda_kernel_op("opsmith::rmsnorm_cuda_backward", KernelSpec(
+        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}>",
+        inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
+        extras=[DimSize("x", -1), Numel("x", "int64")],
+        geometry=Custom(lambda i, o, p: ((i["partial"].shape[0],), (p["THREADS"],))),
+        autotune=Autotune(threads[:3], key=[TuneDim("x", -1)], default=1)))  # fmt: skip
+    fwd = cuda_kernel_op("opsmith::rmsnorm_cuda", KernelSpec(
+        kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}>", inputs=d["fwd_inputs"],
+        outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
+        geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
+        autotune=Autotune(threads, key=[TuneDim("x", -1)], default=1)),
+        backward=Backward(_make_backward(bwd), args=("grad_y", "x", "weight", "eps"), grads=("x", "weight")))  # fmt: skip
+    return fwd, bwd
+
+
+def rmsnorm_ops(impl: Literal["triton", "cuda"]) -> tuple[Op, Op]:
+    """(forward op, backward op) of ``impl``, registered on first use (the modules register in their
+    constructor, so ``torch.compile`` only ever sees the dictionary lookup)."""
+    ops = _OPS.get(impl)
+    if ops is not None:
+        return ops
+    with _LOCK:
+        if impl not in _OPS:
+            if impl == "triton":
+                _OPS[impl] = _register_triton()
+            elif impl == "cuda":
+                _OPS[impl] = _register_cuda()
+            else:
+                raise ValueError(f"rmsnorm_ops: impl={impl!r} is not a kernel; use 'triton' or 'cuda'.")
+        return _OPS[impl]
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None,
+             impl: Impl = "triton") -> torch.Tensor:  # fmt: skip
+    """RMSNorm over the last dimension of ``x``; ``eps=None`` means ``torch.finfo(x.dtype).eps`` like
+    ``torch.nn.functional.rms_norm``. ``weight`` is cast to ``x``'s dtype (a float32 weight with bfloat16
+    activations, as under autocast, costs one small cast)."""
+    if eps is None:
+        eps = torch.finfo(x.dtype).eps
+    if impl == "torch":
+        return reference_rms_norm(x, weight, eps)
+    fwd, _ = rmsnorm_ops(impl)
+    if weight is None:
+        weight = _ones(x.shape[-1], x.dtype, x.device)
+    elif weight.dtype != x.dtype:
+        weight = weight.to(x.dtype)
+    return fwd(x, weight, float(eps))
+
+
+def _ones(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    return torch.ones(n, dtype=dtype, device=device)
+
+
+class RMSNorm(torch.nn.Module):
+    """Drop-in for ``torch.nn.RMSNorm`` (same arguments and state dict), computed by an opsmith kernel.
+
+    ``impl``: "triton" (default), "cuda" or "torch" (the reference). ``normalized_shape`` may span
+    several trailing dims; they are normalized together, as in PyTorch.
+    """
+
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
+                 elementwise_affine: bool = True, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None, impl: Impl = "triton") -> None:  # fmt: skip
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine, self.impl = shape, eps, elementwise_affine, impl
+        if impl != "torch":
+            rmsnorm_ops(impl)
+        if elementwise_affine:
+            self.weight = torch.nn.Parameter(torch.ones(shape, device=device, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = len(self.normalized_shape)
+        if tuple(x.shape[-k:]) != self.normalized_shape:
+            raise ValueError(
+                f"RMSNorm: expected input with trailing shape {self.normalized_shape}, got {tuple(x.shape)}."
+            )
+        flat = x.reshape(*x.shape[:-k], math.prod(self.normalized_shape)) if k > 1 else x
+        w = self.weight.reshape(-1) if self.weight is not None and k > 1 else self.weight
+        return rms_norm(flat, w, self.eps, self.impl).reshape(x.shape)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, impl={self.impl!r}"
+        )
+
+
+class LlamaRMSNorm(torch.nn.Module):
+    """Drop-in for Hugging Face's ``LlamaRMSNorm(hidden_size, eps=1e-6)`` (``weight``, ``variance_epsilon``)."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6, impl: Impl = "triton") -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon, self.impl = eps, impl
+        if impl != "torch":
+            rmsnorm_ops(impl)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return rms_norm(hidden_states, self.weight, self.variance_epsilon, self.impl)
+
+    def extra_repr(self) -> str:
+        return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}, impl={self.impl!r}"

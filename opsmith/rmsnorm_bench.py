@@ -1,0 +1,175 @@
+"""The RMSNorm lab benchmark: forward and forward+backward of every implementation, side by side in one run.
+
+For each shape: the opsmith Triton op, the opsmith CUDA C++ op, Hugging Face's eager chain, F.rms_norm eager,
+torch.compile(F.rms_norm), and Liger-Kernel's RMSNorm when it is installed. Times are medians of
+``triton.testing.do_bench`` (L2 flushed before each run). Bandwidth counts the bytes that must move:
+forward reads x and writes y (2 passes); backward reads x and dy and writes dx (3 passes); weights and the
+dweight partials are not counted. The copy bandwidth of a tensor of the same size is measured in the same run.
+
+    python benchmarks/bench_rmsnorm.py [--out bench-results/rmsnorm.json] [--quick]
+
+It lives in the package because the demo runs its quick form (the main shape) on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from .rmsnorm import rms_norm, rmsnorm_ops
+
+__all__ = ["main", "run", "summary", "table"]
+
+MAIN = (8, 4096, 4096)
+SWEEP = [(32768, 1024), (32768, 2048), (32768, 4096), (16384, 8192), (8192, 16384), (2048, 65536)]
+EPS = 1e-6
+
+
+def hf_eager(x, w):
+    """transformers' LlamaRMSNorm.forward."""
+    h = x.to(torch.float32)
+    var = h.pow(2).mean(-1, keepdim=True)
+    h = h * torch.rsqrt(var + EPS)
+    return w * h.to(x.dtype)
+
+
+def implementations() -> dict:
+    impls = {
+        "opsmith triton": lambda x, w: rms_norm(x, w, EPS, "triton"),
+        "opsmith cuda": lambda x, w: rms_norm(x, w, EPS, "cuda"),
+        "HF eager": hf_eager,
+        "F.rms_norm eager": lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS),
+        "torch.compile(F.rms_norm)": torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS), dynamic=False),
+    }
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+        impls["Liger"] = lambda x, w: LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False)
+    except Exception as e:  # not installed (or incompatible): reported, not fatal
+        print(f"Liger-Kernel not available ({type(e).__name__}: {e}); skipped", file=sys.stderr)
+    return impls
+
+
+def bench(fn, reps: int) -> float:
+    from triton.testing import do_bench
+
+    return do_bench(fn, warmup=max(5, reps // 4), rep=reps, return_mode="median")  # ms
+
+
+def measure(shape: tuple, dtype: torch.dtype, impls: dict, reps: int) -> dict:
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+    dy = torch.randn(shape, device="cuda", dtype=dtype)
+    nbytes = x.numel() * x.element_size()
+    src, dst = torch.empty_like(x), torch.empty_like(x)
+    copy_ms = bench(lambda: dst.copy_(src), reps)
+    copy_gbs = 2 * nbytes / (copy_ms * 1e-3) / 1e9
+    ref = hf_eager(x.float(), w.float())
+    row: dict = {"shape": list(shape), "dtype": str(dtype).removeprefix("torch."), "copy_ms": copy_ms,
+                 "copy_GBps": copy_gbs, "impls": {}}  # fmt: skip
+    for name, fn in impls.items():
+        y = fn(x, w)
+        err = (y.float() - ref).abs().max().item()
+        xg, wg = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        fwd = bench(lambda fn=fn: fn(x, w), reps)
+        both = bench(lambda fn=fn, xg=xg, wg=wg: torch.autograd.grad(fn(xg, wg), (xg, wg), dy), reps)
+        bwd = max(both - fwd, 1e-9)
+        row["impls"][name] = {
+            "fwd_ms": fwd, "fwd_bwd_ms": both, "bwd_ms": bwd, "max_abs_err_vs_fp32": err,
+            "fwd_GBps": 2 * nbytes / (fwd * 1e-3) / 1e9, "bwd_GBps": 3 * nbytes / (bwd * 1e-3) / 1e9,
+            "fwd_frac_copy": (2 * nbytes / (fwd * 1e-3) / 1e9) / copy_gbs,
+            "bwd_frac_copy": (3 * nbytes / (bwd * 1e-3) / 1e9) / copy_gbs,
+        }  # fmt: skip
+    return row
+
+
+def table(row: dict) -> str:
+    lines = [f"RMSNorm {tuple(row['shape'])} {row['dtype']} on {torch.cuda.get_device_name()}: copy "
+             f"{row['copy_GBps']:.0f} GB/s",
+             f"  {'implementation':28s} {'fwd us':>8s} {'GB/s':>6s} {'%copy':>6s} {'fwd+bwd us':>11s} {'bwd us':>8s} "
+             f"{'GB/s':>6s} {'%copy':>6s} {'max err':>8s}"]  # fmt: skip
+    for name, r in row["impls"].items():
+        lines.append(f"  {name:28s} {r['fwd_ms'] * 1e3:8.1f} {r['fwd_GBps']:6.0f} {r['fwd_frac_copy']:6.1%} "
+                     f"{r['fwd_bwd_ms'] * 1e3:11.1f} {r['bwd_ms'] * 1e3:8.1f} {r['bwd_GBps']:6.0f} "
+                     f"{r['bwd_frac_copy']:6.1%} {r['max_abs_err_vs_fp32']:8.1e}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot(rows: list, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, key, title in ((axes[0], "fwd_frac_copy", "forward"), (axes[1], "bwd_frac_copy", "backward")):
+        names = list(rows[0]["impls"])
+        xs = [r["shape"][-1] for r in rows]
+        for name in names:
+            ax.plot(xs, [r["impls"][name][key] * 100 for r in rows], marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("hidden size")
+        ax.set_ylabel("% of copy bandwidth")
+        ax.set_title(f"RMSNorm {title}, bf16, {torch.cuda.get_device_name()}")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def run(out: str | None, quick: bool = False) -> dict:
+    for impl in ("triton", "cuda"):
+        rmsnorm_ops(impl)
+    impls = implementations()
+    reps = 50 if quick else 200
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "main": None, "sweep": []}
+    res["main"] = measure(MAIN, torch.bfloat16, impls, reps)
+    print(table(res["main"]), flush=True)
+    if not quick:
+        for shape in SWEEP:
+            res["sweep"].append(measure(shape, torch.bfloat16, impls, reps))
+            print(table(res["sweep"][-1]), flush=True)
+    if out:
+        os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
+        with open(out, "w") as f:
+            json.dump(res, f, indent=1)
+        if res["sweep"]:
+            plot(res["sweep"], out.removesuffix(".json") + ".png")
+    return res
+
+
+def summary(res: dict) -> str:
+    m = res["main"]["impls"]
+    others = {k: v for k, v in m.items() if not k.startswith("opsmith")}
+    lines = [f"RMSNorm (8, 4096, 4096) bf16 on {res['device']}, copy {res['main']['copy_GBps']:.0f} GB/s:"]
+    for name in ("opsmith triton", "opsmith cuda"):
+        r = m[name]
+        best_f = min(others, key=lambda k: others[k]["fwd_ms"])
+        best_b = min(others, key=lambda k: others[k]["bwd_ms"])
+        lines.append(
+            f"  {name}: fwd {r['fwd_ms'] * 1e3:.1f} us ({r['fwd_frac_copy']:.1%} of copy, target >= 95%), "
+            f"bwd {r['bwd_ms'] * 1e3:.1f} us ({r['bwd_frac_copy']:.1%}, target >= 85%), "
+            f"{m['HF eager']['fwd_ms'] / r['fwd_ms']:.1f}x faster than HF eager fwd (target >= 10x); "
+            f"best other fwd {best_f} {others[best_f]['fwd_ms'] * 1e3:.1f} us, bwd {best_b} "
+            f"{others[best_b]['bwd_ms'] * 1e3:.1f} us")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="bench-results/rmsnorm.json")
+    ap.add_argument("--quick", action="store_true", help="the main shape only, fewer repetitions")
+    args = ap.parse_args()
+    res = run(args.out, args.quick)
+    print(summary(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Autograd on CPU: Backward declaration errors, the forward and backward graphs torch.compile builds on fake
+CUDA tensors for both RMSNorm kernels, and (in Triton's interpreter) numerics, gradcheck and the errors."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import opsmith as ok
+from opsmith.catalog import RELU
+
+NS = "t_agcpu"
+
+
+def _relu(name: str, **kw):
+    spec = ok.KernelSpec(kernel_source=RELU, kernel_name="my_relu", inputs=[ok.InputDecl("x")],
+                         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+                         geometry=ok.Elementwise(block=(256,)))  # fmt: skip
+    return ok.cuda_kernel_op(f"{NS}::{name}", spec, **kw)
+
+
+@pytest.mark.parametrize(("backward", "match"), [
+    (ok.Backward(lambda g: g, args=("grad_z",), grads=("x",)), r"'grad_z' is neither an input"),
+    (ok.Backward(lambda x: x, args=("x",), grads=("x",)), r"no output gradient is passed"),
+    (ok.Backward(lambda g: g, args=("grad_y",), grads=("y",)), r"'y' is not a tensor input"),
+    (ok.Backward(lambda g: (g, g), args=("grad_y",), grads=("x", "x")), r"'x' is named twice"),
+    (ok.Backward(lambda g: g, args=("grad_y",), grads=()), r"no gradient is declared"),
+    (ok.Backward(42, args=("grad_y",), grads=("x",)), r"is not callable"),
+    ("not a backward", r"is not a Backward"),
+])  # fmt: skip
+def test_backward_declaration_errors(backward, match):
+    with pytest.raises(ok.SpecError, match=match):
+        _relu(f"bad_{abs(hash(match)) % 10**8}", backward=backward)
+    assert not hasattr(torch.ops, NS) or not hasattr(getattr(torch.ops, NS), f"bad_{abs(hash(match)) % 10**8}")
+
+
+def test_backward_op_arity_must_match_and_inplace_ops_refuse_backward():
+    bwd = _relu("arity_bwd")  # takes 1 input, returns 1
+    with pytest.raises(ok.SpecError, match=r"takes 1 inputs and returns 1, but args has 2 names"):
+        _relu("arity", backward=ok.Backward(bwd, args=("grad_y", "x"), grads=("x",)))
+    src = 'extern "C" __global__ void scale_(float* x, long long n) {}'
+    with pytest.raises(ok.SpecError, match="writes an input in place"):
+        ok.cuda_kernel_op(f"{NS}::inplace", ok.KernelSpec(
+            kernel_source=src, kernel_name="scale_", inputs=[ok.InputDecl("x", mutates=True)], outputs=[],
+            extras=[ok.Numel("x")], geometry=ok.Elementwise()),
+            backward=ok.Backward(lambda x: x, args=("x",), grads=("x",)))  # fmt: skip
+
+
+def test_templated_cuda_kernel_needs_a_dtype_for_every_pointer():
+    src = "template <typename T> __global__ void k(const T* x, const float* w, long long n, T* y) {}"
+    with pytest.raises(ok.SpecError, match=r"'{T_q}' names no tensor input"):
+        ok.cuda_kernel_op(f"{NS}::slot", ok.KernelSpec(
+            kernel_source=src, kernel_name="k<{T_q}>", inputs=[ok.InputDecl("x"), ok.InputDecl("w")],
+            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", "int64")],
+            geometry=ok.Elementwise()))  # fmt: skip
+    src2 = "template <typename T> __global__ void k(const T* x, const T* w, long long n, T* y) {}"
+    with pytest.raises(ok.SpecError, match=r"'w' is neither declared nor a template argument"):
+        ok.cuda_kernel_op(f"{NS}::noslot", ok.KernelSpec(
+            kernel_source=src2, kernel_name="k<{T_x}>", inputs=[ok.InputDecl("x"), ok.InputDecl("w")],
+            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", "int64")],
+            geometry=ok.Elementwise()))  # fmt: skip
+
+
+def test_declared_shape_is_checked_in_fake_tracing():
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    fwd, _ = rmsnorm_ops("cuda")
+    with FakeTensorMode():
+        x = torch.empty(4, 64, device="cuda")
+        assert fwd(x, torch.empty(64, device="cuda"), 1e-6).shape == (4, 64)
+        with pytest.raises(ok.InputError, match=r"argument 'weight': expected shape \(64,\), got shape \(63,\)"):
+            fwd(x, torch.empty(63, device="cuda"), 1e-6)
+        with pytest.raises(ok.InputError, match=r"argument 'weight': expected 1 dims, got 2 dims"):
+            fwd(x, torch.empty(1, 64, device="cuda"), 1e-6)
+
+
+@pytest.mark.parametrize("impl", ["cuda", "triton"])
+def test_compile_builds_forward_and_backward_graphs_with_the_kernels(impl):
+    """AOTAutograd traces both directions on fake tensors: the forward graph holds the forward kernel, the
+    backward graph the backward kernel; no graph break. (Fake *CPU* tensors: a CPU-only torch build aborts
+    when autograd meets a CUDA device, even a fake one; the fake implementations do not look at the device.)"""
+    if impl == "triton":
+        pytest.importorskip("triton")
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    from opsmith.rmsnorm import RMSNorm
+
+    graphs: dict[str, list] = {"fw": [], "bw": []}
+
+    def keep(kind):
+        def compiler(gm, inputs):
+            graphs[kind].append(gm)
+            return make_boxed_func(gm.forward)
+
+        return compiler
+
+    with FakeTensorMode():
+        norm = RMSNorm(64, eps=1e-6, impl=impl, device="cpu")
+        x = torch.empty(4, 8, 64, device="cpu", requires_grad=True)
+        fn = torch.compile(lambda t: norm(t) * 2, backend=aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")),
+                           fullgraph=True)  # fmt: skip
+        y = fn(x)
+        y.sum().backward()
+        assert x.grad.shape == x.shape and norm.weight.grad.shape == (64,)
+
+    def text(gms):
+        return " ".join(str(n.target) + str(n.args) for gm in gms for n in gm.graph.nodes)
+
+    assert len(graphs["fw"]) == 1 and len(graphs["bw"]) == 1
+    if impl == "cuda":
+        assert "opsmith.rmsnorm_cuda.default" in text(graphs["fw"])
+        assert "rmsnorm_cuda_backward" in text(graphs["bw"])
+    else:  # Triton ops decompose into the kernel itself, which Inductor can see
+        assert "triton_kernel_wrapper" in text(graphs["fw"]) and "triton_kernel_wrapper" in text(graphs["bw"])
+
+
+def test_interpreter_rmsnorm_and_autograd_rules():
+    """Triton's interpreter on CPU: forward and backward vs the reference, gradcheck in float64, the
+    missing-backward and double-backward errors (a fresh process: the interpreter must be on before
+    triton.language is imported)."""
+    pytest.importorskip("triton")
+    script = Path(__file__).with_name("rmsnorm_interpreter_check.py")
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).parents[1]))
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    for line in ("gradcheck float64: passed", "missing backward: raises", "double backward: refused"):
+        assert line in r.stdout

@@ -1,0 +1,192 @@
+"""GPU suite for autograd and the RMSNorm lab: both kernels forward and backward against an fp32 reference
+over row lengths 1..65,536, every floating dtype, one row, zero rows and non-contiguous inputs; gradcheck in
+float64; opcheck; a Llama-style block under torch.compile(fullgraph=True) with zero graph breaks; the errors
+for a missing backward, double backward and a mis-shaped weight."""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import opsmith as ok
+from opsmith.rmsnorm import LlamaRMSNorm, RMSNorm, reference_rms_norm, rms_norm, rmsnorm_ops
+
+pytestmark = pytest.mark.gpu
+IMPLS = ["triton", "cuda"]
+# bf16 keeps 8 mantissa bits: one rounding of y is ~4e-3 relative; dx sums n products, so its error grows
+# with sqrt(n) from there. fp16 has 11 bits. Tolerances are a few roundings of the output dtype.
+TOL = {torch.float32: (1e-5, 1e-4), torch.float16: (4e-3, 4e-3), torch.bfloat16: (3e-2, 2e-2),
+       torch.float64: (1e-10, 1e-9)}  # fmt: skip
+
+
+def _grads(fn, x, w, dy):
+    x = x.detach().requires_grad_()
+    w = w.detach().requires_grad_()
+    y = fn(x, w)
+    gx, gw = torch.autograd.grad(y, (x, w), dy)
+    return y, gx, gw
+
+
+def _compare(impl, x, w, dy, eps=1e-6):
+    torch.empty(64 << 20, device="cuda").fill_(float("nan"))  # poison memory outputs may be carved from
+    got = _grads(lambda a, b: rms_norm(a, b, eps, impl), x, w, dy)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    want = _grads(lambda a, b: reference_rms_norm(a, b, eps), x.to(acc), w.to(acc), dy.to(acc))
+    atol, rtol = TOL[x.dtype]
+    n = x.shape[-1]
+    for name, g, r in zip(("y", "dx", "dweight"), got, want, strict=True):
+        assert g.dtype == x.dtype and g.shape == r.shape
+        # dweight sums over rows: its error grows with the row count; scale by sqrt(rows)
+        scale = max(1.0, (x.numel() / max(n, 1)) ** 0.5) if name == "dweight" else 1.0
+        torch.testing.assert_close(g.to(acc), r, atol=atol * scale, rtol=rtol * scale,
+                                   msg=lambda m, nm=name: f"{impl} {tuple(x.shape)} {x.dtype} {nm}: {m}")  # fmt: skip
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_forward_backward_against_reference(impl, dtype):
+    torch.manual_seed(0)
+    for shape in [(4, 1), (3, 7), (1, 4096), (5, 1000), (2, 4097), (8, 5000), (2, 65536), (64, 4096), (0, 128)]:
+        x = torch.randn(shape, device="cuda", dtype=dtype) * 3
+        w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+        dy = torch.randn(shape, device="cuda", dtype=dtype)
+        _compare(impl, x, w, dy)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_non_contiguous_and_batched_inputs(impl):
+    torch.manual_seed(1)
+    x = torch.randn(96, 3, 40, device="cuda").transpose(0, 2)  # (40, 3, 96), strided
+    w = torch.randn(96, device="cuda")
+    dy = torch.randn(40, 3, 96, device="cuda")
+    assert not x.is_contiguous()
+    _compare(impl, x, w, dy)
+    # A weight that is a strided view is made contiguous too.
+    w2 = torch.randn(2, 96, device="cuda")[:, :].t()[:, 0]
+    _compare(impl, x, w2, dy)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_gradcheck_float64(impl):
+    torch.manual_seed(2)
+    for shape in [(3, 9), (2, 130)]:
+        x = torch.randn(shape, device="cuda", dtype=torch.float64, requires_grad=True)
+        w = torch.randn(shape[-1], device="cuda", dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(lambda a, b: rms_norm(a, b, 1e-6, impl), (x, w), eps=1e-6, atol=1e-7, rtol=1e-6)
+    _compare(impl, torch.randn(4, 3000, device="cuda", dtype=torch.float64),
+             torch.randn(3000, device="cuda", dtype=torch.float64), torch.randn(4, 3000, device="cuda", dtype=torch.float64))  # fmt: skip
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_only_needed_gradients_are_computed(impl):
+    x = torch.randn(16, 256, device="cuda", requires_grad=True)
+    w = torch.randn(256, device="cuda")  # no grad wanted
+    rms_norm(x, w, 1e-6, impl).sum().backward()
+    assert x.grad is not None and w.grad is None
+    x2 = torch.randn(16, 256, device="cuda")
+    w2 = torch.randn(256, device="cuda", requires_grad=True)
+    rms_norm(x2, w2, 1e-6, impl).sum().backward()
+    torch.testing.assert_close(w2.grad, (reference_rms_norm(x2, None, 1e-6)).sum(0), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_opcheck_forward_and_backward_ops(impl):
+    fwd, bwd = rmsnorm_ops(impl)
+    samples = [
+        (torch.randn(8, 64, device="cuda", requires_grad=True), torch.randn(64, device="cuda", requires_grad=True), 1e-6),
+        (torch.randn(3, 5, 33, device="cuda", dtype=torch.bfloat16), torch.randn(33, device="cuda", dtype=torch.bfloat16), 1e-5),
+        (torch.randn(0, 16, device="cuda"), torch.randn(16, device="cuda"), 1e-6),
+        (torch.randn(40, 12, device="cuda").t(), torch.randn(40, device="cuda", requires_grad=True), 1e-6),
+    ]  # fmt: skip
+    for args in samples:
+        torch.library.opcheck(fwd.overload, args)
+    x = torch.randn(8, 64, device="cuda")
+    partial = torch.empty(8, 64, device="cuda")
+    torch.library.opcheck(bwd.overload, (torch.randn_like(x), x, torch.randn(64, device="cuda"), 1e-6, partial),
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))  # fmt: skip
+
+
+class _Block(torch.nn.Module):
+    """A small Llama-style block: pre-norm attention-free MLP with two RMSNorms."""
+
+    def __init__(self, d: int, impl: str) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = LlamaRMSNorm(d, impl=impl), RMSNorm(d, eps=1e-6, impl=impl)
+        self.up, self.gate, self.down = torch.nn.Linear(d, 2 * d), torch.nn.Linear(d, 2 * d), torch.nn.Linear(2 * d, d)
+
+    def forward(self, x):
+        h = x + self.down(F.silu(self.gate(self.norm1(x))) * self.up(self.norm1(x)))
+        return self.norm2(h)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_llama_block_compiles_fullgraph_with_zero_graph_breaks(impl):
+    torch.manual_seed(3)
+    block = _Block(256, impl).cuda()
+    ref = _Block(256, "torch").cuda()
+    ref.load_state_dict(block.state_dict())
+    x = torch.randn(4, 16, 256, device="cuda", requires_grad=True)
+    explain = torch._dynamo.explain(block)(x)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1, explain.break_reasons
+    compiled = torch.compile(block, fullgraph=True, dynamic=True)
+    y = compiled(x)
+    y_ref = ref(x)
+    torch.testing.assert_close(y, y_ref, atol=1e-4, rtol=1e-4)
+    (g,) = torch.autograd.grad(y.square().sum(), (x,))
+    (g_ref,) = torch.autograd.grad(y_ref.square().sum(), (x,))
+    torch.testing.assert_close(g, g_ref, atol=1e-3, rtol=1e-3)
+    grads = torch.autograd.grad(compiled(x).sum(), list(block.parameters()))
+    ref_grads = torch.autograd.grad(ref(x).sum(), list(ref.parameters()))
+    for a, b in zip(grads, ref_grads, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)
+    # A second shape reuses the dynamic graph.
+    y2 = compiled(torch.randn(2, 7, 256, device="cuda"))
+    assert y2.shape == (2, 7, 256)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_bf16_module_with_fp32_weight(impl):
+    """Under mixed precision the weight stays fp32 and the activations are bf16: the weight is cast."""
+    norm = RMSNorm(512, impl=impl).cuda()
+    x = torch.randn(8, 512, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    y = norm(x)
+    assert y.dtype == torch.bfloat16
+    y.float().sum().backward()
+    assert norm.weight.grad.dtype == torch.float32 and x.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), reference_rms_norm(x.float(), norm.weight, torch.finfo(torch.bfloat16).eps),
+                               atol=3e-2, rtol=2e-2)  # fmt: skip
+
+
+def test_missing_backward_raises_and_double_backward_is_refused():
+    relu = ok.cuda_kernel_op("t_gpurms::relu", ok.KernelSpec(
+        kernel_source='extern "C" __global__ void r(const float* x, int n, float* y) {'
+                      ' int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = fmaxf(x[i], 0.f); }',
+        kernel_name="r", inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+        extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+    x = torch.randn(64, device="cuda", requires_grad=True)
+    with warnings.catch_warnings():  # as pytest does: a fresh filter block
+        warnings.simplefilter("default")
+        with pytest.raises(UserWarning, match="t_gpurms::relu: an autograd kernel was not registered"):
+            (relu(x).sum() + x.sum()).backward()
+    with torch.no_grad():
+        assert relu(x).shape == x.shape  # no graph, no error
+    for impl in IMPLS:
+        x = torch.randn(4, 32, device="cuda", dtype=torch.float64, requires_grad=True)
+        w = torch.randn(32, device="cuda", dtype=torch.float64)
+        with pytest.raises(ok.DifferentiationError, match="double backward"):
+            torch.autograd.grad(rms_norm(x, w, 1e-6, impl).sum(), (x,), create_graph=True)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_misshaped_weight_and_wrong_dtype_are_refused(impl):
+    fwd, _ = rmsnorm_ops(impl)
+    x = torch.randn(4, 64, device="cuda")
+    with pytest.raises(ok.InputError, match=r"argument 'weight': expected shape \(64,\), got shape \(32,\)"):
+        fwd(x, torch.randn(32, device="cuda"), 1e-6)
+    if impl == "cuda":  # the C++ kernel takes one element type for x and weight
+        with pytest.raises(ok.CompileError, match="weight must have the dtype of x"):
+            fwd(x, torch.randn(64, device="cuda", dtype=torch.float16), 1e-6)
+    else:  # Triton specializes on each pointer's type and promotes
+        y = fwd(x, torch.randn(64, device="cuda", dtype=torch.float16), 1e-6)
+        assert y.dtype == torch.float32
