@@ -118,18 +118,20 @@ def _register_cuda() -> tuple[Op, Op]:
 
     src = resources.files("opsmith.kernels").joinpath("rmsnorm.cu").read_text()
     d = _decl()
-    threads = [Config({"THREADS": t}) for t in (128, 256, 512, 1024)]
+    # (threads, 16-byte vectors per thread in registers): rows up to threads * maxv * 8 bf16 stay in registers.
+    shapes = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (1024, 1), (1024, 2)]
+    configs = [Config({"THREADS": t, "MAXV": v}) for t, v in shapes]
     bwd = cuda_kernel_op("opsmith::rmsnorm_cuda_backward", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}>",
+        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[DimSize("x", -1), Numel("x", "int64")],
         geometry=Custom(lambda i, o, p: ((i["partial"].shape[0],), (p["THREADS"],))),
-        autotune=Autotune(threads[:3], key=[TuneDim("x", -1)], default=1)))  # fmt: skip
+        autotune=Autotune(configs[:5], key=[TuneDim("x", -1)], default=1)))  # fmt: skip
     fwd = cuda_kernel_op("opsmith::rmsnorm_cuda", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}>", inputs=d["fwd_inputs"],
+        kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>", inputs=d["fwd_inputs"],
         outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
         geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
-        autotune=Autotune(threads, key=[TuneDim("x", -1)], default=1)),
+        autotune=Autotune(configs, key=[TuneDim("x", -1)], default=1)),
         backward=Backward(_make_backward(bwd), args=("grad_y", "x", "weight", "eps"), grads=("x", "weight")))  # fmt: skip
     return fwd, bwd
 

@@ -61,19 +61,19 @@ template <typename A, int THREADS> __device__ __forceinline__ void block_sum2(A&
     __syncthreads();  // red is reused by the next row
 }
 
-constexpr int MAXV = 4;  // 16-byte vectors per thread kept in registers
-
+// MAXV: 16-byte vectors per thread kept in registers (a config parameter: THREADS * MAXV vectors must cover
+// the row; more registers than the row needs cost occupancy, since unrolled arrays are allocated whole).
 template <typename T, typename TW>
-__device__ __forceinline__ bool vector_ok(const T* a, const T* b, const TW* c, long long n, int threads) {
+__device__ __forceinline__ bool vector_ok(const T* a, const T* b, const TW* c, long long n, int threads, int maxv) {
     constexpr int VEC = 16 / sizeof(T);
     const unsigned long long addr = (unsigned long long)a | (unsigned long long)b | (unsigned long long)c;
-    return n % VEC == 0 && addr % 16 == 0 && n <= (long long)threads * VEC * MAXV;
+    return n % VEC == 0 && addr % 16 == 0 && n <= (long long)threads * VEC * maxv;
 }
 
 }  // namespace
 
 // One block per row. Parameters: x, weight, eps (inputs), n (extra), y (output).
-template <typename T, typename TW, int THREADS>
+template <typename T, typename TW, int THREADS, int MAXV>
 __global__ void __launch_bounds__(THREADS)
 rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long long n, T* __restrict__ y) {
     static_assert(Same<T, TW>::value, "rmsnorm: weight must have the dtype of x; pass weight.to(x.dtype)");
@@ -84,7 +84,7 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
     const T* xr = x + row * n;
     T* yr = y + row * n;
     A ss = 0, unused = 0;
-    if (vector_ok(xr, yr, w, n, THREADS)) {
+    if (vector_ok(xr, yr, w, n, THREADS, MAXV)) {
         const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(xr);
         const Vec<T>* wv = reinterpret_cast<const Vec<T>*>(w);
         Vec<T>* yv = reinterpret_cast<Vec<T>*>(yr);
@@ -124,7 +124,7 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
 // Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
 // partial[b, :] (no atomics; the host sums the gridDim.x partial rows). Parameters: dy, x, weight, eps,
 // partial (inputs; partial is written), n, numel (extras), dx (output).
-template <typename TG, typename T, typename TW, typename TP, int THREADS>
+template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV>
 __global__ void __launch_bounds__(THREADS)
 rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
             TP* __restrict__ partial, long long n, long long numel, T* __restrict__ dx) {
@@ -137,7 +137,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
     constexpr int VEC = 16 / sizeof(T);
     __shared__ A red[64];
     TP* pr = partial + (long long)blockIdx.x * n;
-    const bool vec = vector_ok(x, dy, w, n, THREADS) && vector_ok(x, dx, w, n, THREADS);
+    const bool vec = vector_ok(x, dy, w, n, THREADS, MAXV) && vector_ok(x, dx, w, n, THREADS, MAXV);
     if (vec) {
         const long long nv = n / VEC;
         const Vec<T>* wv = reinterpret_cast<const Vec<T>*>(w);
@@ -150,18 +150,37 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
 #pragma unroll
             for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
         }
-        for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-            const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(x + row * n);
-            const Vec<T>* gv = reinterpret_cast<const Vec<T>*>(dy + row * n);
+        // A two-row software pipeline: the next row's x and dy are loaded before this row's math, so each
+        // block keeps two rows in flight (with ~2-3 blocks per SM, one row leaves HBM idle half the time).
+        Vec<T> xn[MAXV], gn[MAXV];
+        long long row = blockIdx.x;
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv && row < rows) {
+                xn[i] = reinterpret_cast<const Vec<T>*>(x + row * n)[j];
+                gn[i] = reinterpret_cast<const Vec<T>*>(dy + row * n)[j];
+            }
+        }
+        for (; row < rows; row += gridDim.x) {
             Vec<T>* dv = reinterpret_cast<Vec<T>*>(dx + row * n);
             Vec<T> xs[MAXV], gs[MAXV];
+            const long long nxt = row + gridDim.x;
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                xs[i] = xn[i];
+                gs[i] = gn[i];
+                const long long j = threadIdx.x + (long long)i * THREADS;
+                if (j < nv && nxt < rows) {
+                    xn[i] = reinterpret_cast<const Vec<T>*>(x + nxt * n)[j];
+                    gn[i] = reinterpret_cast<const Vec<T>*>(dy + nxt * n)[j];
+                }
+            }
             A ss = 0, sg = 0;
 #pragma unroll
             for (int i = 0; i < MAXV; ++i) {
                 const long long j = threadIdx.x + (long long)i * THREADS;
                 if (j < nv) {
-                    xs[i] = xv[j];
-                    gs[i] = gv[j];
 #pragma unroll
                     for (int k = 0; k < VEC; ++k) {
                         const A a = Cvt<T>::in(xs[i].v[k]);

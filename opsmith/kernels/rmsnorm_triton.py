@@ -1,7 +1,8 @@
 """RMSNorm forward and backward in Triton, with the math of ``rmsnorm.cu`` (see there).
 
 Generic over dtype: ``x + zeros(float32)`` promotes 16-bit inputs to float32 and keeps float64 as float64,
-so float64 inputs accumulate in float64 (what gradcheck needs). ``while`` loops rather than ``range``: the
+so float64 inputs accumulate in float64 (what gradcheck needs); scalar results are cast back to that type
+because a Python-float ``eps`` (as torch.compile passes it) would promote them to float64. ``while`` loops rather than ``range``: the
 Triton 3.6 interpreter cannot take a runtime bound in ``range`` under NumPy >= 2.3.
 """
 
@@ -20,7 +21,7 @@ def rmsnorm_fwd_kernel(x_ptr, w_ptr, eps, n, y_ptr, BLOCK: tl.constexpr):
     if n <= BLOCK:
         m = offs < n
         x = tl.load(xr + offs, mask=m, other=0.0) + zero
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)
+        rstd = (1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)).to(zero.dtype)
         w = tl.load(w_ptr + offs, mask=m, other=0.0) + zero
         tl.store(yr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
     else:
@@ -31,7 +32,7 @@ def rmsnorm_fwd_kernel(x_ptr, w_ptr, eps, n, y_ptr, BLOCK: tl.constexpr):
             x = tl.load(xr + cols, mask=cols < n, other=0.0) + zero
             acc += x * x
             start += BLOCK
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, 0) / n + eps)
+        rstd = (1.0 / tl.sqrt(tl.sum(acc, 0) / n + eps)).to(zero.dtype)
         start = 0
         while start < n:
             cols = start + offs
@@ -57,14 +58,21 @@ def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, eps, partial_ptr, n, numel, dx_ptr,
         w = tl.load(w_ptr + offs, mask=m, other=0.0) + zero
         dw = zero
         row = pid.to(tl.int64)
+        # The next row's x and dy are loaded before this row's math (a two-row software pipeline): with
+        # ~2 programs per SM, one row in flight per program leaves HBM idle half the time.
+        x_next = tl.load(x_ptr + row * n + offs, mask=m & (row < rows), other=0.0)
+        g_next = tl.load(dy_ptr + row * n + offs, mask=m & (row < rows), other=0.0)
         while row < rows:
-            x = tl.load(x_ptr + row * n + offs, mask=m, other=0.0) + zero
-            g = tl.load(dy_ptr + row * n + offs, mask=m, other=0.0) + zero
-            rstd = 1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)
-            c = tl.sum(g * w * x, 0) / n * rstd * rstd * rstd
+            x = x_next + zero
+            g = g_next + zero
+            nxt = row + step
+            x_next = tl.load(x_ptr + nxt * n + offs, mask=m & (nxt < rows), other=0.0)
+            g_next = tl.load(dy_ptr + nxt * n + offs, mask=m & (nxt < rows), other=0.0)
+            rstd = (1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)).to(zero.dtype)
+            c = (tl.sum(g * w * x, 0) / n * rstd * rstd * rstd).to(zero.dtype)
             tl.store(dx_ptr + row * n + offs, (rstd * g * w - x * c).to(dx_ptr.dtype.element_ty), mask=m)
             dw += g * x * rstd
-            row += step
+            row = nxt
         tl.store(pr + offs, dw.to(partial_ptr.dtype.element_ty), mask=m)
     else:
         start = 0
@@ -86,8 +94,8 @@ def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, eps, partial_ptr, n, numel, dx_ptr,
                 ss += x * x
                 sg += g * w * x
                 start += BLOCK
-            rstd = 1.0 / tl.sqrt(tl.sum(ss, 0) / n + eps)
-            c = tl.sum(sg, 0) / n * rstd * rstd * rstd
+            rstd = (1.0 / tl.sqrt(tl.sum(ss, 0) / n + eps)).to(zero.dtype)
+            c = (tl.sum(sg, 0) / n * rstd * rstd * rstd).to(zero.dtype)
             start = 0
             while start < n:
                 cols = start + offs
