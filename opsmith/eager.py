@@ -231,6 +231,7 @@ def _inline_simple(L: list, g: dict, record: KernelRecord, variants: Variants, r
           "    _cs = _streams.get(_s)",
           "    if _cs is None: _cs = _mkstream(_s)",
           f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0)[0]",
+          f"    if _e: _e = _retry(_e, _dev, lambda: _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0))",
           f"    if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {smem})"]  # fmt: skip
 
 
@@ -238,12 +239,12 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
                     tnames: list, outs: list, mutated: list, custom_takes_config: bool,
                     known: dict[str, str]) -> None:  # fmt: skip
     """Several kernels: pick the config (tuned) and the specialization (Triton), then launch that kernel."""
-    from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle
+    from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle, retry_launch
 
     g.update({"_fast": variants.fast, "_entry": variants.entry, "_run": variants.run, "_grids": variants.grids,
               "_pack": variants.pack, "_P": variants.params,
               "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
-              "_params": [c["params"] for c in record.configs], "_fixed": record.flavor == "triton"})  # fmt: skip
+              "_retry": retry_launch, "_params": [c["params"] for c in record.configs], "_fixed": record.flavor == "triton"})  # fmt: skip
     from cuda.bindings.driver import cuLaunchKernel
 
     g["_cu"] = cuLaunchKernel
@@ -304,4 +305,5 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
           "    _cs = _streams.get(_s)",
           "    if _cs is None: _cs = _mkstream(_s)",
           "    _e = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0)[0]",
+          "    if _e: _e = _retry(_e, _dev, lambda: _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0))",
           "    if _e: _kd._fail(_e, _dev, (_g0, _g1, _g2), (_b0, _b1, _b2), _sm)"]  # fmt: skip

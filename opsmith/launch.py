@@ -40,6 +40,38 @@ def _stream_handle(raw: int):
     return handle
 
 
+_PRIMARY: dict[int, object] = {}  # device -> its retained primary context
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+
+
+def make_current(device: int) -> bool:
+    """Make ``device``'s primary context current on this thread (where PyTorch's runtime calls put it).
+    A thread that has made no CUDA runtime call yet, such as autograd's device thread running a backward
+    whose allocations all came from the cache, has no current context, and a driver launch there fails
+    with CUDA_ERROR_INVALID_CONTEXT."""
+    from cuda.bindings import driver
+
+    ctx = _PRIMARY.get(device)
+    if ctx is None:
+        err, dev = driver.cuDeviceGet(device)
+        if err:
+            return False
+        err, ctx = driver.cuDevicePrimaryCtxRetain(dev)
+        if err:
+            return False
+        _PRIMARY[device] = ctx
+    (err,) = driver.cuCtxSetCurrent(ctx)
+    return not err
+
+
+def retry_launch(err, device: int, launch: Callable[[], tuple]):
+    """The error path of a launch: a thread without a current context gets it and launches again; any
+    other error is returned as is. (Checking the context before every launch would cost the hot path.)"""
+    if err == _INVALID_CONTEXT and make_current(device):
+        return launch()[0]
+    return err
+
+
 # Bound directly (a Python wrapper costs ~0.1 us a call); absent from CPU-only builds, where nothing launches.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
@@ -131,6 +163,7 @@ class DeviceKernel:
         image = binary.data + (b"\0" if binary.fmt == "ptx" else b"")
         with torch.cuda.device(device):
             torch.cuda.init()
+            make_current(device)  # this thread may not have made a runtime call yet
             (module,) = _check(driver.cuModuleLoadData(image), f"loading the {binary.fmt} on cuda:{device}",
                                self.op_name)  # fmt: skip
             (fn,) = _check(driver.cuModuleGetFunction(module, binary.symbol.encode()),
@@ -148,7 +181,7 @@ class DeviceKernel:
         as ``launch`` without its call and argument repacking (~0.7 us of a ~13 us call)."""
         return {"_fns": self._functions, "_kfn": self.function, "_P": self._params, "_pack": self._pack,
                 "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
-                "_cu": self._cu, "_launch": self.launch, "_fail": self._fail}  # fmt: skip
+                "_cu": self._cu, "_launch": self.launch, "_fail": self._fail, "_retry": retry_launch}  # fmt: skip
 
     def _fail(self, err, device: int, grid: tuple, block: tuple, shared_mem: int) -> None:
         _check((err,), f"launching grid={grid} block={block} shared_mem={shared_mem} on cuda:{device}", self.op_name)
@@ -169,11 +202,19 @@ class DeviceKernel:
         stream = _STREAMS.get(raw)
         if stream is None:
             stream = _stream_handle(raw)
+
+        def go() -> tuple:
+            return self._cu(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, addr, 0)
+
         if device == _current_device():
-            (err,) = self._cu(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, addr, 0)
+            (err,) = go()
+            if err:
+                err = retry_launch(err, device, go)
         else:
             with torch.cuda.device(device):
-                (err,) = self._cu(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, addr, 0)
+                (err,) = go()
+                if err:
+                    err = retry_launch(err, device, go)
         if err:
             _check((err,), f"launching grid=({gx}, {gy}, {gz}) block=({bx}, {by}, {bz}) shared_mem={shared_mem} "
                    f"on cuda:{device}", self.op_name)  # fmt: skip

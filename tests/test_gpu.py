@@ -220,3 +220,30 @@ def test_ops_on_second_gpu_while_current_is_first_and_on_both_in_turn(ex):
         assert not ev.query()
         s.synchronize()
         torch.testing.assert_close(y, torch.relu(x))
+
+
+def test_calls_from_threads_that_never_touched_cuda(ex):
+    """A fresh thread has no current CUDA context until it makes a runtime call; autograd's device thread
+    running a backward whose allocations all come from the cache is such a thread. The launch must work
+    there (opsmith makes the primary context current on the error path and launches again)."""
+    import threading
+
+    relu = ex["relu"].op
+    x = torch.randn(4096, device="cuda")
+    want = torch.relu(x)
+    relu(x)  # loaded on the main thread first
+    out: dict = {}
+
+    def work():
+        try:
+            out["y"] = relu(x)
+            torch.cuda.synchronize()
+        except Exception as e:  # reported below
+            out["error"] = e
+
+    for _ in range(3):
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        assert "error" not in out, out.get("error")
+        torch.testing.assert_close(out.pop("y"), want)
