@@ -124,8 +124,10 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
 // Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
 // partial[b, :] (no atomics; the host sums the gridDim.x partial rows). Parameters: dy, x, weight, eps,
 // partial (inputs; partial is written), n, numel (extras), dx (output).
+// At least 1,024 threads resident per SM (<= 64 registers a thread): the grid is ~2 blocks per SM of
+// persistent blocks, and a block that does not fit waits for a whole first wave to finish its rows.
 template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, (1024 / THREADS > 0 ? 1024 / THREADS : 1))
 rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
             TP* __restrict__ partial, long long n, long long numel, T* __restrict__ dx) {
     const long long rows = numel / n;
