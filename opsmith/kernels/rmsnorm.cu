@@ -41,6 +41,22 @@ __device__ __forceinline__ double rsqrt_(double v) { return rsqrt(v); }
 
 template <typename T> struct alignas(16) Vec { T v[16 / sizeof(T)]; };
 
+// One 128-bit access per vector: copying Vec<__nv_bfloat16> as a struct may become eight 2-byte accesses.
+// x and dy are read once (streaming loads); outputs are written once (streaming stores).
+template <typename T> __device__ __forceinline__ Vec<T> load16(const T* p, long long j) {
+    Vec<T> v;
+    *reinterpret_cast<uint4*>(&v) = __ldcs(reinterpret_cast<const uint4*>(p) + j);
+    return v;
+}
+template <typename T> __device__ __forceinline__ Vec<T> load16_cached(const T* p, long long j) {
+    Vec<T> v;
+    *reinterpret_cast<uint4*>(&v) = __ldg(reinterpret_cast<const uint4*>(p) + j);
+    return v;
+}
+template <typename T> __device__ __forceinline__ void store16(T* p, long long j, const Vec<T>& v) {
+    __stcs(reinterpret_cast<uint4*>(p) + j, *reinterpret_cast<const uint4*>(&v));
+}
+
 template <typename A> __device__ __forceinline__ A warp_sum(A v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -85,16 +101,13 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
     T* yr = y + row * n;
     A ss = 0, unused = 0;
     if (vector_ok(xr, yr, w, n, THREADS, MAXV)) {
-        const Vec<T>* xv = reinterpret_cast<const Vec<T>*>(xr);
-        const Vec<T>* wv = reinterpret_cast<const Vec<T>*>(w);
-        Vec<T>* yv = reinterpret_cast<Vec<T>*>(yr);
         const long long nv = n / VEC;
         Vec<T> xs[MAXV];
 #pragma unroll
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
             if (j < nv) {
-                xs[i] = xv[j];
+                xs[i] = load16(xr, j);
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) { const A a = Cvt<T>::in(xs[i].v[k]); ss += a * a; }
             }
@@ -105,11 +118,11 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
             if (j < nv) {
-                const Vec<T> wk = wv[j];
+                const Vec<T> wk = load16_cached(reinterpret_cast<const T*>(w), j);
                 Vec<T> o;
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) o.v[k] = Cvt<T>::out(Cvt<T>::in(xs[i].v[k]) * rstd * Cvt<T>::in(wk.v[k]));
-                yv[j] = o;
+                store16(yr, j, o);
             }
         }
     } else {
@@ -142,13 +155,12 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
     const bool vec = vector_ok(x, dy, w, n, THREADS, MAXV) && vector_ok(x, dx, w, n, THREADS, MAXV);
     if (vec) {
         const long long nv = n / VEC;
-        const Vec<T>* wv = reinterpret_cast<const Vec<T>*>(w);
         A dw[MAXV][VEC];
         Vec<T> ws[MAXV];
 #pragma unroll
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
-            if (j < nv) ws[i] = wv[j];
+            if (j < nv) ws[i] = load16_cached(reinterpret_cast<const T*>(w), j);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
         }
@@ -160,12 +172,11 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
             if (j < nv && row < rows) {
-                xn[i] = reinterpret_cast<const Vec<T>*>(x + row * n)[j];
-                gn[i] = reinterpret_cast<const Vec<T>*>(dy + row * n)[j];
+                xn[i] = load16(x + row * n, j);
+                gn[i] = load16(dy + row * n, j);
             }
         }
         for (; row < rows; row += gridDim.x) {
-            Vec<T>* dv = reinterpret_cast<Vec<T>*>(dx + row * n);
             Vec<T> xs[MAXV], gs[MAXV];
             const long long nxt = row + gridDim.x;
 #pragma unroll
@@ -174,8 +185,8 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
                 gs[i] = gn[i];
                 const long long j = threadIdx.x + (long long)i * THREADS;
                 if (j < nv && nxt < rows) {
-                    xn[i] = reinterpret_cast<const Vec<T>*>(x + nxt * n)[j];
-                    gn[i] = reinterpret_cast<const Vec<T>*>(dy + nxt * n)[j];
+                    xn[i] = load16(x + nxt * n, j);
+                    gn[i] = load16(dy + nxt * n, j);
                 }
             }
             A ss = 0, sg = 0;
@@ -205,7 +216,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
                         o.v[k] = Cvt<T>::out(rstd * g * Cvt<T>::in(ws[i].v[k]) - a * c);
                         dw[i][k] += g * a * rstd;
                     }
-                    dv[j] = o;
+                    store16(dx + row * n, j, o);
                 }
             }
         }
