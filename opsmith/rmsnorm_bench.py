@@ -127,6 +127,11 @@ def plot(rows: list, path: str) -> None:
 
 
 def run(out: str | None, quick: bool = False) -> dict:
+    # Timing the backward alone differentiates one graph repeatedly (retain_graph=True), which compiled
+    # graphs with donated buffers refuse; donation saves memory, not time.
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False
     for impl in ("triton", "cuda"):
         rmsnorm_ops(impl)
     impls = implementations()
