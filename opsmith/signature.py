@@ -109,7 +109,8 @@ def parse_cuda_signature(source: str, kernel_name: str) -> list[CParam] | None:
     base, _, targs = kernel_name.partition("<")
     base = base.strip()
     src = _strip_comments(source)
-    pat = re.compile(r"(template\s*<(?P<tparams>[^{;]*?)>\s*)?(?:[\w\"\s()]*?)__global__(?:[^;{(]|\([^()]*\))*?\b"
+    # Attributes between __global__ and the name may nest parentheses two deep: __launch_bounds__(T, (a / b)).
+    pat = re.compile(r"(template\s*<(?P<tparams>[^{;]*?)>\s*)?(?:[\w\"\s()]*?)__global__(?:[^;{(]|\((?:[^()]|\([^()]*\))*\))*?\b"
                      + re.escape(base) + r"\s*\(")  # fmt: skip
     m = pat.search(src)
     if m is None:

@@ -369,6 +369,14 @@ def resolve(
 
     if signature is not None:
         _match_signature(op, inputs, extra_args, out_args, signature, pointers_typed, dtypes, scalar_ctypes, out_dtypes)
+    elif pointers_typed and (scalar_ctypes or extra_args):
+        import warnings
+
+        warnings.warn(f"{op}: could not read the kernel's parameter list from the source (a macro or unusual "
+                      "syntax), so scalar and extra parameter types are assumed: float -> 32-bit float, int -> "
+                      "32-bit int, extras -> their declared dtype or int32. A kernel taking double or long long "
+                      "would read garbage. Fix: write the __global__ definition plainly in the source.",
+                      stacklevel=4)  # fmt: skip
     for k, e in enumerate(extra_args):
         if not e.ctype:
             extra_args[k] = ExtraArg(e.name, e.expr, "i32")

@@ -130,3 +130,22 @@ def test_interpreter_rmsnorm_and_autograd_rules():
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     for line in ("gradcheck float64: passed", "missing backward: raises", "double backward: refused"):
         assert line in r.stdout
+
+
+def test_rmsnorm_cuda_ops_read_their_parameter_types_from_the_source():
+    """eps is a double in both kernels: were the signature not read, it would be packed as a 32-bit float
+    and the kernel would see ~0 (a gradcheck on the GPU caught exactly that)."""
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    fwd, bwd = rmsnorm_ops("cuda")
+    assert [a.ctype for a in fwd.record.inputs if a.kind == "scalar"] == ["f64"]
+    assert [a.ctype for a in bwd.record.inputs if a.kind == "scalar"] == ["f64"]
+    assert [e.ctype for e in bwd.record.extras] == ["i64", "i64"]
+
+
+def test_unreadable_signature_warns_that_types_are_assumed():
+    src = '#define KERNEL(name) extern "C" __global__ void name(const float* x, float a, int n, float* y)\nKERNEL(k) {}'
+    with pytest.warns(UserWarning, match="could not read the kernel's parameter list"):
+        ok.cuda_kernel_op(f"{NS}::macro", ok.KernelSpec(
+            kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x", torch.float32), ok.ScalarInput("a", float)],
+            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip

@@ -140,7 +140,7 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
 // At least 1,024 threads resident per SM (<= 64 registers a thread): the grid is ~2 blocks per SM of
 // persistent blocks, and a block that does not fit waits for a whole first wave to finish its rows.
 template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV>
-__global__ void __launch_bounds__(THREADS, (1024 / THREADS > 0 ? 1024 / THREADS : 1))
+__global__ void __launch_bounds__(THREADS, 1024 / THREADS)
 rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
             TP* __restrict__ partial, long long n, long long numel, T* __restrict__ dx) {
     const long long rows = numel / n;
