@@ -42,19 +42,17 @@ __device__ __forceinline__ double rsqrt_(double v) { return rsqrt(v); }
 template <typename T> struct alignas(16) Vec { T v[16 / sizeof(T)]; };
 
 // One 128-bit access per vector: copying Vec<__nv_bfloat16> as a struct may become eight 2-byte accesses.
-// x and dy are read once (streaming loads); outputs are written once (streaming stores).
+// (Streaming cache hints, __ldcs/__stcs, measured slower: forward 159 vs 134 us at (8, 4096, 4096) bf16.)
 template <typename T> __device__ __forceinline__ Vec<T> load16(const T* p, long long j) {
     Vec<T> v;
-    *reinterpret_cast<uint4*>(&v) = __ldcs(reinterpret_cast<const uint4*>(p) + j);
+    *reinterpret_cast<uint4*>(&v) = reinterpret_cast<const uint4*>(p)[j];
     return v;
 }
 template <typename T> __device__ __forceinline__ Vec<T> load16_cached(const T* p, long long j) {
-    Vec<T> v;
-    *reinterpret_cast<uint4*>(&v) = __ldg(reinterpret_cast<const uint4*>(p) + j);
-    return v;
+    return load16(p, j);
 }
 template <typename T> __device__ __forceinline__ void store16(T* p, long long j, const Vec<T>& v) {
-    __stcs(reinterpret_cast<uint4*>(p) + j, *reinterpret_cast<const uint4*>(&v));
+    reinterpret_cast<uint4*>(p)[j] = *reinterpret_cast<const uint4*>(&v);
 }
 
 template <typename A> __device__ __forceinline__ A warp_sum(A v) {
