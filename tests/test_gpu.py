@@ -186,6 +186,7 @@ def test_launch_args_and_kernel_record_per_device(ex):
     assert rec.binary_format == "cubin"
     major, minor = torch.cuda.get_device_capability()
     assert rec.arch == f"sm_{major}{minor}"
+    ex["relu"].op(torch.randn(8, device="cuda:0"))  # loads it on cuda:0 whatever ran before
     assert 0 in ex["relu"].op.kernel._functions
 
 
