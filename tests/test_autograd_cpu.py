@@ -140,7 +140,7 @@ def test_rmsnorm_cuda_ops_read_their_parameter_types_from_the_source():
     fwd, bwd = rmsnorm_ops("cuda")
     assert [a.ctype for a in fwd.record.inputs if a.kind == "scalar"] == ["f64"]
     assert [a.ctype for a in bwd.record.inputs if a.kind == "scalar"] == ["f64"]
-    assert [e.ctype for e in bwd.record.extras] == ["i64", "i64"]
+    assert [e.ctype for e in bwd.record.extras] == ["i64", "i64", "i64"]
 
 
 def test_unreadable_signature_warns_that_types_are_assumed():

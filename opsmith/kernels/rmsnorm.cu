@@ -133,15 +133,18 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
 }
 
 // Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
-// partial[b, :] (no atomics; the host sums the gridDim.x partial rows). Parameters: dy, x, weight, eps,
-// partial (inputs; partial is written), n, numel (extras), dx (output).
+// partial[b, :] (no atomics; the host sums all prows partial rows). The grid may be smaller than prows
+// (it is sized per config to what stays resident); block b zeroes the rows b + gridDim.x, ... it leaves.
+// Parameters: dy, x, weight, eps, partial (inputs; partial is written), n, numel, prows (extras), dx (output).
 // At least 1,024 threads resident per SM (<= 64 registers a thread): the grid is ~2 blocks per SM of
 // persistent blocks, and a block that does not fit waits for a whole first wave to finish its rows.
 template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV>
 __global__ void __launch_bounds__(THREADS, 1024 / THREADS)
 rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
-            TP* __restrict__ partial, long long n, long long numel, T* __restrict__ dx) {
+            TP* __restrict__ partial, long long n, long long numel, long long prows, T* __restrict__ dx) {
     const long long rows = numel / n;
+    for (long long r = blockIdx.x + (long long)gridDim.x; r < prows; r += gridDim.x)
+        for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = TP(0);
     typedef typename Acc<T>::type A;
     static_assert(Same<T, TW>::value, "rmsnorm: weight must have the dtype of x; pass weight.to(x.dtype)");
     static_assert(Same<TP, A>::value, "rmsnorm: partial must be float32 (float64 for float64 inputs)");
