@@ -112,11 +112,11 @@ def _register_triton() -> tuple[Op, Op]:
                     outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
                     extras=[DimSize("x", -1), Numel("x", "int64")],
                     geometry=Custom(lambda i, o: (i["partial"].shape[0],)),
-                    autotune=Autotune(configs, key=[TuneDim("x", -1)], default=4))  # fmt: skip
+                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=4))  # fmt: skip
     fwd = triton_op("opsmith::rmsnorm_triton", rmsnorm_fwd_kernel, inputs=d["fwd_inputs"],
                     outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
                     geometry=Reduction(reduce_dims=(-1,)),
-                    autotune=Autotune(configs, key=[TuneDim("x", -1)], default=4),
+                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=4),
                     backward=Backward(_make_backward(bwd, "triton"), args=("grad_y", "x", "weight", "eps"),
                                       grads=("x", "weight")))  # fmt: skip
     return fwd, bwd
@@ -135,12 +135,12 @@ def _register_cuda() -> tuple[Op, Op]:
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
         geometry=Custom(lambda i, o, p: ((_cuda_grid(i["partial"], p["THREADS"]),), (p["THREADS"],))),
-        autotune=Autotune(configs[:5], key=[TuneDim("x", -1)], default=1)))  # fmt: skip
+        autotune=Autotune(configs[:5], key=[TuneDim("x", -1), TuneDim("x", None)], default=1)))  # fmt: skip
     fwd = cuda_kernel_op("opsmith::rmsnorm_cuda", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>", inputs=d["fwd_inputs"],
         outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
         geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
-        autotune=Autotune(configs, key=[TuneDim("x", -1)], default=1)),
+        autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=1)),
         backward=Backward(_make_backward(bwd, "cuda"), args=("grad_y", "x", "weight", "eps"), grads=("x", "weight")))  # fmt: skip
     return fwd, bwd
 

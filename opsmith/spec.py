@@ -213,14 +213,15 @@ class Config:
 
 @dataclass(frozen=True)
 class TuneDim:
-    """A tuning-key entry: ``inputs[input_name].shape[axis]``, bucketed.
+    """A tuning-key entry: ``inputs[input_name].shape[axis]``, bucketed; ``axis=None`` keys on the input's
+    numel (a row-wise kernel's best launch depends on the row count as well as the row length).
 
     bucket="pow2" (default) rounds up to the next power of two, so shapes 3000 and 4000 share a decision;
     "exact" keys on the size itself.
     """
 
     input_name: str
-    axis: int
+    axis: int | None
     bucket: Literal["pow2", "exact"] = "pow2"
 
 

@@ -206,9 +206,14 @@ def _tune_key(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list
             raise SpecError(op, field, f"{t!r} is not a TuneDim.", "use TuneDim(input_name, axis).")
         if t.bucket not in ("pow2", "exact"):
             raise SpecError(op, field + ".bucket", f"{t.bucket!r} is not a bucket.", "use 'pow2' or 'exact'.")
+        ref = f"i{_ref(op, field + '.input_name', t.input_name, tensors, scalars)}"
+        if t.axis is None:
+            out.append(["numel", ref, t.bucket])
+            continue
         if not isinstance(t.axis, int) or isinstance(t.axis, bool):
-            raise SpecError(op, field + ".axis", f"{t.axis!r} is not an axis.", "pass an int (negative allowed).")
-        out.append(["dim", f"i{_ref(op, field + '.input_name', t.input_name, tensors, scalars)}", t.axis, t.bucket])
+            raise SpecError(op, field + ".axis", f"{t.axis!r} is not an axis.",
+                            "pass an int (negative allowed), or None for the numel.")  # fmt: skip
+        out.append(["dim", ref, t.axis, t.bucket])
     return tuple(out)
 
 

@@ -149,3 +149,13 @@ def test_unreadable_signature_warns_that_types_are_assumed():
         ok.cuda_kernel_op(f"{NS}::macro", ok.KernelSpec(
             kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x", torch.float32), ok.ScalarInput("a", float)],
             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+
+
+def test_rmsnorm_tunes_per_row_length_and_row_count():
+    """A decision tuned on 64 rows must not serve 32,768 (the best CUDA launch differed: 134 vs 159 us)."""
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    fwd, bwd = rmsnorm_ops("cuda")
+    for op in (fwd, bwd):
+        assert [list(k) for k in op.record.tune_key][-2:] == [["dim", "i0", -1, "pow2"], ["numel", "i0", "pow2"]] or \
+            [list(k) for k in op.record.tune_key][-2:] == [["dim", "i1", -1, "pow2"], ["numel", "i1", "pow2"]]  # fmt: skip
