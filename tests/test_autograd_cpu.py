@@ -159,3 +159,67 @@ def test_rmsnorm_tunes_per_row_length_and_row_count():
     for op in (fwd, bwd):
         assert [list(k) for k in op.record.tune_key][-2:] == [["dim", "i0", -1, "pow2"], ["numel", "i0", "pow2"]] or \
             [list(k) for k in op.record.tune_key][-2:] == [["dim", "i1", -1, "pow2"], ["numel", "i1", "pow2"]]  # fmt: skip
+
+
+def test_an_opsmith_op_as_the_backward():
+    """Backward(fn=<opsmith op>): y = 2x differentiates through another kernel op (dx = 2 * dy). AOTAutograd
+    puts the forward op in the forward graph and the backward op in the backward graph."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    src = 'extern "C" __global__ void twice(const float* x, int n, float* y) {}'
+
+    def spec():
+        return ok.KernelSpec(kernel_source=src, kernel_name="twice", inputs=[ok.InputDecl("x")],
+                             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+                             geometry=ok.Elementwise())  # fmt: skip
+
+    bwd = ok.cuda_kernel_op(f"{NS}::twice_bwd", spec())
+    fwd = ok.cuda_kernel_op(f"{NS}::twice", spec(), backward=ok.Backward(bwd, args=("grad_y",), grads=("x",)))
+    graphs: dict[str, list] = {"fw": [], "bw": []}
+
+    def keep(kind):
+        def compiler(gm, inputs):
+            graphs[kind].append(gm)
+            return make_boxed_func(gm.forward)
+
+        return compiler
+
+    with FakeTensorMode():
+        x = torch.empty(16, requires_grad=True)
+        y = torch.compile(fwd, backend=aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")), fullgraph=True)(x)
+        y.sum().backward()
+        assert x.grad.shape == (16,)
+    fw = [str(n.target) for gm in graphs["fw"] for n in gm.graph.nodes]
+    bw = [str(n.target) for gm in graphs["bw"] for n in gm.graph.nodes]
+    assert f"{NS}.twice.default" in fw and f"{NS}.twice_bwd.default" in bw
+
+
+def test_backward_returning_the_wrong_number_of_gradients_is_an_error():
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    src = 'extern "C" __global__ void thrice(const float* x, int n, float* y) {}'
+    op = ok.cuda_kernel_op(f"{NS}::thrice", ok.KernelSpec(
+        kernel_source=src, kernel_name="thrice", inputs=[ok.InputDecl("x")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()),
+        backward=ok.Backward(lambda g: (g, g), args=("grad_y",), grads=("x",)))  # fmt: skip
+    with FakeTensorMode():
+        x = torch.empty(4, requires_grad=True)
+        with pytest.raises(ok.DifferentiationError, match="returned 2 gradients"):
+            op(x).sum().backward()  # eager autograd on fake tensors
+        # under torch.compile the backward is traced at compile time: the same error, wrapped by Dynamo
+        with pytest.raises(Exception, match="returned 2 gradients"):
+            torch.compile(op, backend=aot_autograd(fw_compiler=make_boxed_func, bw_compiler=make_boxed_func),
+                          fullgraph=True)(x).sum().backward()  # fmt: skip
+
+
+def test_dtype_generic_cuda_kernel_compiles_one_instantiation_per_dtype():
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    fwd, _ = rmsnorm_ops("cuda")
+    v = fwd.variants
+    assert v.spec_layout == [("dtype", 0), ("dtype", 1)]
+    bins = {dt: v.kernel(0, (dt, dt)).binary_for("sm_90") for dt in (torch.float32, torch.bfloat16, torch.float64)}
+    assert len({b.data for b in bins.values()}) == 3 and len({b.symbol for b in bins.values()}) == 3
+    assert all(b.data[:4] == b"\x7fELF" for b in bins.values())
