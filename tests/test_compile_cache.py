@@ -1,9 +1,11 @@
 """NVRTC compiles (sm_90 cubins, no driver needed) and the on-disk cache (CPU)."""
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -123,18 +125,59 @@ def test_disk_cache_primitives(tmp_path):
     assert make_key({"x": 1}) == key != make_key({"x": 2})
 
 
-def test_two_processes_publishing_the_same_entry(cache_dir):
+def test_eight_processes_cold_compiling_into_one_empty_cache(cache_dir):
+    """Eight processes released together compile the same kernel into one empty cache: all get the same
+    cubin, one verified entry remains, no temp file is left, and a later build hits it."""
+    start = cache_dir.parent / "go"
     code = textwrap.dedent(f"""
-        import sys
+        import os, sys, time
         from opsmith.flavors.cuda_cpp import CudaSource
+        while not os.path.exists({str(start)!r}):
+            time.sleep(0.01)
         b = CudaSource("t_cache::p", {SRC!r}, "k").build("sm_90")
-        sys.stdout.write(b.data.hex()[:64])
+        sys.stdout.write(b.data.hex())
     """)
     env = dict(os.environ, OPSMITH_CACHE_DIR=str(cache_dir))
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env) for _ in range(2)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env) for _ in range(8)]
+    start.write_text("")
+    outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert outs[0] == outs[1] and outs[0]
-    assert len(entries(cache_dir)) == 1
+    assert len(set(outs)) == 1 and outs[0]
+    (entry,) = entries(cache_dir)
+    assert DiskCache(cache_dir, "kernels").get(entry.stem) is not None  # verified: size and sha256
     assert not [p for p in (cache_dir / "kernels").iterdir() if p.name.startswith(".tmp-")]
-    assert CudaSource("t_cache::p", SRC, "k").build("sm_90").from_cache
+    hit = CudaSource("t_cache::p", SRC, "k").build("sm_90")
+    assert hit.from_cache and hit.data.hex().encode() == outs[0]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_writer_killed_while_publishing_leaves_no_entry_and_the_next_run_recovers(cache_dir):
+    """SIGKILL between writing the temp file and the atomic rename: no entry appears (readers never see a
+    partial one), the next build compiles and publishes, and the dead writer's temp file is swept once stale."""
+    code = textwrap.dedent(f"""
+        import os, sys, time
+        real = os.replace
+        def stall(a, b):
+            sys.stdout.write("written\\n"); sys.stdout.flush(); time.sleep(120); real(a, b)
+        os.replace = stall
+        from opsmith.flavors.cuda_cpp import CudaSource
+        CudaSource("t_cache::kill", {SRC!r}, "k").build("sm_90")
+    """)
+    env = dict(os.environ, OPSMITH_CACHE_DIR=str(cache_dir))
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert p.stdout.readline().strip() == "written"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=60)
+    assert p.returncode == -signal.SIGKILL
+    assert entries(cache_dir) == []
+    (tmp,) = [q for q in (cache_dir / "kernels").iterdir() if q.name.startswith(".tmp-")]
+    again = CudaSource("t_cache::kill", SRC, "k").build("sm_90")
+    assert not again.from_cache and len(entries(cache_dir)) == 1
+    assert CudaSource("t_cache::kill", SRC, "k").build("sm_90").from_cache
+    assert tmp.exists()  # a fresh temp file may belong to a live writer: kept
+    old = time.time() - 2 * 3600
+    os.utime(tmp, (old, old))
+    CudaSource("t_cache::kill2", SRC + "// another", "k").build("sm_90")  # any publish sweeps stale temps
+    assert not tmp.exists()
