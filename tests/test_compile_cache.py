@@ -181,3 +181,41 @@ def test_a_writer_killed_while_publishing_leaves_no_entry_and_the_next_run_recov
     os.utime(tmp, (old, old))
     CudaSource("t_cache::kill2", SRC + "// another", "k").build("sm_90")  # any publish sweeps stale temps
     assert not tmp.exists()
+
+
+def test_eight_threads_needing_the_same_new_kernel_compile_it_once(cache_dir):
+    """The first calls of an op from eight threads at once: one compile of each kernel, one shared object
+    (Variants.kernel holds a lock around the build; the GPU suite checks the launches)."""
+    import threading
+
+    import torch
+
+    import opsmith as ok
+
+    src = "template <typename T> __global__ void k(const T* x, long long n, T* y) {}"
+    op = ok.cuda_kernel_op("t_cache::threads", ok.KernelSpec(
+        kernel_source=src, kernel_name="k<{T_x}>", inputs=[ok.InputDecl("x")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", "int64")], geometry=ok.Elementwise()))  # fmt: skip
+    v = op.variants
+    builds = []
+    real = v.sources[0].build
+
+    def counting(arch, spec=(), *a, **k):
+        builds.append(spec)
+        time.sleep(0.2)  # a slow compile widens the race
+        return real(arch, spec, *a, **k)
+
+    v.sources[0].build = counting
+    got = []
+    barrier = threading.Barrier(8)
+
+    def first_call():
+        barrier.wait()
+        got.append(v.kernel(0, (torch.float64,)))
+
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert builds == [(torch.float64,)] and len({id(k) for k in got}) == 1 and len(got) == 8
