@@ -1,0 +1,35 @@
+"""Walks docs/errors.md, the table of every mistake opsmith detects: each row's error is raised with exactly
+the documented first line, and every case has its row (the table is generated from tests/error_matrix.py)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import error_matrix as em
+
+CASES = {c[0]: c for c in em.cases()}
+DOC = em.parse(em.DOC.read_text())
+
+
+def test_the_table_lists_every_case_once_in_order():
+    assert list(DOC) == list(CASES)
+    rows = [line for line in em.DOC.read_text().splitlines() if line.startswith("| ") and line[2:3].isdigit()]
+    assert len(rows) == len(CASES)
+
+
+@pytest.mark.parametrize("cid", [c for c, case in CASES.items() if not case[5]])
+def test_row(cid):
+    _, _, _, thunk, cls, _ = CASES[cid]
+    assert DOC[cid] == (cls.__name__, em.run(thunk, cls))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cid", [c for c, case in CASES.items() if case[5]])
+def test_gpu_row(cid):
+    if cid == "other-gpu" and torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    _, _, _, thunk, cls, _ = CASES[cid]
+    assert DOC[cid] == (cls.__name__, em.run(thunk, cls))
