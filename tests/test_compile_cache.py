@@ -114,6 +114,16 @@ def test_unsafe_cache_directory_is_refused_with_a_warning(cache_dir):
     assert b.data[:4] == b"\x7fELF" and not (cache_dir / "kernels").exists()
 
 
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a directory away needs root")
+def test_cache_directory_of_another_user_is_refused_and_compiles_still_work(cache_dir):
+    """A cache directory someone else owns could hold their kernels: refused with a warning, never read."""
+    cache_dir.mkdir(mode=0o700)
+    os.chown(cache_dir, 12345, 12345)
+    with pytest.warns(UserWarning, match="belongs to uid 12345"):
+        b = CudaSource("t_cache::owner", SRC, "k").build("sm_90")
+    assert b.data[:4] == b"\x7fELF" and not b.from_cache and not (cache_dir / "kernels").exists()
+
+
 def test_disk_cache_primitives(tmp_path):
     c = DiskCache(tmp_path / "root", "ns")
     key = make_key({"x": 1})
