@@ -220,7 +220,11 @@ class RMSNorm(torch.nn.Module):
 
 
 class LlamaRMSNorm(torch.nn.Module):
-    """Drop-in for Hugging Face's ``LlamaRMSNorm(hidden_size, eps=1e-6)`` (``weight``, ``variance_epsilon``)."""
+    """Drop-in for Hugging Face's ``LlamaRMSNorm(hidden_size, eps=1e-6)`` (``weight``, ``variance_epsilon``).
+
+    The result has the input's dtype. (Hugging Face's returns ``weight * hidden.to(input_dtype)``, which
+    is float32 when only the weight is float32; models cast to bf16 as a whole behave the same either way.)
+    """
 
     def __init__(self, hidden_size: int, eps: float = 1e-6, impl: Impl = "triton") -> None:
         super().__init__()
