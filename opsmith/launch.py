@@ -202,19 +202,16 @@ class DeviceKernel:
         stream = _STREAMS.get(raw)
         if stream is None:
             stream = _stream_handle(raw)
-
-        def go() -> tuple:
-            return self._cu(fn, gx, gy, gz, bx, by, bz, shared_mem, stream, addr, 0)
-
+        args = (fn, gx, gy, gz, bx, by, bz, shared_mem, stream, addr, 0)
         if device == _current_device():
-            (err,) = go()
-            if err:
-                err = retry_launch(err, device, go)
+            (err,) = self._cu(*args)
+            if err:  # the retry's closure is built on the error path only
+                err = retry_launch(err, device, lambda: self._cu(*args))
         else:
             with torch.cuda.device(device):
-                (err,) = go()
+                (err,) = self._cu(*args)
                 if err:
-                    err = retry_launch(err, device, go)
+                    err = retry_launch(err, device, lambda: self._cu(*args))
         if err:
             _check((err,), f"launching grid=({gx}, {gy}, {gz}) block=({bx}, {by}, {bz}) shared_mem={shared_mem} "
                    f"on cuda:{device}", self.op_name)  # fmt: skip

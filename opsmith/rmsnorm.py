@@ -95,11 +95,12 @@ def _make_backward(bwd: Op, flavor: str):
     return backward
 
 
-def _decl(n_name: str = "x") -> dict:
-    weight = InputDecl("weight", shape=(DimSize(n_name, -1),))
+def _decl() -> dict:
+    """The inputs both flavors declare: the weight must have shape (x.shape[-1],), which the kernels index by."""
+    weight = InputDecl("weight", shape=(DimSize("x", -1),))
     return {"fwd_inputs": [InputDecl("x"), weight, ScalarInput("eps", float)],
-            "bwd_inputs": [InputDecl("grad_y"), InputDecl("x"), InputDecl("weight", shape=(DimSize("x", -1),)),
-                           ScalarInput("eps", float), InputDecl("partial", mutates=True, contiguous="require")]}  # fmt: skip
+            "bwd_inputs": [InputDecl("grad_y"), InputDecl("x"), weight, ScalarInput("eps", float),
+                           InputDecl("partial", mutates=True, contiguous="require")]}  # fmt: skip
 
 
 def _register_triton() -> tuple[Op, Op]:
@@ -173,14 +174,10 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | N
         return reference_rms_norm(x, weight, eps)
     fwd, _ = rmsnorm_ops(impl)
     if weight is None:
-        weight = _ones(x.shape[-1], x.dtype, x.device)
+        weight = torch.ones(x.shape[-1], dtype=x.dtype, device=x.device)
     elif weight.dtype != x.dtype:
         weight = weight.to(x.dtype)
     return fwd(x, weight, float(eps))
-
-
-def _ones(n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.ones(n, dtype=dtype, device=device)
 
 
 class RMSNorm(torch.nn.Module):

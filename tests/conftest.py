@@ -19,3 +19,18 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip)
+
+
+def assert_launches_on_current_stream(op, x: torch.Tensor) -> None:
+    """``op(x)`` on a side stream kept busy by a long sleep: its work must queue behind the sleep (a launch
+    on the default stream would finish first), and the result must equal torch.relu(x) once it ran."""
+    s = torch.cuda.Stream(device=x.device)
+    torch.cuda.synchronize(x.device)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        y = op(x)
+        ev = torch.cuda.Event()
+        ev.record(s)
+    assert not ev.query(), "the op's work should be queued behind the sleep on the side stream"
+    s.synchronize()
+    torch.testing.assert_close(y, torch.relu(x))

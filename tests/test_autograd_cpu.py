@@ -23,6 +23,23 @@ def _relu(name: str, **kw):
     return ok.cuda_kernel_op(f"{NS}::{name}", spec, **kw)
 
 
+def _aot_capture():
+    """An AOTAutograd backend that keeps the forward and backward graphs it compiles: (backend, graphs)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs: dict[str, list] = {"fw": [], "bw": []}
+
+    def keep(kind):
+        def compiler(gm, inputs):
+            graphs[kind].append(gm)
+            return make_boxed_func(gm.forward)
+
+        return compiler
+
+    return aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")), graphs
+
+
 @pytest.mark.parametrize(("backward", "match"), [
     (ok.Backward(lambda g: g, args=("grad_z",), grads=("x",)), r"'grad_z' is neither an input"),
     (ok.Backward(lambda x: x, args=("x",), grads=("x",)), r"no output gradient is passed"),
@@ -85,24 +102,14 @@ def test_compile_builds_forward_and_backward_graphs_with_the_kernels(impl):
     when autograd meets a CUDA device, even a fake one; the fake implementations do not look at the device.)"""
     if impl == "triton":
         pytest.importorskip("triton")
-    from functorch.compile import make_boxed_func
-    from torch._dynamo.backends.common import aot_autograd
-
     from opsmith.rmsnorm import RMSNorm
 
-    graphs: dict[str, list] = {"fw": [], "bw": []}
-
-    def keep(kind):
-        def compiler(gm, inputs):
-            graphs[kind].append(gm)
-            return make_boxed_func(gm.forward)
-
-        return compiler
+    backend, graphs = _aot_capture()
 
     with FakeTensorMode():
         norm = RMSNorm(64, eps=1e-6, impl=impl, device="cpu")
         x = torch.empty(4, 8, 64, device="cpu", requires_grad=True)
-        fn = torch.compile(lambda t: norm(t) * 2, backend=aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")),
+        fn = torch.compile(lambda t: norm(t) * 2, backend=backend,
                            fullgraph=True)  # fmt: skip
         y = fn(x)
         y.sum().backward()
@@ -164,9 +171,6 @@ def test_rmsnorm_tunes_per_row_length_and_row_count():
 def test_an_opsmith_op_as_the_backward():
     """Backward(fn=<opsmith op>): y = 2x differentiates through another kernel op (dx = 2 * dy). AOTAutograd
     puts the forward op in the forward graph and the backward op in the backward graph."""
-    from functorch.compile import make_boxed_func
-    from torch._dynamo.backends.common import aot_autograd
-
     src = 'extern "C" __global__ void twice(const float* x, int n, float* y) {}'
 
     def spec():
@@ -176,18 +180,11 @@ def test_an_opsmith_op_as_the_backward():
 
     bwd = ok.cuda_kernel_op(f"{NS}::twice_bwd", spec())
     fwd = ok.cuda_kernel_op(f"{NS}::twice", spec(), backward=ok.Backward(bwd, args=("grad_y",), grads=("x",)))
-    graphs: dict[str, list] = {"fw": [], "bw": []}
-
-    def keep(kind):
-        def compiler(gm, inputs):
-            graphs[kind].append(gm)
-            return make_boxed_func(gm.forward)
-
-        return compiler
+    backend, graphs = _aot_capture()
 
     with FakeTensorMode():
         x = torch.empty(16, requires_grad=True)
-        y = torch.compile(fwd, backend=aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")), fullgraph=True)(x)
+        y = torch.compile(fwd, backend=backend, fullgraph=True)(x)
         y.sum().backward()
         assert x.grad.shape == (16,)
     fw = [str(n.target) for gm in graphs["fw"] for n in gm.graph.nodes]

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from conftest import assert_launches_on_current_stream
 
 import opsmith as ok
 from opsmith.catalog import RELU, register_all
@@ -83,17 +84,7 @@ def test_export_dynamic_and_run(ex):
 
 
 def test_launches_on_the_current_stream(ex):
-    x = torch.randn(1 << 22, device="cuda")
-    s = torch.cuda.Stream()
-    torch.cuda.synchronize()
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(50_000_000)  # keep the side stream busy; a launch on the default stream would finish first
-        y = ex["relu"].op(x)
-        ev = torch.cuda.Event()
-        ev.record(s)
-    assert not ev.query(), "the op's work should be queued behind the sleep on the side stream"
-    s.synchronize()
-    torch.testing.assert_close(y, torch.relu(x))
+    assert_launches_on_current_stream(ex["relu"].op, torch.randn(1 << 22, device="cuda"))
 
 
 def test_cuda_graph_capture_and_replay(ex):
@@ -209,18 +200,9 @@ def test_ops_on_second_gpu_while_current_is_first_and_on_both_in_turn(ex):
             assert torch.cuda.current_device() == 0
     assert {0, 1} <= set(ex["relu"].op.kernel._functions)  # one module per device
     with torch.cuda.device(1):  # current stream of cuda:1 is where the work goes
-        s = torch.cuda.Stream()
         x = torch.randn(1 << 20, device="cuda:1")
         tuned["relu_tt"].op(x)  # warm-up: this shape's specialization compiles outside the timed window
-        torch.cuda.synchronize()
-        with torch.cuda.stream(s):
-            torch.cuda._sleep(50_000_000)
-            y = tuned["relu_tt"].op(x)
-            ev = torch.cuda.Event()
-            ev.record(s)
-        assert not ev.query()
-        s.synchronize()
-        torch.testing.assert_close(y, torch.relu(x))
+        assert_launches_on_current_stream(tuned["relu_tt"].op, x)
 
 
 def test_calls_from_threads_that_never_touched_cuda(ex):

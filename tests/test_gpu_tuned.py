@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import assert_launches_on_current_stream
 
 import opsmith as ok
 from opsmith.catalog import RELU
@@ -127,16 +128,7 @@ def test_cuda_graph_with_cached_choice_and_unseen_key(ex):
 def test_triton_op_on_a_busy_side_stream(ex):
     x = torch.randn(1 << 22, device="cuda")
     ex["relu_tt"].op(x)
-    s = torch.cuda.Stream()
-    torch.cuda.synchronize()
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(50_000_000)
-        y = ex["relu_tt"].op(x)
-        ev = torch.cuda.Event()
-        ev.record(s)
-    assert not ev.query()
-    s.synchronize()
-    torch.testing.assert_close(y, torch.relu(x))
+    assert_launches_on_current_stream(ex["relu_tt"].op, x)
 
 
 def test_unaligned_input_gets_its_own_specialization(ex):

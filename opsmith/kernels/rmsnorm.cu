@@ -48,9 +48,6 @@ template <typename T> __device__ __forceinline__ Vec<T> load16(const T* p, long 
     *reinterpret_cast<uint4*>(&v) = reinterpret_cast<const uint4*>(p)[j];
     return v;
 }
-template <typename T> __device__ __forceinline__ Vec<T> load16_cached(const T* p, long long j) {
-    return load16(p, j);
-}
 template <typename T> __device__ __forceinline__ void store16(T* p, long long j, const Vec<T>& v) {
     reinterpret_cast<uint4*>(p)[j] = *reinterpret_cast<const uint4*>(&v);
 }
@@ -116,7 +113,7 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
             if (j < nv) {
-                const Vec<T> wk = load16_cached(reinterpret_cast<const T*>(w), j);
+                const Vec<T> wk = load16(reinterpret_cast<const T*>(w), j);
                 Vec<T> o;
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) o.v[k] = Cvt<T>::out(Cvt<T>::in(xs[i].v[k]) * rstd * Cvt<T>::in(wk.v[k]));
@@ -161,7 +158,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
 #pragma unroll
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
-            if (j < nv) ws[i] = load16_cached(reinterpret_cast<const T*>(w), j);
+            if (j < nv) ws[i] = load16(reinterpret_cast<const T*>(w), j);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
         }
