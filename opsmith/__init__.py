@@ -11,6 +11,7 @@ Importing opsmith registers nothing and touches no GPU.
 
 from ._version import __version__
 from .api import cuda_kernel_op, ptx_op, triton_op
+from .check import CheckCase, CheckReport, assert_check_passes, check
 from .errors import (
     CompileError,
     DifferentiationError,
@@ -43,6 +44,8 @@ from .spec import (
 __all__ = [
     "Autotune",
     "Backward",
+    "CheckCase",
+    "CheckReport",
     "CompileError",
     "Config",
     "Custom",
@@ -66,6 +69,8 @@ __all__ = [
     "SpecError",
     "TuneDim",
     "__version__",
+    "assert_check_passes",
+    "check",
     "cuda_kernel_op",
     "ptx_op",
     "triton_op",

@@ -52,7 +52,7 @@ def cuda_kernel_op(
                         target=spec.target)  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
-                              autotune=spec.autotune, backward=backward)  # fmt: skip
+                              autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype)  # fmt: skip
 
 
 def ptx_op(
@@ -70,17 +70,19 @@ def ptx_op(
     supports_dynamic_shapes: bool = True,
     autotune: Autotune | None = None,
     backward: Backward | None = None,
+    index_dtype: str = "int32",
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
     Takes the same declaration as ``cuda_kernel_op`` minus the source, or the override functions. PTX
     does not say what a pointer points at, so every ``InputDecl`` of a declarative ``ptx_op`` needs
-    ``dtype=``; by-value parameter sizes are checked against the PTX entry.
+    ``dtype=``; by-value parameter sizes are checked against the PTX entry. ``index_dtype`` as in
+    ``KernelSpec``.
     """
     source = PrecompiledSource(op_name, ptx, kernel_name)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
-                              backward=backward)  # fmt: skip
+                              backward=backward, index_dtype=index_dtype)  # fmt: skip
 
 
 def triton_op(
@@ -93,6 +95,7 @@ def triton_op(
     extras: Sequence[Numel | DimSize] = (),
     autotune: Autotune | None = None,
     backward: Backward | None = None,
+    index_dtype: str = "int32",
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -105,9 +108,13 @@ def triton_op(
     Tensors without a declared dtype get one compile per dtype. Eager calls launch the compiled cubin
     through opsmith's launcher; ``torch.compile`` sees the kernel itself (Inductor can fuse around it), and
     ``torch.export`` keeps the op. With ``TRITON_INTERPRET=1``, CPU tensors run in Triton's interpreter.
+
+    ``index_dtype="int64"`` declares that the kernel's offsets are 64-bit (``tl.program_id(0).to(tl.int64)
+    * BLOCK``); with the default "int32" a tensor of more than 2^31 - 1 elements is refused (eagerly, and
+    while tracing static shapes; under dynamic shapes Inductor launches the kernel without that check).
     """
     from .flavors.triton import TritonSource
 
     source = TritonSource(op_name, kernel)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
-                              autotune=autotune, backward=backward)  # fmt: skip
+                              autotune=autotune, backward=backward, index_dtype=index_dtype)  # fmt: skip

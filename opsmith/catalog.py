@@ -1,13 +1,12 @@
 """The example ops: one of each kind the API supports, with inputs and a PyTorch reference.
 
 The demo, the GPU tests, opcheck and the benchmarks all use these. ``register_all(ns)`` registers them
-under namespace ``ns`` (each test module uses its own), returning ``{name: Example}``.
+under namespace ``ns`` (each test module uses its own), returning ``{name: CheckCase}``:
+the op with its input builder, reference and example shapes, ready for ``opsmith.check``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from importlib import resources
 
 import torch
@@ -18,7 +17,6 @@ from . import (
     InputDecl,
     KernelSpec,
     Numel,
-    Op,
     OutputDecl,
     ReduceDims,
     Reduction,
@@ -27,8 +25,9 @@ from . import (
     cuda_kernel_op,
     ptx_op,
 )
+from .check import CheckCase
 
-__all__ = ["Example", "register_all"]
+__all__ = ["FLAT", "ROWS", "register_all", "shipped_cases"]
 
 RELU = r"""
 extern "C" __global__ void my_relu(const float* x, int n, float* y) {
@@ -130,41 +129,26 @@ extern "C" __global__ void repeat2(const float* x, int n, float* y) {
 """
 
 
-@dataclass
-class Example:
-    """A registered example op with how to feed it and what it should return."""
-
-    op: Op
-    samples: Callable[[torch.device, torch.dtype], list[tuple]]
-    reference: Callable[..., object]
-    dtypes: tuple[torch.dtype, ...] = (torch.float32,)
-    tol: dict = field(default_factory=dict)
-
-
-def _rand(*shape: int, device, dtype, noncontig: bool = False) -> torch.Tensor:
-    if noncontig and len(shape) >= 2:
-        return torch.randn(*shape[:-2], shape[-1], shape[-2], device=device).to(dtype).transpose(-1, -2)
+def _rand(*shape: int, device, dtype) -> torch.Tensor:
     return torch.randn(*shape, device=device).to(dtype)
 
 
-def _elementwise_samples(device, dtype) -> list[tuple]:
-    return [(_rand(1000, device=device, dtype=dtype),), (_rand(3, 257, device=device, dtype=dtype),),
-            (_rand(33, 65, device=device, dtype=dtype, noncontig=True),), (_rand(0, 5, device=device, dtype=dtype),)]  # fmt: skip
+def _one(shape, dtype, device) -> tuple:
+    return (_rand(*shape, device=device, dtype=dtype),)
 
 
-def _row_samples(device, dtype) -> list[tuple]:
-    return [(_rand(7, 1000, device=device, dtype=dtype),), (_rand(2, 3, 100, device=device, dtype=dtype),),
-            (_rand(40, 33, device=device, dtype=dtype, noncontig=True),), (_rand(0, 16, device=device, dtype=dtype),)]  # fmt: skip
+FLAT = ((1000,), (3, 257), (33, 65))  # odd sizes: blocks are never full
+ROWS = ((7, 1000), (2, 3, 100), (40, 33))
 
 
-def register_all(ns: str) -> dict[str, Example]:
-    ex: dict[str, Example] = {}
-    ex["relu"] = Example(
+def register_all(ns: str) -> dict[str, CheckCase]:
+    ex: dict[str, CheckCase] = {}
+    ex["relu"] = CheckCase(
         cuda_kernel_op(f"{ns}::relu", KernelSpec(
             kernel_source=RELU, kernel_name="my_relu", inputs=[InputDecl("x")],
             outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[Numel("x")],
             geometry=Elementwise(block=(256,), layout="flat"))),
-        _elementwise_samples, torch.relu)  # fmt: skip
+        _one, torch.relu, FLAT)  # fmt: skip
 
     for dt, cname in ((torch.float32, "float"), (torch.float16, "__half"), (torch.bfloat16, "__nv_bfloat16")):
         tag = str(dt).removeprefix("torch.")
@@ -174,47 +158,43 @@ def register_all(ns: str) -> dict[str, Example]:
             outputs=[OutputDecl("out", shape=SameAs("x"))], extras=[Numel("x", dtype="int64")],
             geometry=Elementwise(block=(256,))))  # fmt: skip
 
-        def samples(device, dtype, _dt=dt):
-            return [(*pair, 0.75, -1.5) for pair in
-                    [(_rand(4096, device=device, dtype=_dt), _rand(4096, device=device, dtype=_dt)),
-                     (_rand(17, 31, device=device, dtype=_dt, noncontig=True), _rand(17, 31, device=device, dtype=_dt)),
-                     (_rand(0, 3, device=device, dtype=_dt), _rand(0, 3, device=device, dtype=_dt))]]  # fmt: skip
+        def inputs(shape, dtype, device):
+            return _rand(*shape, device=device, dtype=dtype), _rand(*shape, device=device, dtype=dtype), 0.75, -1.5
 
-        ex[f"axpby_{tag}"] = Example(op, samples, lambda x, y, a, b: (a * x.float() + b * y.float()).to(x.dtype), (dt,))
+        ex[f"axpby_{tag}"] = CheckCase(op, inputs, lambda x, y, a, b: (a * x.float() + b * y.float()).to(x.dtype),
+                                       ((4096,), (17, 31)), (dt,))  # fmt: skip
 
-    ex["row_sum"] = Example(
+    ex["row_sum"] = CheckCase(
         cuda_kernel_op(f"{ns}::row_sum", KernelSpec(
             kernel_source=ROW_REDUCE, kernel_name="row_sum", inputs=[InputDecl("x")],
             outputs=[OutputDecl("out", shape=ReduceDims("x", dims=(-1,)))], extras=[DimSize("x", -1)],
             geometry=Reduction(reduce_dims=(-1,), block_size=256))),
-        _row_samples, lambda x: x.sum(-1), tol={"atol": 1e-4, "rtol": 1e-4})  # fmt: skip
+        _one, lambda x: x.sum(-1), ROWS, tol={"atol": 1e-4, "rtol": 1e-4})  # fmt: skip
 
-    ex["row_minmax"] = Example(
+    ex["row_minmax"] = CheckCase(
         cuda_kernel_op(f"{ns}::row_minmax", KernelSpec(
             kernel_source=ROW_REDUCE, kernel_name="row_minmax", inputs=[InputDecl("x")],
             outputs=[OutputDecl("mn", shape=ReduceDims("x", dims=(-1,), keepdim=True)),
                      OutputDecl("mx", shape=ReduceDims("x", dims=(-1,), keepdim=True))],
             extras=[DimSize("x", -1)], geometry=Reduction(reduce_dims=(-1,), block_size=256))),
-        _row_samples, lambda x: (x.amin(-1, keepdim=True), x.amax(-1, keepdim=True)))  # fmt: skip
+        _one, lambda x: (x.amin(-1, keepdim=True), x.amax(-1, keepdim=True)), ROWS)  # fmt: skip
 
-    ex["softmax"] = Example(
+    ex["softmax"] = CheckCase(
         cuda_kernel_op(f"{ns}::softmax", KernelSpec(
             kernel_source=ROW_REDUCE, kernel_name="softmax_rows", inputs=[InputDecl("x")],
             outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[DimSize("x", -1)],
             geometry=Reduction(reduce_dims=(-1,), block_size=256))),
-        _row_samples, lambda x: torch.softmax(x, -1), tol={"atol": 1e-6, "rtol": 1e-4})  # fmt: skip
+        _one, lambda x: torch.softmax(x, -1), ROWS, tol={"atol": 1e-6, "rtol": 1e-4})  # fmt: skip
 
-    def bias_samples(device, dtype):
-        return [(_rand(3, 50, 70, device=device, dtype=dtype), _rand(70, device=device, dtype=dtype)),
-                (_rand(37, 129, device=device, dtype=dtype, noncontig=True), _rand(129, device=device, dtype=dtype)),
-                (_rand(2, 0, 9, device=device, dtype=dtype), _rand(9, device=device, dtype=dtype))]  # fmt: skip
+    def bias_inputs(shape, dtype, device):
+        return _rand(*shape, device=device, dtype=dtype), _rand(shape[-1], device=device, dtype=dtype)
 
-    ex["add_bias_2d"] = Example(
+    ex["add_bias_2d"] = CheckCase(
         cuda_kernel_op(f"{ns}::add_bias_2d", KernelSpec(
             kernel_source=BIAS2D, kernel_name="add_bias_2d", inputs=[InputDecl("x"), InputDecl("bias", ndim=1)],
             outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[DimSize("x", -2), DimSize("x", -1)],
             geometry=Elementwise(block=(32, 8), layout="nd"))),
-        bias_samples, lambda x, b: x + b)  # fmt: skip
+        bias_inputs, lambda x, b: x + b, ((3, 50, 70), (37, 129)))  # fmt: skip
 
     def repeat2_meta(x: torch.Tensor) -> torch.Tensor:
         return x.new_empty(2 * x.numel())
@@ -229,12 +209,21 @@ def register_all(ns: str) -> dict[str, Example]:
 
     repeat2 = cuda_kernel_op(f"{ns}::repeat2", KernelSpec(kernel_source=REPEAT2, kernel_name="repeat2",
                              inputs=[InputDecl("x")]), meta_fn=repeat2_meta, eager_fn=repeat2_eager)  # fmt: skip
-    ex["repeat2"] = Example(repeat2, _elementwise_samples, lambda x: x.reshape(-1).repeat(2))
+    ex["repeat2"] = CheckCase(repeat2, _one, lambda x: x.reshape(-1).repeat(2), FLAT)
 
     ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
-    ex["scale_ptx"] = Example(
+    ex["scale_ptx"] = CheckCase(
         ptx_op(f"{ns}::scale_ptx", ptx, "scale_f32",
                inputs=[InputDecl("x", dtype=torch.float32), ScalarInput("alpha", float)],
                outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[Numel("x")], geometry=Elementwise(block=(128,))),
-        lambda d, t: [(*s, 2.5) for s in _elementwise_samples(d, t)], lambda x, a: a * x)  # fmt: skip
+        lambda shape, dtype, device: (*_one(shape, dtype, device), 2.5), lambda x, a: a * x, FLAT)  # fmt: skip
     return ex
+
+
+def shipped_cases(ns: str = "opsmith_examples") -> list[CheckCase]:
+    """Every op shipped with opsmith as a conformance case: ``opsmith check opsmith.catalog:shipped_cases``."""
+    from .catalog_tuned import register_tuned
+    from .rmsnorm import check_cases
+
+    cases = {**register_all(ns), **register_tuned(ns)}
+    return [*(c for _, c in sorted(cases.items())), *check_cases()]

@@ -1,6 +1,6 @@
 """Example ops with tuning configs: CUDA C++ (template and define configs, an in-place op) and Triton.
 
-``register_tuned(ns)`` returns ``{name: Example}`` like ``catalog.register_all``. The Triton examples are
+``register_tuned(ns)`` returns ``{name: CheckCase}`` like ``catalog.register_all``. The Triton examples are
 registered only when Triton is importable, so the core examples never need it.
 """
 
@@ -24,7 +24,8 @@ from . import (
     TuneDim,
     cuda_kernel_op,
 )
-from .catalog import Example, _rand
+from .catalog import FLAT, ROWS, _one, _rand
+from .check import CheckCase
 
 __all__ = ["BLOCKS", "register_tuned", "triton_available"]
 
@@ -78,77 +79,69 @@ def triton_available() -> bool:
     return True
 
 
-def _rows(device, dtype) -> list[tuple]:
-    return [(_rand(64, 1000, device=device, dtype=dtype),), (_rand(3, 5, 4099, device=device, dtype=dtype),),
-            (_rand(40, 33, device=device, dtype=dtype, noncontig=True),), (_rand(0, 128, device=device, dtype=dtype),)]  # fmt: skip
+TUNED_ROWS = ((64, 1000), (3, 5, 4099), *ROWS[2:])  # a row longer than every block: the looped path
 
 
-def _flat(device, dtype) -> list[tuple]:
-    return [(_rand(3000, device=device, dtype=dtype),), (_rand(33, 65, device=device, dtype=dtype, noncontig=True),),
-            (_rand(0, 4, device=device, dtype=dtype),)]  # fmt: skip
-
-
-def _axpy_samples(device, dtype) -> list[tuple]:
-    return [(_rand(5000, device=device, dtype=dtype), _rand(5000, device=device, dtype=dtype), 0.5),
-            (_rand(7, 300, device=device, dtype=dtype), _rand(7, 300, device=device, dtype=dtype), -2.0),
-            (_rand(0, device=device, dtype=dtype), _rand(0, device=device, dtype=dtype), 1.0)]  # fmt: skip
+def _axpy_inputs(shape, dtype, device) -> tuple:
+    return _rand(*shape, device=device, dtype=dtype), _rand(*shape, device=device, dtype=dtype), -0.5
 
 
 def _axpy_ref(x: torch.Tensor, y: torch.Tensor, a: float) -> None:
     x.add_(a * y)
 
 
-def register_tuned(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Example]:
+def register_tuned(ns: str, only: tuple[str, ...] | None = None) -> dict[str, CheckCase]:
     """The tuned examples under ``ns``; ``only``: just the Triton ones named (for cold-start timing)."""
     if only is not None:
         return _register_triton(ns, only)
-    ex: dict[str, Example] = {}
-    ex["softmax_tuned"] = Example(
+    ex: dict[str, CheckCase] = {}
+    ex["softmax_tuned"] = CheckCase(
         cuda_kernel_op(f"{ns}::softmax_tuned", KernelSpec(
             kernel_source=SOFTMAX_T, kernel_name="softmax_t<{BLOCK}>", inputs=[InputDecl("x", torch.float32)],
             outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[DimSize("x", -1)],
             geometry=Reduction(reduce_dims=(-1,), block_size="BLOCK"),
             autotune=Autotune([Config({"BLOCK": b}) for b in BLOCKS], key=[TuneDim("x", -1)], default=2))),
-        _rows, lambda x: torch.softmax(x, -1), tol={"atol": 1e-6, "rtol": 1e-4})  # fmt: skip
-    ex["axpy_inplace"] = Example(
+        _one, lambda x: torch.softmax(x, -1), TUNED_ROWS, tol={"atol": 1e-6, "rtol": 1e-4})  # fmt: skip
+    ex["axpy_inplace"] = CheckCase(
         cuda_kernel_op(f"{ns}::axpy_inplace", KernelSpec(
             kernel_source=AXPY_INPLACE, kernel_name="axpy_",
             inputs=[InputDecl("x", mutates=True), InputDecl("y"), ScalarInput("alpha", float)], outputs=[],
             extras=[Numel("x", "int64")], geometry=Elementwise(block=("BLOCK",)),
             autotune=Autotune([Config({"BLOCK": b}) for b in (128, 256, 512)]))),
-        _axpy_samples, _axpy_ref)  # fmt: skip
+        _axpy_inputs, _axpy_ref, ((5000,), (7, 300)))  # fmt: skip
     if triton_available():
         ex.update(_register_triton(ns))
     return ex
 
 
-def _register_triton(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Example]:
+def _register_triton(ns: str, only: tuple[str, ...] | None = None) -> dict[str, CheckCase]:
     from . import triton_op
     from .kernels import triton_kernels as tk
 
     def want(name: str) -> bool:
         return only is None or name in only
 
-    ex: dict[str, Example] = {}
+    ex: dict[str, CheckCase] = {}
     if want("relu_tt"):
-        ex["relu_tt"] = Example(
+        ex["relu_tt"] = CheckCase(
             triton_op(f"{ns}::relu_tt", tk.relu_kernel, inputs=[InputDecl("x")], outputs=[OutputDecl("y", SameAs("x"))],
                       extras=[Numel("x")], geometry=Elementwise(block=("BLOCK",))),
-            _flat, torch.relu, (torch.float32, torch.float16, torch.bfloat16))  # fmt: skip
+            _one, torch.relu, FLAT, (torch.float32, torch.float16, torch.bfloat16))  # fmt: skip
     if want("softmax_tt"):
-        ex["softmax_tt"] = Example(
+        ex["softmax_tt"] = CheckCase(
             triton_op(f"{ns}::softmax_tt", tk.softmax_kernel, inputs=[InputDecl("x")], outputs=[OutputDecl("y", SameAs("x"))],
                       extras=[DimSize("x", -1)], geometry=Reduction(reduce_dims=(-1,)),
                       autotune=Autotune([Config({"BLOCK": b}, num_warps=w) for b in (256, 1024, 4096) for w in (4, 8)],
                                         key=[TuneDim("x", -1)], default=2)),
-            _rows, lambda x: torch.softmax(x.float(), -1).to(x.dtype), (torch.float32, torch.float16, torch.bfloat16),
+            _one, lambda x: torch.softmax(x.float(), -1).to(x.dtype), TUNED_ROWS,
+            (torch.float32, torch.float16, torch.bfloat16),
             tol={"atol": 1e-5, "rtol": 1e-4})  # fmt: skip
     if want("axpy_tt"):
-        ex["axpy_tt"] = Example(
+        ex["axpy_tt"] = CheckCase(
             triton_op(f"{ns}::axpy_tt", tk.axpy_kernel,
                       inputs=[InputDecl("x", mutates=True), InputDecl("y"), ScalarInput("alpha", float)], outputs=[],
                       extras=[Numel("x")],
                       geometry=Custom(lambda ins, outs, p: ((ins["x"].numel() + p["BLOCK"] - 1) // p["BLOCK"],)),
                       autotune=Autotune([Config({"BLOCK": b}) for b in (256, 1024)])),
-            _axpy_samples, _axpy_ref)  # fmt: skip
+            _axpy_inputs, _axpy_ref, ((5000,), (7, 300)))  # fmt: skip
     return ex

@@ -15,7 +15,7 @@ import torch
 
 from .autotune import key_to_python, pow2
 from .errors import InputError
-from .fake import out_shape
+from .fake import INT32_MAX, large_tensor_error, out_shape
 from .geometry import to_python
 from .launch import bf16_bits
 from .record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
@@ -58,6 +58,10 @@ class _Errors:
         shapes = ", ".join(str(tuple(o.shape)) for o in outs)
         return InputError(self.op, name, "a non-empty tensor, since the outputs are non-empty "
                           f"(shapes {shapes}) and the kernel cannot fill them from no data", "an empty tensor")  # fmt: skip
+
+    def large(self, names: list[str], numels: list[int]) -> InputError:
+        name, n = next((a, b) for a, b in zip(names, numels, strict=True) if b > INT32_MAX)
+        return large_tensor_error(self.op, name, n)
 
     def value(self, name: str, value: int, ctype: str, hint: str) -> InputError:
         lo, hi = _INT_LIMITS[ctype]
@@ -141,6 +145,9 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     declared = {k: a.dtype for k, a in enumerate(record.tensor_inputs)}
     numel = {n: f"_n{k}" for k, n in enumerate(tnames)}
     L += [f"    _n{k} = {n}.numel()" for k, n in enumerate(tnames)]
+    if record.index_dtype == "int32" and tnames:  # outputs are never larger than the largest input
+        ns = [f"_n{k}" for k in range(len(tnames))]
+        L += [f"    if {' or '.join(f'{n} > {INT32_MAX}' for n in ns)}: raise _E.large({tnames!r}, [{', '.join(ns)}])"]
     onumel = []
     for k, o in enumerate(record.outputs):
         src = o.shape.get("same_as", o.shape.get("reduce"))

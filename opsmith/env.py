@@ -15,6 +15,7 @@ __all__ = [
     "AUTOTUNE_CHECK",
     "AUTOTUNE_FORCE",
     "CACHE_DIR",
+    "COMPUTE_SANITIZER",
     "DEFAULT_ARCH",
     "DISABLE_DISK_CACHE",
     "Knob",
@@ -69,6 +70,11 @@ AUTOTUNE_CHECK: Knob[bool] = Knob(
     "OPSMITH_AUTOTUNE_CHECK",
     False,
     "1 = while tuning, compare every config's outputs with the first config's and warn on mismatches.",
+)
+COMPUTE_SANITIZER: Knob[str | None] = Knob(
+    "OPSMITH_COMPUTE_SANITIZER",
+    None,
+    "Path of compute-sanitizer for `opsmith check --sanitize`. Default: PATH, then $CUDA_HOME/bin, /usr/local/cuda/bin.",
 )
 
 

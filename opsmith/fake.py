@@ -13,7 +13,15 @@ import torch
 from .errors import InputError
 from .record import KernelRecord, TensorArg, dtype_from_name
 
-__all__ = ["make_fake", "out_shape"]
+__all__ = ["INT32_MAX", "large_tensor_error", "make_fake", "out_shape"]
+
+INT32_MAX = 2**31 - 1
+
+
+def large_tensor_error(op_name: str, name: str, numel: int) -> InputError:
+    return InputError(op_name, name, f"at most {INT32_MAX} elements (the kernel declares 32-bit indexing)",
+                      f"{numel} elements", "Fix: index with 64 bits in the kernel (long long, or tl.int64 offsets in "
+                      "Triton) and declare index_dtype='int64'.")  # fmt: skip
 
 
 def out_shape(op_name: str, rel: dict, src: torch.Tensor, src_name: str) -> Sequence:
@@ -50,6 +58,7 @@ def make_fake(record: KernelRecord, refuse_grad: bool = False) -> Callable:
     targs = record.tensor_inputs
     dtypes = [dtype_from_name(a.dtype) for a in targs]
     outs = [(o, dtype_from_name(o.dtype)) for o in record.outputs]
+    narrow = record.index_dtype == "int32"
 
     def fake(*args):
         tensors = [args[k] for k in positions]
@@ -60,6 +69,11 @@ def make_fake(record: KernelRecord, refuse_grad: bool = False) -> Callable:
                 want = tuple(e if isinstance(e, int) else tensors[e[0]].shape[e[1]] for e in a.shape)
                 if t.dim() != len(want) or any(s != w for s, w in zip(t.shape, want, strict=True)):
                     raise InputError(op, a.name, f"shape {want}", f"shape {tuple(t.shape)}")
+        if narrow:  # static sizes only: a symbolic one would add a guard (and a recompile) to every graph
+            for a, t in zip(targs, tensors, strict=True):
+                n = t.numel()
+                if isinstance(n, int) and n > INT32_MAX:
+                    raise large_tensor_error(op, a.name, n)
         if refuse_grad and torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             from .autograd import refuse_silent_backward
 

@@ -12,8 +12,10 @@ loaded for one GPU is never launched on another, and a device of another archite
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 
 import torch
@@ -70,6 +72,29 @@ def retry_launch(err, device: int, launch: Callable[[], tuple]):
     if err == _INVALID_CONTEXT and make_current(device):
         return launch()[0]
     return err
+
+
+# A process forked after CUDA was initialised cannot use CUDA (the driver's state is not fork-safe; PyTorch
+# refuses too). The child forgets every loaded function, so its next launch takes the slow path below and
+# raises a clear error instead of handing the driver a parent's handle (undefined: an error or a hang).
+_LOADED: weakref.WeakSet = weakref.WeakSet()  # DeviceKernels holding CUfunctions
+_FORK = {"child": False, "hooked": False}
+
+
+def _forget_after_fork() -> None:
+    _FORK["child"] = True
+    _PRIMARY.clear()
+    _STREAMS.clear()
+    for k in list(_LOADED):
+        k._functions.clear()
+        k._modules.clear()
+        k._lock = threading.Lock()  # another thread may have held it at the fork
+
+
+def _refuse_forked(op_name: str) -> None:
+    raise LaunchError(f"{op_name}: called in a process forked after CUDA was initialised, where CUDA cannot be "
+                      "used. Fix: start workers with the 'spawn' method (torch.multiprocessing.set_start_method("
+                      "'spawn')), or initialise CUDA only in the children.")  # fmt: skip
 
 
 # Bound directly (a Python wrapper costs ~0.1 us a call); absent from CPU-only builds, where nothing launches.
@@ -145,6 +170,8 @@ class DeviceKernel:
         """The CUfunction of this kernel in ``device``'s primary context (loaded on first use)."""
         fn = self._functions.get(device)
         if fn is None:
+            if _FORK["child"]:
+                _refuse_forked(self.op_name)
             with self._lock:  # eight threads making the first call load the module once
                 fn = self._functions.get(device)
                 if fn is None:
@@ -174,6 +201,10 @@ class DeviceKernel:
                        f"allowing {self.shared_mem} bytes of shared memory on cuda:{device}", self.op_name)  # fmt: skip
         self._modules[device] = module
         self._functions[device] = fn
+        if not _FORK["hooked"]:
+            os.register_at_fork(after_in_child=_forget_after_fork)
+            _FORK["hooked"] = True
+        _LOADED.add(self)
         return fn
 
     def fast_path_globals(self) -> dict:

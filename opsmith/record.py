@@ -20,7 +20,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -95,6 +95,9 @@ class KernelRecord:
     #: all tensor inputs are always part of the key.
     tune_key: tuple = ()
     tune_default: int = 0
+    #: "int32": tensors of more than 2^31 - 1 elements are refused before launch; "int64": the kernel indexes
+    #: with 64 bits.
+    index_dtype: str = "int32"
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:

@@ -126,9 +126,13 @@ def register_kernel_op(
     schema: str | None = None,
     autotune: Autotune | None = None,
     backward: Backward | None = None,
+    index_dtype: str = "int32",
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
+    if index_dtype not in ("int32", "int64"):
+        raise SpecError(op_name, "index_dtype", f"{index_dtype!r} is not an index width.",
+                        "use 'int32' (the kernel indexes with int) or 'int64' (with long long / int64_t).")  # fmt: skip
     for field, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn)):
         if fn is not None and not callable(fn):
             raise SpecError(op_name, field, f"{type(fn).__name__} is not callable.", f"pass a function as {field}=.")
@@ -137,7 +141,7 @@ def register_kernel_op(
     fingerprint = hashlib.sha256(json.dumps(_describe({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
-        "backward": backward,
+        "backward": backward, "index_dtype": index_dtype,
     }), sort_keys=True).encode()).hexdigest()  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -170,7 +174,7 @@ def register_kernel_op(
             op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
             binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
             binary=binary.data if binary else b"", flavor=source.flavor, configs=tuple(_config_dict(c) for c in configs),
-            tune_default=autotune.default if autotune else 0,
+            tune_default=autotune.default if autotune else 0, index_dtype=index_dtype,
             **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
                                             "outputs": resolved.outputs, "launch": resolved.launch,
                                             "launches": resolved.launches, "tune_key": resolved.tune_key}),

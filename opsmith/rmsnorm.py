@@ -38,7 +38,7 @@ from .spec import (
     TuneDim,
 )
 
-__all__ = ["LlamaRMSNorm", "RMSNorm", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
+__all__ = ["LlamaRMSNorm", "RMSNorm", "check_cases", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
 
 Impl = Literal["triton", "cuda", "torch"]
 _LOCK = threading.Lock()
@@ -161,6 +161,22 @@ def rmsnorm_ops(impl: Literal["triton", "cuda"]) -> tuple[Op, Op]:
             else:
                 raise ValueError(f"rmsnorm_ops: impl={impl!r} is not a kernel; use 'triton' or 'cuda'.")
         return _OPS[impl]
+
+
+def _check_inputs(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> tuple:
+    x = torch.randn(shape, device=device).to(dtype)
+    weight = (1 + 0.25 * torch.randn(shape[-1], device=device)).to(dtype)
+    return x, weight, 1e-6
+
+
+def check_cases() -> list:
+    """Both kernels' forward ops (with their backward) as conformance cases: ``opsmith check
+    opsmith.rmsnorm:check_cases``. Rows from 1 to 40,000 long reach the Triton kernel's looped path."""
+    from .check import CheckCase
+
+    return [CheckCase(rmsnorm_ops(impl)[0], _check_inputs, reference_rms_norm, ((4, 1000), (2, 3, 4096), (3, 20000)),
+                      (torch.float32, torch.float16, torch.bfloat16, torch.float64), tol={"atol": 1e-5, "rtol": 1e-5})
+            for impl in ("triton", "cuda")]  # fmt: skip
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | None = None,

@@ -251,7 +251,9 @@ class KernelSpec:
     ``defines`` become ``-DNAME=VALUE`` options. ``autotune`` lists configs (defines, template arguments,
     block sizes) to choose from per tuning key. ``target="ptx"`` ships PTX for the device's virtual
     architecture instead of a cubin (the driver JIT-compiles it at load; useful to inspect or to run on a
-    newer GPU than NVRTC knows).
+    newer GPU than NVRTC knows). ``index_dtype``: the integer width of the kernel's index math. With
+    "int32" (the default: ``int i = blockIdx.x * blockDim.x + threadIdx.x``) a call with a tensor of more
+    than 2^31 - 1 elements is refused before launch; declare "int64" once the kernel indexes with 64 bits.
     """
 
     kernel_source: str
@@ -266,3 +268,4 @@ class KernelSpec:
     defines: dict[str, str | int] | None = None
     autotune: Autotune | None = None
     target: Literal["cubin", "ptx"] = "cubin"
+    index_dtype: Literal["int32", "int64"] = "int32"

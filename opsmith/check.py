@@ -1,0 +1,463 @@
+"""The conformance harness: one call proves an op correct, compile-ready and stream-safe, or says what is not.
+
+    case = ok.CheckCase(op, inputs=lambda shape, dtype, device: (torch.randn(shape, device=device).to(dtype),),
+                        reference=torch.relu, shapes=[(1000,), (3, 257)], dtypes=[torch.float32, torch.float16])
+    print(ok.check(case).table())        # or: ok.assert_check_passes(case) in a test
+    $ opsmith check mypkg.ops:RELU_CASE  # the CLI (opsmith/cli.py); --sanitize adds compute-sanitizer
+
+The checks (each a row: check, result, detail) run the op the way users and PyTorch will: ``opcheck`` over
+samples with requires_grad, zero-size and non-contiguous inputs; numerics against the reference on
+hypothesis-drawn shapes and every dtype, with the op's outputs landing in poisoned memory; ``torch.compile``
+(fullgraph, static and dynamic); ``torch.export`` with dynamic dims; CUDA graph capture and replay; a side
+stream whose input is written behind a long sleep (an op on the wrong stream reads the poison); gradcheck
+and gradients against the reference's when the op is differentiable, else a clear error when differentiated.
+The op may be any callable over a torch.library op, so users' hand-written ops can be checked too.
+"""
+
+from __future__ import annotations
+
+import functools
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .errors import OpsmithError
+
+__all__ = ["CheckCase", "CheckReport", "assert_check_passes", "check"]
+
+Shape = tuple[int, ...]
+# assert_close tolerances per dtype when the case gives none: float32/float64 follow torch.testing; the
+# half types allow the rounding of one output (bf16 keeps 8 bits: 2^-8 = 0.4% per value, summed over a row).
+_LOWP_TOL = {"atol": 2e-2, "rtol": 2e-2}
+CHECKS = ("opcheck", "numerics", "compile-static", "compile-dynamic", "export", "cuda-graph", "stream", "autograd")
+
+
+@dataclass
+class CheckCase:
+    """An op with how to feed it and what it should return.
+
+    ``inputs(shape, dtype, device)`` builds one call's positional arguments for a problem of ``shape``
+    (fresh random values each time). ``reference(*args)`` returns what the op returns (or, for an op that
+    writes an input in place, writes it the same way). ``shapes``: the fixed example shapes (the first is
+    used for graph, stream and gradient checks); hypothesis draws more of the same ranks, each dimension up
+    to twice the examples'. ``tol``: ``assert_close`` keyword arguments for float32/float64 results (default:
+    torch.testing's); ``lowp_tol`` for float16/bfloat16. ``differentiable``: None = read from the op's
+    dispatcher entry (an Autograd kernel is registered)."""
+
+    op: Callable[..., Any]
+    inputs: Callable[[Shape, torch.dtype, torch.device], tuple]
+    reference: Callable[..., Any]
+    shapes: Sequence[Shape] = ((1000,), (3, 257))
+    dtypes: Sequence[torch.dtype] = (torch.float32,)
+    tol: dict = field(default_factory=dict)
+    lowp_tol: dict = field(default_factory=lambda: dict(_LOWP_TOL))
+    differentiable: bool | None = None
+    name: str | None = None
+
+    def tolerance(self, dtype: torch.dtype) -> dict:
+        return dict(self.lowp_tol) if dtype in (torch.float16, torch.bfloat16) else dict(self.tol)
+
+    def samples(self, device: torch.device, dtype: torch.dtype) -> list[tuple]:
+        """The example shapes, the last one again with non-contiguous tensors (but those the op writes in
+        place, which must be contiguous), and an empty problem."""
+        out = [self.inputs(tuple(s), dtype, device) for s in self.shapes]
+        written = self.written_args()
+        last = self.inputs(tuple(self.shapes[-1]), dtype, device)
+        out.append(tuple(a if k in written else noncontiguous(a) for k, a in enumerate(last)))
+        out.append(self.inputs(zero_size(self.shapes[0]), dtype, device))
+        return out
+
+    @property
+    def overload(self) -> torch._ops.OpOverload | None:
+        return overload_of(self.op)
+
+    def written_args(self) -> set[int]:
+        """Positions of the arguments the op's schema says it mutates (``Tensor(a!)``)."""
+        ov = self.overload
+        if ov is None:
+            return set()
+        return {k for k, a in enumerate(ov._schema.arguments) if a.alias_info is not None and a.alias_info.is_write}
+
+    @property
+    def label(self) -> str:
+        ov = self.overload
+        return self.name or (ov.name() if ov is not None else getattr(self.op, "__name__", repr(self.op)))
+
+
+@dataclass
+class CheckReport:
+    """The rows of one ``check`` run: (check, result, detail), result in pass / FAIL / skip."""
+
+    label: str
+    device: str
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(r != "FAIL" for _, r, _ in self.rows)
+
+    @property
+    def failures(self) -> list[tuple[str, str, str]]:
+        return [row for row in self.rows if row[1] == "FAIL"]
+
+    def table(self) -> str:
+        w = max(len(c) for c, _, _ in self.rows) if self.rows else 5
+        lines = [f"opsmith check: {self.label} on {self.device}", f"{'check'.ljust(w)}  result  detail"]
+        for c, r, d in self.rows:
+            first, *rest = d.splitlines() or [""]
+            lines.append(f"{c.ljust(w)}  {r.ljust(6)}  {first}")
+            lines += [f"{''.ljust(w)}          {x}" for x in rest[:12]]
+        failed = len(self.failures)
+        lines.append(f"{sum(r == 'pass' for _, r, _ in self.rows)} passed, {failed} failed, "
+                     f"{sum(r == 'skip' for _, r, _ in self.rows)} skipped")  # fmt: skip
+        return "\n".join(lines)
+
+
+class _Skip(Exception):
+    """A check that cannot run here (no GPU, no float64, no hypothesis): reported as skip with the reason."""
+
+
+def overload_of(op: Callable) -> torch._ops.OpOverload | None:
+    if isinstance(op, torch._ops.OpOverload):
+        return op
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        return op.default
+    if isinstance(op, functools.partial) and isinstance(op.func, torch._ops.OpOverload):  # an opsmith Op
+        return op.func
+    return None
+
+
+def noncontiguous(a: Any) -> Any:
+    """The same values in a tensor whose last axis has stride 2 (any rank >= 1); other values unchanged."""
+    if not isinstance(a, torch.Tensor) or a.dim() == 0 or a.numel() == 0:
+        return a
+    wide = torch.empty(*a.shape[:-1], 2 * a.shape[-1], dtype=a.dtype, device=a.device)
+    view = wide[..., ::2]
+    view.copy_(a)
+    return view
+
+
+def zero_size(shape: Shape) -> Shape:
+    return (0, *tuple(shape)[1:]) if shape else shape
+
+
+def _clone(args: Sequence) -> list:
+    return [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+def _as_tuple(v: Any) -> tuple:
+    if v is None:
+        return ()
+    return tuple(v) if isinstance(v, tuple | list) else (v,)
+
+
+def _poison(ts: Sequence[torch.Tensor]) -> None:
+    """Fill then free blocks the size of ``ts``: the caching allocator hands them to the op's outputs next,
+    so an element the kernel never writes reads NaN (floats) or all-ones bits (integers)."""
+    if ts and ts[0].is_cuda:
+        blocks = [torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device).fill_(255)
+                  for t in ts]  # fmt: skip
+        del blocks
+
+
+def _compare(case: CheckCase, got_ret: Any, got_args: Sequence, want_ret: Any, want_args: Sequence,
+             dtype: torch.dtype, what: str) -> None:  # fmt: skip
+    """Returned values and every tensor argument (an in-place op's result) must match."""
+    got, want = _as_tuple(got_ret), _as_tuple(want_ret)
+    if len(got) != len(want):
+        raise AssertionError(f"{what}: the op returned {len(got)} values, the reference {len(want)}")
+    pairs = list(zip(got, want, strict=True))
+    pairs += [(g, w) for g, w in zip(got_args, want_args, strict=True) if isinstance(g, torch.Tensor)]
+    for k, (g, w) in enumerate(pairs):
+        if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
+            if g.shape != w.shape:
+                raise AssertionError(f"{what}: value {k} has shape {tuple(g.shape)}, the reference {tuple(w.shape)}")
+            w = w.to(g.dtype)
+        torch.testing.assert_close(g, w, **case.tolerance(dtype), msg=lambda m, k=k: f"{what}, value {k}: {m}")
+
+
+def _run_and_compare(case: CheckCase, args: Sequence, dtype: torch.dtype, what: str, fn: Callable | None = None):
+    ref_args = _clone(args)
+    want = case.reference(*ref_args)
+    _poison([t for t in _as_tuple(want) if isinstance(t, torch.Tensor)])
+    got = (fn or case.op)(*args)
+    _compare(case, got, args, want, ref_args, dtype, what)
+
+
+def _describe(args: Sequence) -> str:
+    return ", ".join(f"{tuple(a.shape)}" + ("" if a.is_contiguous() else " strided") if isinstance(a, torch.Tensor)
+                     else repr(a) for a in args)  # fmt: skip
+
+
+def _is_float(a: Any) -> bool:
+    return isinstance(a, torch.Tensor) and a.is_floating_point()
+
+
+def is_differentiable(case: CheckCase) -> bool:
+    if case.differentiable is not None:
+        return case.differentiable
+    ov = case.overload
+    if ov is None:
+        return False
+    return torch._C._dispatch_has_kernel_for_dispatch_key(ov.name(), "Autograd") or \
+        torch._C._dispatch_has_kernel_for_dispatch_key(ov.name(), "AutogradCUDA")  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------- checks
+
+
+def _check_opcheck(case: CheckCase, device: torch.device) -> str:
+    ov = case.overload
+    if ov is None:
+        raise _Skip("the op is not a torch.library op (pass the Op or torch.ops.<ns>.<name>)")
+    grad = is_differentiable(case)
+    samples, refused = [], []
+    for dt in case.dtypes:
+        for args in case.samples(device, dt):
+            try:
+                case.op(*_clone(args))
+            except OpsmithError as e:  # a clear refusal (e.g. contiguous="require") is fine; opcheck skips it
+                refused.append(f"{_describe(args)}: {type(e).__name__}")
+                continue
+            samples.append(args)
+            if grad and any(_is_float(a) for a in args):
+                samples.append(tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in args))
+    for args in samples:
+        torch.library.opcheck(ov, args)
+    detail = f"{len(samples)} samples (zero-size, non-contiguous{', requires_grad' if grad else ''}) x all tests"
+    return detail + (f"; refused clearly: {'; '.join(refused)}" if refused else "")
+
+
+def _check_numerics(case: CheckCase, device: torch.device, examples: int) -> str:
+    done = 0
+    for dt in case.dtypes:
+        for k, args in enumerate(case.samples(device, dt)):
+            try:
+                _run_and_compare(case, args, dt, f"{dt} sample {k} ({_describe(args)})")
+            except OpsmithError:
+                continue  # refused with a clear error (listed by opcheck's row)
+            done += 1
+    try:
+        from hypothesis import HealthCheck, given, settings
+        from hypothesis import strategies as st
+    except ImportError:
+        return f"{done} fixed samples; hypothesis is not installed (pip install hypothesis) for drawn shapes"
+    bounds = [tuple(max(2 * d, 4) for d in s) for s in case.shapes]
+    failing: list[str] = []
+    written = case.written_args()
+
+    shapes = st.sampled_from(bounds).flatmap(lambda b: st.tuples(*(st.integers(1, d) for d in b)))
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True, print_blob=False,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(shape=shapes, dt=st.sampled_from(list(case.dtypes)), strided=st.booleans())
+    def drawn(shape: Shape, dt: torch.dtype, strided: bool) -> None:
+        args = case.inputs(shape, dt, device)
+        if strided:
+            args = tuple(a if k in written else noncontiguous(a) for k, a in enumerate(args))
+        try:
+            _run_and_compare(case, args, dt, f"{dt} {_describe(args)}")
+        except Exception as e:
+            if strided and isinstance(e, OpsmithError):
+                return  # a declared contiguous="require" refusal
+            failing[:] = [f"{type(e).__name__}: {e}"]
+            raise
+
+    try:
+        drawn()
+    except Exception:
+        raise AssertionError(f"smallest failing draw: {failing[0] if failing else traceback.format_exc(limit=1)}") \
+            from None  # fmt: skip
+    return f"{done} fixed samples + {examples} hypothesis draws over {', '.join(str(d) for d in case.dtypes)}"
+
+
+def _check_compile(case: CheckCase, device: torch.device, dynamic: bool, backend: str) -> str:
+    torch._dynamo.reset()
+    fn = torch.compile(lambda *a: case.op(*a), fullgraph=True, dynamic=dynamic, backend=backend)
+    shapes = _grown(case.shapes[0], 3 if dynamic else 1) + ([] if dynamic else [tuple(s) for s in case.shapes[1:2]])
+    dt = case.dtypes[0]
+    for s in shapes:
+        _run_and_compare(case, case.inputs(s, dt, device), dt, f"compiled, shape {s}", fn)
+    return f"fullgraph, backend={backend}, shapes {', '.join(str(s) for s in shapes)}"
+
+
+def _grown(shape: Shape, n: int) -> list[Shape]:
+    """``n`` shapes of the same rank, every dimension different each time (2, 3, ... added)."""
+    return [tuple(d + 2 + k for d in shape) for k in range(n)]
+
+
+def _check_export(case: CheckCase, device: torch.device) -> str:
+    from torch.export import Dim
+
+    class _M(torch.nn.Module):
+        def forward(self, *args):
+            return case.op(*args)
+
+    dt = case.dtypes[0]
+    first, second = _grown(case.shapes[0], 2)
+    args = case.inputs(first, dt, device)
+    dyn = tuple({i: Dim.AUTO for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
+    ep = torch.export.export(_M(), tuple(_clone(args)), dynamic_shapes=(dyn,))  # one entry: forward(*args)
+    ov = case.overload
+    if ov is not None and not any(n.target is ov for n in ep.graph.nodes):
+        raise AssertionError(f"the exported graph does not call {ov.name()}: {ep.graph}")
+    for s in (first, second):
+        _run_and_compare(case, case.inputs(s, dt, device), dt, f"exported, shape {s}", ep.module())
+    return f"dynamic dims; the graph calls the op; ran shapes {first} and {second}"
+
+
+def _cuda_only(device: torch.device) -> None:
+    if device.type != "cuda":
+        raise _Skip("needs a CUDA device")
+
+
+def _check_cuda_graph(case: CheckCase, device: torch.device) -> str:
+    _cuda_only(device)
+    dt = case.dtypes[0]
+    shape = tuple(case.shapes[0])
+    static = _clone(case.inputs(shape, dt, device))
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(2):  # warm-up: loads modules and makes any tuning decision before capture
+            case.op(*_clone(static))
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = case.op(*static)
+    for _ in range(2):  # replay on fresh values twice: the graph must read its inputs' current contents
+        fresh = case.inputs(shape, dt, device)
+        for s, f in zip(static, fresh, strict=True):
+            if isinstance(s, torch.Tensor):
+                s.copy_(f)
+        ref_args = _clone(fresh)
+        want = case.reference(*ref_args)
+        graph.replay()
+        torch.cuda.synchronize(device)
+        _compare(case, out, static, want, ref_args, dt, f"CUDA graph replay, shape {shape}")
+    return f"captured once, replayed twice on fresh inputs, shape {shape}"
+
+
+def _check_stream(case: CheckCase, device: torch.device) -> str:
+    _cuda_only(device)
+    dt = case.dtypes[0]
+    shape = tuple(case.shapes[0])
+    args = case.inputs(shape, dt, device)
+    ref_args = _clone(args)
+    want = case.reference(*ref_args)
+    staged = [torch.full_like(a, float("nan") if a.is_floating_point() else -1) if isinstance(a, torch.Tensor)
+              else a for a in args]  # fmt: skip
+    torch.cuda.synchronize(device)
+    side = torch.cuda.Stream(device)
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # ~50 ms at 2 GHz: an op on another stream runs long before the copy
+        for s, a in zip(staged, args, strict=True):
+            if isinstance(s, torch.Tensor):
+                s.copy_(a)
+        got = case.op(*staged)
+        done = torch.cuda.Event()
+        done.record(side)
+    queued = not done.query()
+    side.synchronize()
+    try:
+        _compare(case, got, staged, want, ref_args, dt, "on a side stream")
+    except AssertionError as e:
+        raise AssertionError(f"wrong result on a non-default stream: the op does not launch on (or wait for) the "
+                             f"current stream.\n{e}") from None  # fmt: skip
+    if not queued:
+        raise AssertionError("the op's work finished before the side stream's sleep: it ran on another stream")
+    return "input written behind a 50 ms sleep on a side stream; the op waited for it"
+
+
+def _check_autograd(case: CheckCase, device: torch.device) -> str:
+    dt = case.dtypes[0]
+    shape = tuple(case.shapes[0])
+    if not is_differentiable(case):
+        args = [a.detach().requires_grad_() if _is_float(a) else a for a in case.inputs(shape, dt, device)]
+        if not any(_is_float(a) for a in args):
+            raise _Skip("no floating-point tensor input")
+        try:
+            out = [o for o in _as_tuple(case.op(*args)) if isinstance(o, torch.Tensor)]
+            torch.autograd.grad([o.float().sum() for o in out], [a for a in args if _is_float(a)], allow_unused=True)
+        except Exception as e:
+            return f"not differentiable; differentiating raises {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        raise AssertionError("the op declares no backward, yet differentiating through it raised no error "
+                             "(gradients would be silently wrong)")  # fmt: skip
+    notes = []
+    for dtp in case.dtypes:  # gradients against the reference's, per dtype
+        args = case.inputs(shape, dtp, device)
+        mine = [a.detach().clone().requires_grad_() if _is_float(a) else a for a in args]
+        ref = [a.detach().clone().requires_grad_() if _is_float(a) else a for a in args]
+        outs = _as_tuple(case.op(*mine))
+        routs = _as_tuple(case.reference(*ref))
+        cot = [torch.randn_like(o) for o in outs]
+        leaves, rleaves = [a for a in mine if _is_float(a)], [a for a in ref if _is_float(a)]
+        g = torch.autograd.grad(outs, leaves, cot, allow_unused=True)
+        rg = torch.autograd.grad(routs, rleaves, [c.to(r.dtype) for c, r in zip(cot, routs, strict=True)],
+                                 allow_unused=True)  # fmt: skip
+        for k, (a, b) in enumerate(zip(g, rg, strict=True)):
+            if (a is None) != (b is None):
+                raise AssertionError(f"{dtp}: gradient of input {k} is {'missing' if a is None else 'present'}, "
+                                     f"the reference's is not")  # fmt: skip
+            if a is not None:
+                tol = case.tolerance(dtp)
+                if dtp not in (torch.float16, torch.bfloat16):  # a gradient sums over a row: allow its rounding
+                    tol = {"atol": max(tol.get("atol", 1e-5), 1e-4), "rtol": max(tol.get("rtol", 1.3e-6), 1e-4)}
+                torch.testing.assert_close(a, b.to(a.dtype), **tol,
+                                           msg=lambda m, k=k, d=dtp: f"{d}: gradient of input {k}: {m}")  # fmt: skip
+    notes.append(f"gradients match the reference's ({', '.join(str(d) for d in case.dtypes)})")
+    if torch.float64 in case.dtypes:
+        small = tuple(min(d, 8) for d in shape)
+        args = [a.detach().requires_grad_() if _is_float(a) else a for a in case.inputs(small, torch.float64, device)]
+        torch.autograd.gradcheck(lambda *a: case.op(*a), args, eps=1e-6, atol=1e-5, rtol=1e-3)
+        notes.append(f"gradcheck float64 {small}")
+    else:
+        notes.append("gradcheck skipped: float64 is not among the dtypes")
+    return "; ".join(notes)
+
+
+def check(case: CheckCase, *, device: str | torch.device | None = None, examples: int = 25,
+          compile_backend: str = "inductor", only: Sequence[str] | None = None) -> CheckReport:  # fmt: skip
+    """Run every check (or those named in ``only``, from ``CHECKS``) on ``case``; never raises for a failing
+    check: each failure is a FAIL row with its reason. ``device``: default cuda when available, else cpu."""
+    dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    name = f"{dev} ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else str(dev)
+    report = CheckReport(case.label, name)
+    runs: dict[str, Callable[[], str]] = {
+        "opcheck": lambda: _check_opcheck(case, dev),
+        "numerics": lambda: _check_numerics(case, dev, examples),
+        "compile-static": lambda: _check_compile(case, dev, False, compile_backend),
+        "compile-dynamic": lambda: _check_compile(case, dev, True, compile_backend),
+        "export": lambda: _check_export(case, dev),
+        "cuda-graph": lambda: _check_cuda_graph(case, dev),
+        "stream": lambda: _check_stream(case, dev),
+        "autograd": lambda: _check_autograd(case, dev),
+    }
+    unknown = set(only or ()) - set(runs)
+    if unknown:
+        raise ValueError(f"check(only=...): unknown checks {sorted(unknown)}. Fix: choose from {list(CHECKS)}.")
+    for c in CHECKS:
+        if only is not None and c not in only:
+            continue
+        torch.manual_seed(0x5EED + len(report.rows))
+        try:
+            report.rows.append((c, "pass", runs[c]()))
+        except _Skip as s:
+            report.rows.append((c, "skip", str(s)))
+        except Exception as e:
+            msg = str(e).strip() or type(e).__name__
+            report.rows.append((c, "FAIL", f"{type(e).__name__}: {msg}"))
+    return report
+
+
+def assert_check_passes(case: CheckCase, **kwargs: Any) -> CheckReport:
+    """The pytest helper: ``check(case, **kwargs)``, raising AssertionError with the table on any failure."""
+    report = check(case, **kwargs)
+    if not report.ok:
+        raise AssertionError("\n" + report.table())
+    return report

@@ -1,0 +1,91 @@
+"""The ``opsmith`` command line: ``opsmith check MODULE:NAME [--sanitize]``.
+
+``NAME`` is a ``CheckCase``, a list of them, or a function returning either (so a module can register its
+ops on demand). Exit status: 0 when every check passed, 1 when one failed, 2 for a bad target or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["load_cases", "main"]
+
+
+class TargetError(Exception):
+    """MODULE:NAME does not name check cases."""
+
+
+def load_cases(target: str) -> list:
+    """The CheckCases named by ``MODULE:NAME`` (the module is imported from the current directory too)."""
+    from .check import CheckCase
+
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name a CheckCase, e.g. mypkg.ops:RELU_CASE.")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        obj = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise TargetError(f"cannot load '{target}': {e}") from None
+    if callable(obj) and not isinstance(obj, CheckCase):
+        try:
+            obj = obj()
+        except TypeError as e:
+            raise TargetError(f"'{target}' is a function that needs arguments ({e}). Fix: point at a CheckCase, "
+                              "a list of them or a function of no arguments returning them.") from None  # fmt: skip
+    cases = list(obj) if isinstance(obj, list | tuple) else [obj]
+    if not cases or not all(isinstance(c, CheckCase) for c in cases):
+        raise TargetError(f"'{target}' is not a CheckCase, a list of them or a function returning them (got "
+                          f"{type(obj).__name__}). Fix: wrap the op as opsmith.CheckCase(op, inputs=..., "
+                          "reference=...).")  # fmt: skip
+    return cases
+
+
+def _check(args: argparse.Namespace) -> int:
+    try:
+        cases = load_cases(args.target)
+    except TargetError as e:
+        print(f"opsmith check: {e}", file=sys.stderr)
+        return 2
+    if args.sanitize:
+        from .sanitize import sanitize
+
+        report = sanitize(args.target, tools=args.tools.split(","), examples=min(args.examples, 3))
+        print(report.table())
+        return 0 if report.ok else 1
+    from .check import check
+
+    only = args.only.split(",") if args.only else None
+    failed = False
+    for case in cases:
+        report = check(case, device=args.device, examples=args.examples, compile_backend=args.backend, only=only)
+        print(report.table(), end="\n\n", flush=True)
+        failed |= not report.ok
+    return 1 if failed else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="opsmith", description="opsmith: kernels as first-class PyTorch ops.")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="prove an op correct, safe and compile-ready",
+                       description="Run opsmith's conformance checks on MODULE:NAME (a CheckCase or a list).")  # fmt: skip
+    c.add_argument("target", help="MODULE:NAME of a CheckCase, a list of them, or a function returning them")
+    c.add_argument("--device", default=None, help="cuda (default when available), cuda:1, cpu")
+    c.add_argument("--examples", type=int, default=25, help="hypothesis draws for the numerics check")
+    c.add_argument("--backend", default="inductor", help="torch.compile backend for the compile checks")
+    c.add_argument("--only", default="", help="comma-separated checks to run (default: all)")
+    c.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="run the eager GPU checks under compute-sanitizer memcheck, racecheck, initcheck, synccheck",
+    )
+    c.add_argument("--tools", default="memcheck,racecheck,initcheck,synccheck", help="sanitizer tools (--sanitize)")
+    return _check(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

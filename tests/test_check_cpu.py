@@ -1,0 +1,154 @@
+"""The conformance harness on CPU ops: a correct op passes, and each kind of broken op fails the check that
+should catch it (wrong fake shape, missing guard, wrong gradient, no backward). The GPU twins (opsmith ops,
+wrong stream, CUDA graphs) are in test_gpu_check.py."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opsmith as ok
+from opsmith.check import noncontiguous
+
+HERE = str(Path(__file__).parent)
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+
+NS = "t_check_cpu"
+lib = torch.library.Library(NS, "FRAGMENT")
+for name in ("good", "bad_fake", "no_guard", "bad_grad", "no_backward", "refuses_grad"):
+    lib.define(f"{name}(Tensor x, float alpha) -> Tensor")
+
+
+def _scale(x, alpha):
+    return x * alpha
+
+
+def _fake(x, alpha):
+    return torch.empty_like(x)
+
+
+def _storage_as_contiguous(x, alpha):
+    """Reads x's memory as if it were contiguous: the bug a missing .contiguous() guard makes."""
+    flat = torch.as_strided(x, x.shape, torch.empty(x.shape).stride(), x.storage_offset())
+    return flat * alpha
+
+
+for name, impl in (("good", _scale), ("bad_fake", _scale), ("no_guard", _storage_as_contiguous),
+                   ("bad_grad", _scale), ("no_backward", _scale), ("refuses_grad", _scale)):  # fmt: skip
+    lib.impl(name, impl, "CPU")
+    if name == "bad_fake":
+        torch.library.register_fake(f"{NS}::{name}", lambda x, alpha: x.new_empty(x.shape[0] + 1, *x.shape[1:]),
+                                    lib=lib)  # fmt: skip
+    else:
+        torch.library.register_fake(f"{NS}::{name}", _fake, lib=lib)
+
+
+def _setup(ctx, inputs, output):
+    ctx.alpha = inputs[1]
+
+
+def _grad(ctx, g):
+    return g * ctx.alpha, None
+
+
+def _wrong_grad(ctx, g):
+    return g * ctx.alpha * 1.5, None
+
+
+def _refuse(ctx, g):
+    raise RuntimeError("refuses_grad is not differentiable")
+
+
+for name, bw in (("good", _grad), ("bad_fake", _grad), ("no_guard", _grad), ("bad_grad", _wrong_grad),
+                 ("refuses_grad", _refuse)):  # fmt: skip
+    torch.library.register_autograd(f"{NS}::{name}", bw, setup_context=_setup, lib=lib)
+
+
+def _case(name: str, **kw) -> ok.CheckCase:
+    op = getattr(torch.ops.t_check_cpu, name)
+    return ok.CheckCase(op, inputs=lambda shape, dtype, device: (torch.randn(shape, device=device, dtype=dtype), 1.75),
+                        reference=lambda x, a: x * a, shapes=[(37,), (5, 19)],
+                        dtypes=[torch.float32, torch.float64], **kw)  # fmt: skip
+
+
+FAST = {"device": "cpu", "compile_backend": "aot_eager", "examples": 10}
+
+
+def _rows(report):
+    return {c: (r, d) for c, r, d in report.rows}
+
+
+def test_a_correct_op_passes_every_check_that_runs_on_cpu():
+    report = ok.assert_check_passes(_case("good"), **FAST)
+    rows = _rows(report)
+    assert {c for c, (r, _) in rows.items() if r == "pass"} == {
+        "opcheck", "numerics", "compile-static", "compile-dynamic", "export", "autograd"}  # fmt: skip
+    assert rows["cuda-graph"] == ("skip", "needs a CUDA device") and rows["stream"][0] == "skip"
+    assert "gradcheck float64" in rows["autograd"][1]
+    table = report.table()
+    assert (
+        table.splitlines()[0] == "opsmith check: t_check_cpu::good on cpu" and "6 passed, 0 failed, 2 skipped" in table
+    )
+
+
+def test_a_wrong_fake_shape_is_caught():
+    rows = _rows(ok.check(_case("bad_fake"), **FAST))
+    assert rows["opcheck"][0] == "FAIL" and "fake" in rows["opcheck"][1].lower()
+    assert rows["numerics"][0] == "pass"  # eager is right; only the fake lies
+
+
+def test_a_missing_contiguity_guard_is_caught_by_the_noncontiguous_samples():
+    x = noncontiguous(torch.randn(4, 6))
+    assert not x.is_contiguous() and torch.equal(x, x.contiguous())
+    rows = _rows(ok.check(_case("no_guard"), **FAST))
+    assert rows["numerics"][0] == "FAIL" and "strided" in rows["numerics"][1], rows["numerics"]
+
+
+def test_a_wrong_gradient_is_caught():
+    rows = _rows(ok.check(_case("bad_grad"), **FAST))
+    assert rows["autograd"][0] == "FAIL" and "gradient of input 0" in rows["autograd"][1]
+    assert rows["numerics"][0] == "pass"
+
+
+def test_an_op_without_backward_must_refuse_differentiation():
+    rows = _rows(ok.check(_case("refuses_grad", differentiable=False), only=["autograd"], **FAST))
+    assert rows["autograd"] == ("pass", "not differentiable; differentiating raises RuntimeError: "
+                                "refuses_grad is not differentiable")  # fmt: skip
+
+
+def test_an_op_whose_backward_is_silently_missing_fails():
+    """A plain torch.library op with no autograd kernel: PyTorch only warns and the gradient is silently
+    wrong. (opsmith ops raise DifferentiationError instead; test_gpu_check.py checks that.)"""
+    rows = _rows(ok.check(_case("no_backward"), only=["autograd"], **FAST))
+    assert rows["autograd"][0] == "FAIL" and "raised no error" in rows["autograd"][1]
+
+
+def test_assert_check_passes_raises_with_the_table():
+    with pytest.raises(AssertionError, match=r"(?s)opcheck\s+FAIL.*failed"):
+        ok.assert_check_passes(_case("bad_fake"), only=["opcheck"], **FAST)
+
+
+def test_unknown_check_names_are_refused():
+    with pytest.raises(ValueError, match=r"unknown checks.*Fix: choose from"):
+        ok.check(_case("good"), only=["opchek"], **FAST)
+
+
+CLI_TARGET = [_case("good"), _case("bad_grad")]
+
+
+def test_the_cli_prints_one_table_per_case_and_exits_nonzero_on_failure():
+    r = subprocess.run([sys.executable, "-m", "opsmith", "check", "test_check_cpu:CLI_TARGET", "--device", "cpu",
+                        "--backend", "aot_eager", "--examples", "5", "--only", "autograd,numerics"],
+                       capture_output=True, text=True, cwd=HERE, env=ENV, timeout=300)  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "opsmith check: t_check_cpu::good on cpu" in r.stdout and "t_check_cpu::bad_grad" in r.stdout
+    assert "2 passed, 0 failed, 0 skipped" in r.stdout and "1 passed, 1 failed, 0 skipped" in r.stdout
+
+
+def test_the_cli_explains_a_bad_target():
+    r = subprocess.run([sys.executable, "-m", "opsmith", "check", "test_check_cpu:_rows", "--device", "cpu"],
+                       capture_output=True, text=True, cwd=HERE, env=ENV, timeout=300)  # fmt: skip
+    assert r.returncode == 2 and "CheckCase" in r.stderr
