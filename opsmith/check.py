@@ -346,6 +346,7 @@ def _check_stream(case: CheckCase, device: torch.device) -> str:
     dt = case.dtypes[0]
     shape = tuple(case.shapes[0])
     args = case.inputs(shape, dt, device)
+    case.op(*_clone(args))  # warm-up: loading a module or tuning synchronizes the device, hiding the order
     ref_args = _clone(args)
     want = case.reference(*ref_args)
     staged = [torch.full_like(a, float("nan") if a.is_floating_point() else -1) if isinstance(a, torch.Tensor)
@@ -376,12 +377,16 @@ def _check_autograd(case: CheckCase, device: torch.device) -> str:
     dt = case.dtypes[0]
     shape = tuple(case.shapes[0])
     if not is_differentiable(case):
-        args = [a.detach().requires_grad_() if _is_float(a) else a for a in case.inputs(shape, dt, device)]
-        if not any(_is_float(a) for a in args):
+        leaves = [a.detach().requires_grad_() for a in case.inputs(shape, dt, device) if _is_float(a)]
+        if not leaves:
             raise _Skip("no floating-point tensor input")
+        it = iter(leaves)  # the op gets non-leaf copies: an in-place op may write them
+        args = [next(it).clone() if _is_float(a) else a for a in case.inputs(shape, dt, device)]
+        written = case.written_args()
         try:
             out = [o for o in _as_tuple(case.op(*args)) if isinstance(o, torch.Tensor)]
-            torch.autograd.grad([o.float().sum() for o in out], [a for a in args if _is_float(a)], allow_unused=True)
+            out += [a for k, a in enumerate(args) if k in written]
+            torch.autograd.grad([o.float().sum() for o in out], leaves, allow_unused=True)
         except Exception as e:
             return f"not differentiable; differentiating raises {type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise AssertionError("the op declares no backward, yet differentiating through it raised no error "

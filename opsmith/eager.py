@@ -179,6 +179,9 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     for k, e in enumerate(record.extras):
         expr = numel[tnames[int(e.expr[1][1:])]] if e.expr[0] == "numel" else to_python(e.expr, refs)
         L += [f"    _x{k} = {expr}"]
+        if e.expr[0] == "numel" and e.ctype == "i32" and record.index_dtype == "int32":
+            values.append(f"_x{k}")  # the 32-bit index check above bounds it already
+            continue
         lo, hi = _INT_LIMITS[e.ctype]
         hint = ("Fix: declare the extra with dtype='int64' and take it as long long / int64_t in the kernel."
                 if e.ctype in ("i32", "u32") else "")  # fmt: skip
@@ -193,6 +196,19 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     else:
         _variant_launch(L, g, record, variants, refs, values, ret, tnames, outs, mutated, custom_takes_config, known)
     L += [f"    return {ret}"]
+    # In a child forked after CUDA use, PyTorch's allocation fails with a bare "initialization error" before
+    # the launcher's own check; the handler (free until something raises) names the cause and the fix.
+    from .launch import forked_error, in_forked_child
+
+    g.update({"_in_forked": in_forked_child, "_forked_error": forked_error})
+    L = [
+        L[0],
+        "    try:",
+        *("    " + line for line in L[1:]),
+        "    except RuntimeError as _x:",
+        "        if _in_forked(): raise _forked_error(_op) from _x",
+        "        raise",
+    ]
     src = "\n".join(L) + "\n"
     scope: dict[str, object] = {}
     exec(compile(src, f"<opsmith eager {record.op_name}>", "exec"), g, scope)

@@ -91,8 +91,16 @@ def _forget_after_fork() -> None:
         k._lock = threading.Lock()  # another thread may have held it at the fork
 
 
+def in_forked_child() -> bool:
+    return _FORK["child"]
+
+
 def _refuse_forked(op_name: str) -> None:
-    raise LaunchError(f"{op_name}: called in a process forked after CUDA was initialised, where CUDA cannot be "
+    raise forked_error(op_name)
+
+
+def forked_error(op_name: str) -> LaunchError:
+    return LaunchError(f"{op_name}: called in a process forked after CUDA was initialised, where CUDA cannot be "
                       "used. Fix: start workers with the 'spawn' method (torch.multiprocessing.set_start_method("
                       "'spawn')), or initialise CUDA only in the children.")  # fmt: skip
 

@@ -46,9 +46,9 @@ _OPS: dict[str, tuple[Op, Op]] = {}
 
 #: Partial dweight rows per SM, per flavor. Persistent programs must all be resident (one of a second wave
 #: starts only after a first-wave program finished all its rows). Triton: 2 programs of 16 warps per SM
-#: measured best (200 us at (8, 4096, 4096) bf16 on an H200, vs 233 with 3). CUDA: the grid is chosen per
-#: config inside the partial's rows (1,024 threads per SM), and the rows it does not launch are zeroed.
-_PARTIALS_PER_SM = {"triton": 2, "cuda": 4}
+#: measured best (200 us at (8, 4096, 4096) bf16 on an H200, vs 233 with 3). CUDA: the grid is each
+#: config's resident blocks per SM (1 or 2), inside the partial's rows; the rows it does not launch are zeroed.
+_PARTIALS_PER_SM = {"triton": 2, "cuda": 2}
 
 
 def reference_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -77,11 +77,11 @@ def _partial_rows(x: torch.Tensor, flavor: str = "triton") -> int:
     return min(rows, per_device)
 
 
-def _cuda_grid(partial: torch.Tensor, threads: int) -> int:
-    """Blocks of the CUDA backward: 1,024 resident threads per SM (its launch bounds), within the partial."""
+def _cuda_grid(partial: torch.Tensor, blocks_per_sm: int) -> int:
+    """Blocks of the CUDA backward: the config's resident blocks per SM (its launch bounds), within the partial."""
     if not partial.is_cuda:
         return partial.shape[0]
-    return max(1, min(partial.shape[0], _sm_count(partial.get_device()) * max(1, 1024 // threads)))
+    return max(1, min(partial.shape[0], _sm_count(partial.get_device()) * blocks_per_sm))
 
 
 def _make_backward(bwd: Op, flavor: str):
@@ -131,12 +131,16 @@ def _register_cuda() -> tuple[Op, Op]:
     # (threads, 16-byte vectors per thread in registers): rows up to threads * maxv * 8 bf16 stay in registers.
     shapes = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (1024, 1), (1024, 2)]
     configs = [Config({"THREADS": t, "MAXV": v}) for t, v in shapes]
+    # The backward's (threads, vectors, resident blocks per SM): 512-1,024 threads per SM and no register
+    # spills (ncu, H200: MAXV 4 configs and 1,024 threads with MAXV 2 spill, and ran 1.2-2.5x slower).
+    bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1)]
+    bwd_configs = [Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes]
     bwd = cuda_kernel_op("opsmith::rmsnorm_cuda_backward", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}>",
+        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
-        geometry=Custom(lambda i, o, p: ((_cuda_grid(i["partial"], p["THREADS"]),), (p["THREADS"],))),
-        autotune=Autotune(configs[:5], key=[TuneDim("x", -1), TuneDim("x", None)], default=1)))  # fmt: skip
+        geometry=Custom(lambda i, o, p: ((_cuda_grid(i["partial"], p["MINB"]),), (p["THREADS"],))),
+        autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0)))  # fmt: skip
     fwd = cuda_kernel_op("opsmith::rmsnorm_cuda", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>", inputs=d["fwd_inputs"],
         outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],

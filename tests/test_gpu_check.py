@@ -20,11 +20,12 @@ HERE = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def cases():
-    return {c.label: c for c in shipped_cases(NS)}
+    """The example ops; the RMSNorm ops are checked through the CLI below (the same checks)."""
+    return {c.label: c for c in shipped_cases(NS) if not c.label.startswith("opsmith::rmsnorm")}
 
 
 def test_every_shipped_op_passes(cases):
-    assert len(cases) >= 16
+    assert len(cases) >= 15
     failed = []
     for _label, case in cases.items():
         report = ok.check(case, examples=10)
@@ -54,7 +55,7 @@ def test_an_op_launching_on_its_own_stream_fails_the_stream_check():
 
     bad = ok.cuda_kernel_op(f"{NS}::wrong_stream", ok.KernelSpec(
         kernel_source=RELU, kernel_name="my_relu", inputs=[ok.InputDecl("x")],
-        outputs=[ok.OutputDecl("y", ok.SameAs("x"))]), eager_fn=eager)  # fmt: skip
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")]), eager_fn=eager)  # fmt: skip
     rows = _rows(ok.check(ok.CheckCase(bad, _one, torch.relu, FLAT), only=["stream"]))
     assert rows["stream"][0] == "FAIL" and "non-default stream" in rows["stream"][1], rows
 
@@ -67,9 +68,11 @@ def test_a_wrong_fake_shape_fails_opcheck():
             bad.kernel.launch_args(grid=((x.numel() + 255) // 256,), block=(256,), args=(x, x.numel(), y))
         return y
 
+    def meta(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(x.numel())  # the bug: the kernel writes twice as many
+
     bad = ok.cuda_kernel_op(f"{NS}::wrong_fake", ok.KernelSpec(kernel_source=REPEAT2, kernel_name="repeat2",
-                            inputs=[ok.InputDecl("x")]), meta_fn=lambda x: x.new_empty(x.numel()),
-                            eager_fn=eager)  # fmt: skip
+                            inputs=[ok.InputDecl("x")]), meta_fn=meta, eager_fn=eager)  # fmt: skip
     rows = _rows(ok.check(ok.CheckCase(bad, _one, lambda x: x.reshape(-1).repeat(2), FLAT), only=["opcheck"]))
     assert rows["opcheck"][0] == "FAIL", rows
 
@@ -81,9 +84,11 @@ def test_a_missing_contiguity_guard_fails_numerics():
             bad.kernel.launch_args(grid=((x.numel() + 255) // 256,), block=(256,), args=(x, x.numel(), y))
         return y
 
+    def meta(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(2 * x.numel())
+
     bad = ok.cuda_kernel_op(f"{NS}::no_guard", ok.KernelSpec(kernel_source=REPEAT2, kernel_name="repeat2",
-                            inputs=[ok.InputDecl("x")]), meta_fn=lambda x: x.new_empty(2 * x.numel()),
-                            eager_fn=eager)  # fmt: skip
+                            inputs=[ok.InputDecl("x")]), meta_fn=meta, eager_fn=eager)  # fmt: skip
     rows = _rows(ok.check(ok.CheckCase(bad, _one, lambda x: x.reshape(-1).repeat(2), FLAT), only=["numerics"]))
     assert rows["numerics"][0] == "FAIL" and "strided" in rows["numerics"][1], rows
 
@@ -100,7 +105,8 @@ def test_a_wrong_gradient_fails_autograd():
 def test_an_op_without_backward_refuses_differentiation_clearly():
     case = register_all(NS + "_nb")["relu"]
     rows = _rows(ok.check(case, only=["autograd"]))
-    assert rows["autograd"][0] == "pass" and "DifferentiationError" in rows["autograd"][1], rows
+    assert rows["autograd"][0] == "pass", rows  # PyTorch's warning for it, made an error by opsmith
+    assert "relu: an autograd kernel was not registered" in rows["autograd"][1], rows
 
 
 def test_the_cli_checks_the_shipped_rmsnorm_ops():

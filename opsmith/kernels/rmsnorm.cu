@@ -6,7 +6,8 @@
 //
 // Accumulation is in float (double for double inputs). A row is held in registers when it fits
 // (n <= THREADS * VEC * MAXV with 16-byte vectors, e.g. 8,192 bf16 at 256 threads), so x is read from
-// memory once; otherwise the kernels stream the row twice (the second pass mostly hits L2).
+// memory once; otherwise the kernels stream the row twice (the second pass mostly hits L2), in 16-byte
+// vectors when the row and pointers allow it, element by element otherwise.
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
@@ -72,13 +73,33 @@ template <typename A, int THREADS> __device__ __forceinline__ void block_sum2(A&
     __syncthreads();  // red is reused by the next row
 }
 
+// The same with one barrier: red holds 2 * 64 slots and rows alternate halves (parity), so a warp that runs
+// ahead into the next row writes the half no one is still reading.
+template <typename A, int THREADS> __device__ __forceinline__ void block_sum2_1bar(A& a, A& b, A* red, int parity) {
+    a = warp_sum(a);
+    b = warp_sum(b);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    A* r = red + 64 * parity;
+    if (lane == 0) { r[warp] = a; r[32 + warp] = b; }
+    __syncthreads();
+    a = lane < THREADS / 32 ? r[lane] : A(0);
+    b = lane < THREADS / 32 ? r[32 + lane] : A(0);
+    a = warp_sum(a);
+    b = warp_sum(b);
+}
+
 // MAXV: 16-byte vectors per thread kept in registers (a config parameter: THREADS * MAXV vectors must cover
 // the row; more registers than the row needs cost occupancy, since unrolled arrays are allocated whole).
 template <typename T, typename TW>
-__device__ __forceinline__ bool vector_ok(const T* a, const T* b, const TW* c, long long n, int threads, int maxv) {
+__device__ __forceinline__ bool aligned16(const T* a, const T* b, const TW* c, long long n) {
     constexpr int VEC = 16 / sizeof(T);
     const unsigned long long addr = (unsigned long long)a | (unsigned long long)b | (unsigned long long)c;
-    return n % VEC == 0 && addr % 16 == 0 && n <= (long long)threads * VEC * maxv;
+    return n % VEC == 0 && addr % 16 == 0;
+}
+template <typename T, typename TW>
+__device__ __forceinline__ bool vector_ok(const T* a, const T* b, const TW* c, long long n, int threads, int maxv) {
+    constexpr int VEC = 16 / sizeof(T);
+    return aligned16(a, b, c, n) && n <= (long long)threads * VEC * maxv;
 }
 
 }  // namespace
@@ -120,6 +141,22 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
                 store16(yr, j, o);
             }
         }
+    } else if (aligned16(xr, yr, w, n)) {  // a long row: two streaming passes of 16-byte vectors
+        const long long nv = n / VEC;
+        for (long long j = threadIdx.x; j < nv; j += THREADS) {
+            const Vec<T> v = load16(xr, j);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) { const A a = Cvt<T>::in(v.v[k]); ss += a * a; }
+        }
+        block_sum2<A, THREADS>(ss, unused, red);
+        const A rstd = rsqrt_(ss / A(n) + A(eps));
+        for (long long j = threadIdx.x; j < nv; j += THREADS) {
+            const Vec<T> v = load16(xr, j), wk = load16(reinterpret_cast<const T*>(w), j);
+            Vec<T> o;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o.v[k] = Cvt<T>::out(Cvt<T>::in(v.v[k]) * rstd * Cvt<T>::in(wk.v[k]));
+            store16(yr, j, o);
+        }
     } else {
         for (long long j = threadIdx.x; j < n; j += THREADS) { const A a = Cvt<T>::in(xr[j]); ss += a * a; }
         block_sum2<A, THREADS>(ss, unused, red);
@@ -133,10 +170,14 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
 // partial[b, :] (no atomics; the host sums all prows partial rows). The grid may be smaller than prows
 // (it is sized per config to what stays resident); block b zeroes the rows b + gridDim.x, ... it leaves.
 // Parameters: dy, x, weight, eps, partial (inputs; partial is written), n, numel, prows (extras), dx (output).
-// At least 1,024 threads resident per SM (<= 64 registers a thread): the grid is ~2 blocks per SM of
-// persistent blocks, and a block that does not fit waits for a whole first wave to finish its rows.
-template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV>
-__global__ void __launch_bounds__(THREADS, 1024 / THREADS)
+// MINB blocks resident per SM (the launch bound caps registers to fit them; the grid is MINB blocks per SM,
+// since a persistent block that does not fit would wait for a whole first wave). Few threads with two rows
+// of 16 elements each in flight beat many threads with one vector: (256 threads, MAXV 2, 2 blocks) keeps
+// 100 registers a thread, where 1,024 threads per SM capped them at 64 and reached 2.8 TB/s (ncu, H200).
+// LATE=1: the next row's loads are issued after this row's reduction barrier (a barrier orders memory
+// accesses, so loads issued before it may be waited for there) and the reduction takes one barrier.
+template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV, int MINB, int LATE>
+__global__ void __launch_bounds__(THREADS, MINB)
 rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
             TP* __restrict__ partial, long long n, long long numel, long long prows, T* __restrict__ dx) {
     const long long rows = numel / n;
@@ -148,7 +189,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
     static_assert(Same<TG, T>::value, "rmsnorm: grad_y must have the dtype of x");
     const T* __restrict__ dy = dy_;
     constexpr int VEC = 16 / sizeof(T);
-    __shared__ A red[64];
+    __shared__ A red[128];
     TP* pr = partial + (long long)blockIdx.x * n;
     const bool vec = vector_ok(x, dy, w, n, THREADS, MAXV) && vector_ok(x, dx, w, n, THREADS, MAXV);
     if (vec) {
@@ -174,6 +215,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
                 gn[i] = load16(dy + row * n, j);
             }
         }
+        int parity = 0;
         for (; row < rows; row += gridDim.x) {
             Vec<T> xs[MAXV], gs[MAXV];
             const long long nxt = row + gridDim.x;
@@ -182,7 +224,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
                 xs[i] = xn[i];
                 gs[i] = gn[i];
                 const long long j = threadIdx.x + (long long)i * THREADS;
-                if (j < nv && nxt < rows) {
+                if (!LATE && j < nv && nxt < rows) {
                     xn[i] = load16(x + nxt * n, j);
                     gn[i] = load16(dy + nxt * n, j);
                 }
@@ -200,7 +242,20 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
                     }
                 }
             }
-            block_sum2<A, THREADS>(ss, sg, red);
+            if (LATE) {
+                block_sum2_1bar<A, THREADS>(ss, sg, red, parity);
+                parity ^= 1;
+#pragma unroll
+                for (int i = 0; i < MAXV; ++i) {
+                    const long long j = threadIdx.x + (long long)i * THREADS;
+                    if (j < nv && nxt < rows) {
+                        xn[i] = load16(x + nxt * n, j);
+                        gn[i] = load16(dy + nxt * n, j);
+                    }
+                }
+            } else {
+                block_sum2<A, THREADS>(ss, sg, red);
+            }
             const A rstd = rsqrt_(ss / A(n) + A(eps));
             const A c = sg / A(n) * rstd * rstd * rstd;
 #pragma unroll
@@ -224,6 +279,40 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
             if (j < nv) {
 #pragma unroll
                 for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = TP(dw[i][k]);
+            }
+        }
+    } else if (aligned16(x, dy, w, n) && aligned16(x, dx, w, n)) {  // long rows: two vector passes each
+        const long long nv = n / VEC;
+        for (long long j = threadIdx.x; j < nv; j += THREADS)  // zeroed by the thread that accumulates it
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = TP(0);
+        for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+            const T* xr = x + row * n;
+            const T* gr = dy + row * n;
+            T* dr = dx + row * n;
+            A ss = 0, sg = 0;
+            for (long long j = threadIdx.x; j < nv; j += THREADS) {
+                const Vec<T> xv = load16(xr, j), gv = load16(gr, j), wv = load16(reinterpret_cast<const T*>(w), j);
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const A a = Cvt<T>::in(xv.v[k]);
+                    ss += a * a;
+                    sg += Cvt<T>::in(gv.v[k]) * Cvt<T>::in(wv.v[k]) * a;
+                }
+            }
+            block_sum2<A, THREADS>(ss, sg, red);
+            const A rstd = rsqrt_(ss / A(n) + A(eps));
+            const A c = sg / A(n) * rstd * rstd * rstd;
+            for (long long j = threadIdx.x; j < nv; j += THREADS) {
+                const Vec<T> xv = load16(xr, j), gv = load16(gr, j), wv = load16(reinterpret_cast<const T*>(w), j);
+                Vec<T> o;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const A a = Cvt<T>::in(xv.v[k]), g = Cvt<T>::in(gv.v[k]);
+                    o.v[k] = Cvt<T>::out(rstd * g * Cvt<T>::in(wv.v[k]) - a * c);
+                    pr[j * VEC + k] += TP(g * a * rstd);  // this thread owns these elements of the partial row
+                }
+                store16(dr, j, o);
             }
         }
     } else {
