@@ -134,7 +134,9 @@ def _register_cuda() -> tuple[Op, Op]:
     # The backward's (threads, vectors, resident blocks per SM): 512-1,024 threads per SM and no register
     # spills (ncu, H200: MAXV 4 configs and 1,024 threads with MAXV 2 spill, and ran 1.2-2.5x slower).
     bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1)]
-    bwd_configs = [Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes]
+    bwd_configs = [
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes
+    ]
     bwd = cuda_kernel_op("opsmith::rmsnorm_cuda_backward", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],

@@ -152,3 +152,22 @@ def test_the_cli_explains_a_bad_target():
     r = subprocess.run([sys.executable, "-m", "opsmith", "check", "test_check_cpu:_rows", "--device", "cpu"],
                        capture_output=True, text=True, cwd=HERE, env=ENV, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "CheckCase" in r.stderr
+
+
+def test_sanitizer_summaries_are_parsed_and_a_missing_tool_is_reported(monkeypatch, tmp_path):
+    from opsmith import sanitize as sz
+
+    counts = [int(next(g for g in m[-1] if g)) for m in (sz._SUMMARY.findall(t) for t in (
+        "========= ERROR SUMMARY: 3 errors", "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"))]  # fmt: skip
+    assert counts == [3, 0]
+    monkeypatch.setenv("OPSMITH_COMPUTE_SANITIZER", str(tmp_path / "cs"))
+    assert sz.find_compute_sanitizer() == str(tmp_path / "cs")
+    monkeypatch.delenv("OPSMITH_COMPUTE_SANITIZER")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(sz.Path, "exists", lambda self: False)
+    report = sz.sanitize("planted_oob:CASE", tools=["memcheck"])
+    assert not report.ok and report.rows == [("memcheck", None, "compute-sanitizer not found: install the CUDA "
+                                              "toolkit or set OPSMITH_COMPUTE_SANITIZER")]  # fmt: skip
+    with pytest.raises(ValueError, match="unknown tools"):
+        sz.sanitize("planted_oob:CASE", tools=["leakcheck"])

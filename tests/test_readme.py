@@ -14,7 +14,7 @@ def test_readme_examples(tmp_path):
     reads its kernel's source from a real file). Without a GPU, lines that touch one are left out and
     everything else (registration included) runs."""
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     code = "\n".join(blocks)
     if not torch.cuda.is_available():
         code = "\n".join(
@@ -27,6 +27,7 @@ def test_readme_examples(tmp_path):
     assert str(scope["scale"].overload._schema) == "myns::scale(Tensor x, float alpha) -> Tensor"
     assert len(scope["scale"].record.configs) == 4
     assert scope["rmsnorm"].record.op_name == "myns::rmsnorm" and scope["norm"].impl == "triton"
+    assert scope["case"].label == "myns::relu"
     if torch.cuda.is_available():
         from opsmith.rmsnorm import reference_rms_norm
 
