@@ -25,7 +25,7 @@ from .errors import DifferentiationError, SpecError
 from .record import KernelRecord, TensorArg
 from .spec import Backward
 
-__all__ = ["check_backward", "refuse_silent_backward", "register_backward"]
+__all__ = ["check_backward", "refuse_inplace_grad", "refuse_silent_backward", "register_backward"]
 
 
 _REFUSED: list[str] = []
@@ -52,6 +52,15 @@ def refuse_silent_backward(op_name: str) -> None:
     mutated = getattr(warnings, "_filters_mutated", None)  # drops the module's cache of filter decisions
     if mutated is not None:
         mutated()
+
+
+def refuse_inplace_grad(op_name: str) -> None:
+    raise DifferentiationError(
+        op_name,
+        "it writes an input in place and declares no backward, and an input "
+        "requires grad: gradients through it would be silently wrong.",
+        "call it under torch.no_grad() (as optimizer steps do), or declare backward=.",
+    )
 
 
 def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tuple[list, list[int]]:

@@ -125,9 +125,12 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
         else:
             L += [f"    if not {n}.is_contiguous(): raise _E.contiguous({n!r}, {n})"]
     if refuse_grad and tnames:  # ~40 ns per input; the rare branch only re-installs a warnings filter
-        from .autograd import refuse_silent_backward
+        from .autograd import refuse_inplace_grad, refuse_silent_backward
 
-        g.update({"_grad_on": torch.is_grad_enabled, "_refuse": refuse_silent_backward})
+        # An in-place op gets no "no autograd kernel" warning from PyTorch: its mutated input keeps its old
+        # grad_fn and gradients flow through as if the op were the identity. Refuse the call instead.
+        refuse = refuse_inplace_grad if mutated else refuse_silent_backward
+        g.update({"_grad_on": torch.is_grad_enabled, "_refuse": refuse})
         L += [f"    if ({' or '.join(f'{n}.requires_grad' for n in tnames)}) and _grad_on(): _refuse(_op)"]
     L += _shape_guards(record.tensor_inputs, tnames)
     values = []

@@ -25,6 +25,7 @@ extern "C" __global__ void k(const float* x, int n, float* y) {
 }
 extern "C" __global__ void k2(const float* x, const float* w, float a, int n, float* y) {}
 template <typename T, typename W> __global__ void kt(const T* x, const W* w, long long n, T* y) {}
+extern "C" __global__ void ki(float* x, int n) {}
 """
 
 
@@ -51,6 +52,9 @@ def op(kind: str) -> ok.Op:
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_shaped", spec(
                 kernel_source=SRC, kernel_name="kt<{T_x}, {T_w}>",
                 inputs=[I("x"), I("w", shape=(ok.DimSize("x", -1),))], extras=[ok.Numel("x", "int64")]))  # fmt: skip
+        elif kind == "inplace":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_inplace", spec(kernel_name="ki", inputs=[I("x", mutates=True)],
+                                                                    outputs=[]))  # fmt: skip
         elif kind == "backward":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_backward", spec(), backward=ok.Backward(
                 lambda g: g, args=("grad_y",), grads=("x",)))  # fmt: skip
@@ -125,6 +129,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, bool]]:
         ("too-large-for-int32", C, "over 2^31 - 1 elements for a 32-bit-indexing kernel", _fake(lambda: op("shaped")(torch.empty(2**20, 2**11 + 1, device="cuda"), torch.empty(2**11 + 1, device="cuda"))), ok.InputError, False),
         ("not-contiguous", C, "a non-contiguous tensor where `require`d", lambda: op("plain")(torch.randn(4, 2, device="cuda").t()), ok.InputError, True),
         ("other-gpu", C, "tensors on two GPUs", lambda: op("shaped")(torch.randn(2, 4, device="cuda:0"), torch.randn(4, device="cuda:1")), ok.InputError, True),
+        ("inplace-grad", C, "an in-place op without backward on a tensor that requires grad", lambda: op("inplace")(torch.randn(8, device="cuda", requires_grad=True).clone()), ok.DifferentiationError, True),
         ("double-backward", C, "`create_graph=True` through an undeclared double backward", _double_backward, ok.DifferentiationError, True),
     ]  # fmt: skip
 
@@ -169,8 +174,10 @@ if __name__ == "__main__":
     old = parse(DOC.read_text()) if DOC.exists() else {}
     rows = []
     for cid, when, mistake, thunk, cls, gpu in cases():
-        if gpu and torch.cuda.device_count() < 2:
+        if gpu and torch.cuda.device_count() < 2 and cid in old:
             msg = old[cid][1]
+        elif gpu and torch.cuda.device_count() < 2:
+            msg = "(not yet run on a GPU)"
         else:
             msg = run(thunk, cls)
         rows.append((cid, when + (" (GPU)" if gpu else ""), mistake, cls.__name__, msg))
