@@ -159,13 +159,19 @@ def test_int32_extra_overflow_is_refused_and_int64_works():
     }"""
     decl = dict(inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", shape=ok.SameAs("x"))],
                 geometry=ok.Elementwise(block=(1024,)))  # fmt: skip
-    narrow = ok.cuda_kernel_op(f"{NS}::count32", ok.KernelSpec(src, "count", extras=[ok.Numel("x")], **decl))
-    wide = ok.cuda_kernel_op(f"{NS}::fill64", ok.KernelSpec(src, "fill_last", extras=[ok.Numel("x")], **decl))
+    # Declared 64-bit indexing, but an `int n`: the extra's own range check refuses the call.
+    narrow = ok.cuda_kernel_op(f"{NS}::count32", ok.KernelSpec(src, "count", extras=[ok.Numel("x")], **decl,
+                                                                index_dtype="int64"))  # fmt: skip
+    wide = ok.cuda_kernel_op(f"{NS}::fill64", ok.KernelSpec(src, "fill_last", extras=[ok.Numel("x")], **decl,
+                                                             index_dtype="int64"))  # fmt: skip
+    default = ok.cuda_kernel_op(f"{NS}::fill64_idx32", ok.KernelSpec(src, "fill_last", extras=[ok.Numel("x")], **decl))
     assert wide.record.extras[0].ctype == "i64"  # read from the kernel's `long long n`
     n = 2**31 + 5
     x = torch.randint(-100, 100, (n,), device="cuda", dtype=torch.int8)
     with pytest.raises(ok.InputError, match=r"count32: argument 'numel\(x\)'.*2147483653.*dtype='int64'"):
         narrow(x)
+    with pytest.raises(ok.InputError, match=r"fill64_idx32: argument 'x': expected at most 2147483647 elements"):
+        default(x)
     y = wide(x)
     assert torch.equal(y[-8:], x[-8:] + 1) and torch.equal(y[:8], x[:8] + 1)
     del x, y
