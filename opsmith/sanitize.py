@@ -102,7 +102,8 @@ def sanitize(target: str, tools: list[str] | tuple[str, ...] = TOOLS, examples: 
             continue
         n = int(next(g for g in m[-1] if g))
         checks_failed = re.search(r"\d+ passed, [1-9]\d* failed", out)
-        detail = _first_error(out) if n else f"clean ({secs:.0f} s)"
+        ran = out.count("opsmith check: ")  # one table per case the child checked
+        detail = _first_error(out) if n else f"clean ({ran} cases, {secs:.0f} s)"
         if checks_failed:
             rows = "; ".join(line.strip()[:200] for line in out.splitlines() if "  FAIL  " in line)
             detail = f"the checks failed under {tool}: {rows}; {detail}"
