@@ -22,13 +22,17 @@ def pytest_collection_modifyitems(config, items):
 
 
 def assert_launches_on_current_stream(op, x: torch.Tensor) -> None:
-    """``op(x)`` on a side stream kept busy by a long sleep: its work must queue behind the sleep (a launch
-    on the default stream would finish first), and the result must equal torch.relu(x) once it ran."""
+    """``op`` on a side stream whose input is written there behind a long sleep: launched on that stream it
+    reads the input, launched anywhere else it reads the NaN poison underneath (relu turns NaN into 0), so
+    the result must equal torch.relu(x). A warm-up call first: loading a module synchronizes the device."""
+    op(x)
+    staged = torch.full_like(x, float("nan"))
     s = torch.cuda.Stream(device=x.device)
     torch.cuda.synchronize(x.device)
     with torch.cuda.stream(s):
         torch.cuda._sleep(50_000_000)
-        y = op(x)
+        staged.copy_(x)
+        y = op(staged)
         ev = torch.cuda.Event()
         ev.record(s)
     assert not ev.query(), "the op's work should be queued behind the sleep on the side stream"
