@@ -95,10 +95,6 @@ def in_forked_child() -> bool:
     return _FORK["child"]
 
 
-def _refuse_forked(op_name: str) -> None:
-    raise forked_error(op_name)
-
-
 def forked_error(op_name: str) -> LaunchError:
     return LaunchError(f"{op_name}: called in a process forked after CUDA was initialised, where CUDA cannot be "
                       "used. Fix: start workers with the 'spawn' method (torch.multiprocessing.set_start_method("
@@ -179,7 +175,7 @@ class DeviceKernel:
         fn = self._functions.get(device)
         if fn is None:
             if _FORK["child"]:
-                _refuse_forked(self.op_name)
+                raise forked_error(self.op_name)
             with self._lock:  # eight threads making the first call load the module once
                 fn = self._functions.get(device)
                 if fn is None:

@@ -3,6 +3,8 @@ import os
 import pytest
 import torch
 
+import opsmith as ok
+
 HAS_CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
 
@@ -22,19 +24,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def assert_launches_on_current_stream(op, x: torch.Tensor) -> None:
-    """``op`` on a side stream whose input is written there behind a long sleep: launched on that stream it
-    reads the input, launched anywhere else it reads the NaN poison underneath (relu turns NaN into 0), so
-    the result must equal torch.relu(x). A warm-up call first: loading a module synchronizes the device."""
-    op(x)
-    staged = torch.full_like(x, float("nan"))
-    s = torch.cuda.Stream(device=x.device)
-    torch.cuda.synchronize(x.device)
-    with torch.cuda.stream(s):
-        torch.cuda._sleep(50_000_000)
-        staged.copy_(x)
-        y = op(staged)
-        ev = torch.cuda.Event()
-        ev.record(s)
-    assert not ev.query(), "the op's work should be queued behind the sleep on the side stream"
-    s.synchronize()
-    torch.testing.assert_close(y, torch.relu(x))
+    """opsmith check's stream check on ``op`` with input ``x`` (reference torch.relu): the input is written on
+    a side stream behind a long sleep, so an op launched anywhere else reads the NaN poison underneath."""
+    case = ok.CheckCase(op, lambda shape, dtype, device: (x,), torch.relu, shapes=[tuple(x.shape)], dtypes=[x.dtype])
+    (row,) = ok.check(case, device=x.device, only=["stream"]).rows
+    assert row[1] == "pass", row

@@ -59,22 +59,9 @@ template <typename A> __device__ __forceinline__ A warp_sum(A v) {
     return v;
 }
 
-// Sums of two values over the block (every thread gets both). red: 2 * 32 slots of shared memory.
-template <typename A, int THREADS> __device__ __forceinline__ void block_sum2(A& a, A& b, A* red) {
-    a = warp_sum(a);
-    b = warp_sum(b);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) { red[warp] = a; red[32 + warp] = b; }
-    __syncthreads();
-    a = lane < THREADS / 32 ? red[lane] : A(0);
-    b = lane < THREADS / 32 ? red[32 + lane] : A(0);
-    a = warp_sum(a);
-    b = warp_sum(b);
-    __syncthreads();  // red is reused by the next row
-}
-
-// The same with one barrier: red holds 2 * 64 slots and rows alternate halves (parity), so a warp that runs
-// ahead into the next row writes the half no one is still reading.
+// Sums of two values over the block (every thread gets both), with one barrier: red holds 2 * 64 slots and
+// consecutive rows alternate halves (parity), so a warp that runs ahead into the next row writes the half no
+// one is still reading.
 template <typename A, int THREADS> __device__ __forceinline__ void block_sum2_1bar(A& a, A& b, A* red, int parity) {
     a = warp_sum(a);
     b = warp_sum(b);
@@ -86,6 +73,12 @@ template <typename A, int THREADS> __device__ __forceinline__ void block_sum2_1b
     b = lane < THREADS / 32 ? r[32 + lane] : A(0);
     a = warp_sum(a);
     b = warp_sum(b);
+}
+
+// The same on red's first 64 slots, with a second barrier so the next row may reuse them.
+template <typename A, int THREADS> __device__ __forceinline__ void block_sum2(A& a, A& b, A* red) {
+    block_sum2_1bar<A, THREADS>(a, b, red, 0);
+    __syncthreads();
 }
 
 // MAXV: 16-byte vectors per thread kept in registers (a config parameter: THREADS * MAXV vectors must cover
