@@ -16,7 +16,6 @@ The op may be any callable over a torch.library op, so users' hand-written ops c
 
 from __future__ import annotations
 
-import functools
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -121,12 +120,14 @@ class _Skip(Exception):
 
 
 def overload_of(op: Callable) -> torch._ops.OpOverload | None:
+    from .registration import Op
+
+    if isinstance(op, Op):
+        return op.overload
     if isinstance(op, torch._ops.OpOverload):
         return op
     if isinstance(op, torch._ops.OpOverloadPacket):
         return op.default
-    if isinstance(op, functools.partial) and isinstance(op.func, torch._ops.OpOverload):  # an opsmith Op
-        return op.func
     return None
 
 

@@ -111,6 +111,20 @@ def test_compile_fullgraph_traces_fake_cuda(ex, dynamic):
     assert out.shape == (2, 8, 16) and len(graphs) == 1 and mode is not None
     targets = {str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"}
     assert {f"{NS}.softmax.default", f"{NS}.add_bias_2d.default", f"{NS}.row_sum.default"} <= targets
+    overloads = {n.target for n in graphs[0].graph.nodes if isinstance(n.target, torch._ops.OpOverload)}
+    assert {ex[k].op.overload for k in ("softmax", "add_bias_2d", "row_sum")} <= overloads
+
+
+def test_handle_is_the_overload_and_calls_its_cpp_entry(ex):
+    op = ex["relu"].op
+    ov = getattr(torch.ops, NS).relu.default
+    assert op.overload is ov and op == ov and ov == op and hash(op) == hash(ov) and {ov: 1}[op] == 1
+    assert op != ex["softmax"].op and isinstance(op, torch._ops.OpOverload) and isinstance(op, ok.Op)
+    # no Python frame between the caller and the dispatcher
+    assert type(op).__call__ is ov._op and type(op) is not type(ex["softmax"].op)
+    assert op.name() == f"{NS}::relu" and op._schema == ov._schema and repr(op).startswith("<opsmith op")
+    with pytest.raises(ok.InputError, match="CUDA"):
+        op(torch.randn(4))
 
 
 def test_export_with_dynamic_dims(ex):
