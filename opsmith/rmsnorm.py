@@ -84,28 +84,36 @@ def _cuda_grid(partial: torch.Tensor, blocks_per_sm: int) -> int:
     return max(1, min(partial.shape[0], _sm_count(partial.get_device()) * blocks_per_sm))
 
 
-def _make_backward(bwd: Op, flavor: str):
+def _make_backward(bwd: Op, dweight: Op, flavor: str):
     def backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float,
                  needs_input_grad: Sequence[bool] = (True, True)):  # fmt: skip
         partial = torch.empty((_partial_rows(x, flavor), x.shape[-1]), dtype=_acc_dtype(x.dtype), device=x.device)
         dx = bwd(grad_y, x, weight, eps, partial)
-        dw = partial.sum(0).to(weight.dtype) if needs_input_grad[1] else None
+        dw = None
+        if needs_input_grad[1]:  # no rows: no partial rows either, and the sum over them is zero
+            dw = torch.empty_like(weight) if partial.shape[0] else torch.zeros_like(weight)
+            if partial.shape[0]:
+                dweight(partial, dw)
         return dx, dw
 
     return backward
 
 
 def _decl() -> dict:
-    """The inputs both flavors declare: the weight must have shape (x.shape[-1],), which the kernels index by."""
+    """The inputs both flavors declare: the weight must have shape (x.shape[-1],), which the kernels index by.
+    The dweight pass sums the partial rows into a tensor the caller allocates with the weight's dtype."""
     weight = InputDecl("weight", shape=(DimSize("x", -1),))
     return {"fwd_inputs": [InputDecl("x"), weight, ScalarInput("eps", float)],
             "bwd_inputs": [InputDecl("grad_y"), InputDecl("x"), weight, ScalarInput("eps", float),
-                           InputDecl("partial", mutates=True, contiguous="require")]}  # fmt: skip
+                           InputDecl("partial", mutates=True, contiguous="require")],
+            "dw_inputs": [InputDecl("partial", contiguous="require"),
+                          InputDecl("dweight", shape=(DimSize("partial", -1),), mutates=True, contiguous="require")],
+            "dw_extras": [DimSize("partial", 0, "int64"), DimSize("partial", -1, "int64")]}  # fmt: skip
 
 
 def _register_triton() -> tuple[Op, Op]:
     from .api import triton_op
-    from .kernels.rmsnorm_triton import rmsnorm_bwd_kernel, rmsnorm_fwd_kernel
+    from .kernels.rmsnorm_triton import rmsnorm_bwd_kernel, rmsnorm_dw_kernel, rmsnorm_fwd_kernel
 
     d = _decl()
     configs = [Config({"BLOCK": b}, num_warps=w) for b in (1024, 4096, 16384) for w in (4, 8, 16)]
@@ -114,11 +122,13 @@ def _register_triton() -> tuple[Op, Op]:
                     extras=[DimSize("x", -1), Numel("x", "int64")],
                     geometry=Custom(lambda i, o: (i["partial"].shape[0],)),
                     autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=4))  # fmt: skip
+    dweight = triton_op("opsmith::rmsnorm_triton_dweight", rmsnorm_dw_kernel, inputs=d["dw_inputs"], outputs=[],
+                        extras=d["dw_extras"], geometry=Custom(lambda i, o: ((i["partial"].shape[-1] + 31) // 32,)))  # fmt: skip
     fwd = triton_op("opsmith::rmsnorm_triton", rmsnorm_fwd_kernel, inputs=d["fwd_inputs"],
                     outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
                     geometry=Reduction(reduce_dims=(-1,)),
                     autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=4),
-                    backward=Backward(_make_backward(bwd, "triton"), args=("grad_y", "x", "weight", "eps"),
+                    backward=Backward(_make_backward(bwd, dweight, "triton"), args=("grad_y", "x", "weight", "eps"),
                                       grads=("x", "weight")))  # fmt: skip
     return fwd, bwd
 
@@ -143,12 +153,16 @@ def _register_cuda() -> tuple[Op, Op]:
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
         geometry=Custom(lambda i, o, p: ((_cuda_grid(i["partial"], p["MINB"]),), (p["THREADS"],))),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0)))  # fmt: skip
+    dweight = cuda_kernel_op("opsmith::rmsnorm_cuda_dweight", KernelSpec(
+        kernel_source=src, kernel_name="rmsnorm_dw<{T_partial}, {T_dweight}, 1024>", inputs=d["dw_inputs"],
+        outputs=[], extras=d["dw_extras"],
+        geometry=Custom(lambda i, o: (((i["partial"].shape[-1] + 31) // 32,), (1024,)))))  # fmt: skip
     fwd = cuda_kernel_op("opsmith::rmsnorm_cuda", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>", inputs=d["fwd_inputs"],
         outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
         geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
         autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=1)),
-        backward=Backward(_make_backward(bwd, "cuda"), args=("grad_y", "x", "weight", "eps"), grads=("x", "weight")))  # fmt: skip
+        backward=Backward(_make_backward(bwd, dweight, "cuda"), args=("grad_y", "x", "weight", "eps"), grads=("x", "weight")))  # fmt: skip
     return fwd, bwd
 
 

@@ -108,3 +108,19 @@ def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, eps, partial_ptr, n, numel, dx_ptr,
                 tl.store(pr + cols, p + (g * x * rstd).to(partial_ptr.dtype.element_ty), mask=m)
                 start += BLOCK
             row += step
+
+
+@triton.jit
+def rmsnorm_dw_kernel(partial_ptr, dw_ptr, prows, n, BLOCK_N: tl.constexpr = 32, BLOCK_P: tl.constexpr = 64):
+    """The dweight pass: column sums of the partial rows in a fixed order, cast to the dtype of ``dw`` (the
+    weight's) in the same kernel: one launch instead of ``partial.sum(0).to(w.dtype)``."""
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = tl.arange(0, BLOCK_P)
+    acc = tl.zeros([BLOCK_P, BLOCK_N], partial_ptr.dtype.element_ty)
+    start = 0
+    while start < prows:
+        r = start + rows
+        ptrs = partial_ptr + r[:, None].to(tl.int64) * n + cols[None, :]
+        acc += tl.load(ptrs, mask=(r[:, None] < prows) & (cols[None, :] < n), other=0.0)
+        start += BLOCK_P
+    tl.store(dw_ptr + cols, tl.sum(acc, 0).to(dw_ptr.dtype.element_ty), mask=cols < n)
