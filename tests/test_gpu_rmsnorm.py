@@ -107,6 +107,32 @@ def test_opcheck_forward_and_backward_ops(impl):
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))  # fmt: skip
 
 
+@pytest.mark.parametrize("impl", IMPLS)
+def test_dweight_pass_sums_partials_in_a_fixed_order(impl):
+    """The second backward kernel: column sums of the partial rows cast to the weight's dtype. Row counts
+    above one Triton tile (64) and one CUDA warp's share, columns that are not a multiple of 32, float64."""
+    from opsmith.registration import registered_ops
+
+    rmsnorm_ops(impl)
+    op = registered_ops()[f"opsmith::rmsnorm_{impl}_dweight"]
+    for prows, n, dt in ((264, 4096, torch.bfloat16), (7, 33, torch.float16), (130, 100, torch.float32),
+                         (65, 65, torch.float64), (1, 1, torch.bfloat16)):  # fmt: skip
+        acc = torch.float64 if dt == torch.float64 else torch.float32
+        partial = torch.randn(prows, n, device="cuda", dtype=acc)
+        dw = torch.full((n,), float("nan"), device="cuda", dtype=dt)
+        op(partial, dw)
+        want = partial.double().sum(0)
+        # one rounding to dt (relative 2^-8 bf16, 2^-11 fp16) on top of float32 summation
+        atol, rtol = {torch.bfloat16: (1e-3, 8e-3), torch.float16: (1e-3, 1e-3), torch.float32: (1e-4, 1e-5),
+                      torch.float64: (1e-9, 1e-12)}[dt]  # fmt: skip
+        torch.testing.assert_close(dw.double(), want, atol=atol, rtol=rtol)
+        again = torch.empty_like(dw)
+        op(partial, again)
+        assert torch.equal(again, dw)  # deterministic: the same bits on every run
+    torch.library.opcheck(op.overload, (torch.randn(9, 40, device="cuda"), torch.empty(40, device="cuda")),
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))  # fmt: skip
+
+
 class _Block(torch.nn.Module):
     """A small Llama-style block: pre-norm attention-free MLP with two RMSNorms."""
 
