@@ -311,6 +311,20 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
         L += ["    _vk = (_c, _sk)", "    _v = _fast.get(_vk)", "    if _v is None: _v = _entry(_vk)"]
     else:
         L += ["    _v = _fast.get(_sk)", "    if _v is None: _v = _entry(_sk)"]
+    if variants.c_launched:  # Triton: its own C launcher takes every kernel parameter in order
+        grid = (", ".join(_reuse(to_python(x, refs), known) for x in record.launch.grid)
+                if record.launch is not None and not record.tuned else geo.replace("@C@", "_c" if record.tuned else "0"))  # fmt: skip
+        raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]  # it packs floats itself
+        targs = ", ".join("None" if k is None else raw[k] for k in variants.sources[0].launcher_slots())  # type: ignore[attr-defined]
+        L += [f"    _g0, _g1, _g2 = {grid}",
+              "    _hs, _tl, _md, _kd = _v",
+              "    _h = _hs.get(_dev)",
+              "    if _h is None: _h = _kd.handle(_dev)",
+              "    if _tl is None or _dev != _curdev(): "
+              f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {ret}",
+              f"    try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
+              "    except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
+        return
     if record.launch is not None and not record.tuned:  # one plan: its grid inline
         L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip

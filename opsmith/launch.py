@@ -87,6 +87,7 @@ def _forget_after_fork() -> None:
     _STREAMS.clear()
     for k in list(_LOADED):
         k._functions.clear()
+        k._handles.clear()
         k._modules.clear()
         k._lock = threading.Lock()  # another thread may have held it at the fork
 
@@ -160,6 +161,7 @@ class DeviceKernel:
         trailing = first.trailing_params if first is not None else 0
         self._params = _Params(len(self.param_ctypes) + trailing)
         self._functions: dict[int, object] = {}
+        self._handles: dict[int, int] = {}  # the CUfunctions as ints, for a C launcher (Triton's)
         self._modules: dict[int, object] = {}
         self._lock = threading.Lock()
 
@@ -204,12 +206,23 @@ class DeviceKernel:
                 _check(driver.cuFuncSetAttribute(fn, attr, self.shared_mem),
                        f"allowing {self.shared_mem} bytes of shared memory on cuda:{device}", self.op_name)  # fmt: skip
         self._modules[device] = module
+        self._handles[device] = int(fn)
         self._functions[device] = fn
         if not _FORK["hooked"]:
             os.register_at_fork(after_in_child=_forget_after_fork)
             _FORK["hooked"] = True
         _LOADED.add(self)
         return fn
+
+    def handle(self, device: int) -> int:
+        """``function(device)`` as an int (what a C launcher takes)."""
+        self.function(device)
+        return self._handles[device]
+
+    def fail_c(self, exc: Exception, device: int, grid: tuple) -> None:
+        """A C launcher's failure (Triton's raises RuntimeError with the driver's message), as opsmith's error."""
+        raise LaunchError(f"{self.op_name}: launching grid={grid} block={self.block} shared_mem={self.shared_mem} "
+                          f"on cuda:{device} failed: {exc}") from exc  # fmt: skip
 
     def fast_path_globals(self) -> dict:
         """What ``eager.py``'s generated code binds to inline a launch on the current device: the same steps

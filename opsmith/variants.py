@@ -31,6 +31,7 @@ class Variants:
         self.record, self.sources, self.param_ctypes = record, list(sources), list(param_ctypes)
         self.tuner = tuner
         self.specialized = bool(getattr(sources[0], "specialized", False))
+        self.c_launched = hasattr(sources[0], "c_launcher")  # Triton: launched by its own C launcher
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
         self.kernels: dict[tuple, DeviceKernel] = {}
         #: What the generated eager code reads per call, keyed by the specialization (untuned) or by
@@ -54,9 +55,15 @@ class Variants:
         return self.first is not None and not self.record.tuned
 
     def entry(self, key: tuple) -> tuple:
-        """``fast[key]``, building the kernel on first use."""
+        """``fast[key]``, building the kernel on first use. A flavor with its own C launcher (Triton) gets
+        (function handles by device, the launcher or None, its (num_warps, 1, shared memory), the kernel)."""
         c, spec = key if self.record.tuned else (0, key)
         kd = self.kernel(c, spec)
+        if self.c_launched:
+            launch = self.sources[c].c_launcher(spec)  # type: ignore[attr-defined]
+            assert kd.block is not None
+            e = self.fast[key] = (kd._handles, launch, (kd.block[0] // 32, 1, kd.shared_mem), kd)
+            return e
         block = kd.block or (0, 0, 0)  # None: a Custom geometry gives the block per call
         e = self.fast[key] = (kd._functions, *block, kd.shared_mem, kd)
         return e

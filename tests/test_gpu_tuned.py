@@ -14,6 +14,7 @@ from conftest import assert_launches_on_current_stream
 import opsmith as ok
 from opsmith.catalog import RELU
 from opsmith.catalog_tuned import register_tuned
+from opsmith.registration import registered_ops
 
 pytestmark = pytest.mark.gpu
 NS = "t_gput"
@@ -129,6 +130,37 @@ def test_triton_op_on_a_busy_side_stream(ex):
     x = torch.randn(1 << 22, device="cuda")
     ex["relu_tt"].op(x)
     assert_launches_on_current_stream(ex["relu_tt"].op, x)
+
+
+def test_triton_ops_launch_through_tritons_c_launcher(ex):
+    """Every specialization used so far got Triton's C launcher (the fast path), and the op still works
+    where it cannot be had (the cuda-bindings launch every other flavor uses)."""
+    op = ex["relu_tt"].op
+    x = torch.randn(3000, device="cuda")
+    torch.testing.assert_close(op(x), torch.relu(x))
+    assert op.variants.fast and all(callable(e[1]) for e in op.variants.fast.values())
+    sm = registered_ops()[f"{NS}::softmax_tt"]
+    y = torch.randn(5, 300, device="cuda")
+    sm(y)
+    saved = dict(sm.variants.fast)
+    try:  # the same entries without a launcher: the portable path
+        for k, e in saved.items():
+            sm.variants.fast[k] = (e[0], None, e[2], e[3])
+        torch.testing.assert_close(sm(y), torch.softmax(y, -1), atol=1e-5, rtol=1e-4)
+    finally:
+        sm.variants.fast.update(saved)
+
+
+def test_a_failed_triton_launch_is_opsmiths_error_naming_the_op():
+    from opsmith.kernels.triton_kernels import relu_kernel
+
+    # gridDim.y above 65,535 is refused by the driver at launch
+    op = ok.triton_op(f"{NS}::relu_bad_grid", relu_kernel, inputs=[ok.InputDecl("x")],
+                      outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+                      geometry=ok.Custom(lambda i, o: (1, 70_000)))  # fmt: skip
+    with pytest.raises(ok.LaunchError, match=rf"{NS}::relu_bad_grid: launching grid=\(1, 70000, 1\)"):
+        op(torch.randn(64, device="cuda"))
+    torch.cuda.synchronize()
 
 
 def test_unaligned_input_gets_its_own_specialization(ex):
