@@ -55,6 +55,32 @@ def test_schema_and_specialization_layout(ex):
     assert ex["relu_tt"].op.variants.spec_layout == [("dtype", 0), ("align", 0), ("div16", 1)]
 
 
+@triton.jit
+def _mid_constexpr(x_ptr, BLOCK: tl.constexpr, n, y_ptr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_c_launcher_arguments_follow_the_kernel_parameter_order(caplog):
+    """Triton's C launcher takes every parameter in declaration order (constexprs where declared, as None):
+    the signature, the slots and the generated call agree; without a CUDA driver there is no launcher and
+    the op keeps the portable launch."""
+    op = ok.triton_op(f"{NS}::mid_constexpr", _mid_constexpr, inputs=[ok.InputDecl("x")],
+                      outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+                      geometry=ok.Elementwise(block=("BLOCK",)), autotune=ok.Autotune([ok.Config({"BLOCK": 128})]))  # fmt: skip
+    src = op.variants.sources[0]
+    signature, _ = src._types((torch.float16, True, True))
+    assert list(signature.items()) == [("x_ptr", "*fp16"), ("BLOCK", "constexpr"), ("n", "i32"), ("y_ptr", "*fp16")]
+    assert src.launcher_slots() == [0, None, 1, 2]
+    assert "_tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, _p0, None, _x0, _p2)" \
+        in op.impl_source  # fmt: skip
+    assert "_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, _p0, _x0, _p2)" in op.impl_source
+    if not torch.cuda.is_available():
+        with caplog.at_level("INFO", logger="opsmith.triton"):
+            assert src.c_launcher((torch.float16, True, True)) is None
+        assert "launching with cuda-bindings" in caplog.text
+
+
 def test_each_specialization_builds_its_own_cubin(ex):
     v = ex["relu_tt"].op.variants
     a = v.kernel(0, (torch.float32, True, True)).binary_for("sm_90")

@@ -5,7 +5,8 @@ the values (a 16-byte aligned pointer, an integer divisible by 16 lets it vector
 decides that on every call in Python (~15 us per launch measured on an H200 host). Here the decision is
 made once at registration: ``spec_layout`` lists what a call specializes on, the generated eager code
 computes that tuple, and each distinct tuple is compiled once (into opsmith's verified disk cache, so a later
-process loads the cubin without calling Triton's compiler) and launched through the same ``DeviceKernel`` as CUDA C++ kernels.
+process loads the cubin without calling Triton's compiler), loaded by the same ``DeviceKernel`` as CUDA C++
+kernels and launched by Triton's own C launcher (``c_launcher``), or by cuda-bindings where that cannot be built.
 
 Under ``torch.compile`` the op is not opaque: ``traceable`` runs the same kernel through
 ``torch.library.wrap_triton`` so Inductor sees it (the mechanism of ``torch.library.triton_op``).
