@@ -140,6 +140,8 @@ def run(out: str | None, quick: bool = False) -> dict:
     def fresh() -> dict:
         # torch.compile gets a fresh start per shape: one compiled function over seven shapes, with and
         # without grad, reaches Dynamo's recompile limit (8) and silently falls back to eager.
+        import torch._dynamo
+
         torch._dynamo.reset()
         return implementations()
 
