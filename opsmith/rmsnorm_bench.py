@@ -4,7 +4,8 @@ For each shape: the opsmith Triton op, the opsmith CUDA C++ op, Hugging Face's e
 torch.compile(F.rms_norm), and Liger-Kernel's RMSNorm when it is installed. Times are medians of
 ``triton.testing.do_bench`` (L2 flushed before each run). Bandwidth counts the bytes that must move:
 forward reads x and writes y (2 passes); backward reads x and dy and writes dx (3 passes); weights and the
-dweight partials are not counted. The backward is timed alone (one graph differentiated repeatedly, with
+dweight partials are not counted. At the main shape the forwards are also timed back to back without the
+flush (``back_to_back``). The backward is timed alone (one graph differentiated repeatedly, with
 dweight's reduction and autograd's own work); forward+backward is timed whole. The copy bandwidth of a tensor of the same size is measured in the same run.
 
     python benchmarks/bench_rmsnorm.py [--out bench-results/rmsnorm.json] [--quick]
@@ -92,6 +93,28 @@ def measure(shape: tuple, dtype: torch.dtype, impls: dict, reps: int) -> dict:
     return row
 
 
+def back_to_back(shape: tuple, dtype: torch.dtype, impls: dict, rounds: int = 15, batch: int = 20) -> dict:
+    """Forward kernels timed back to back, without do_bench's L2 flush: ``batch`` calls between two events,
+    ``rounds`` rounds alternating the implementations; median us per call. Apart from the flush this is the
+    same work, so a gap that shows only with the flush comes from how a launch meets a cold L2."""
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    w = torch.randn(shape[-1], device="cuda", dtype=dtype)
+    times: dict[str, list[float]] = {k: [] for k in impls}
+    for fn in impls.values():  # x and w need no grad: the forward alone, as in measure()
+        fn(x, w)
+    for _ in range(rounds):
+        for name, fn in impls.items():
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(batch):
+                fn(x, w)
+            b.record()
+            b.synchronize()
+            times[name].append(a.elapsed_time(b) / batch * 1e3)
+    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+
+
 def table(row: dict) -> str:
     lines = [f"RMSNorm {tuple(row['shape'])} {row['dtype']} on {torch.cuda.get_device_name()}: copy "
              f"{row['copy_GBps']:.0f} GB/s",
@@ -145,8 +168,12 @@ def run(out: str | None, quick: bool = False) -> dict:
         torch._dynamo.reset()
         return implementations()
 
-    res["main"] = measure(MAIN, torch.bfloat16, fresh(), reps)
+    impls = fresh()
+    res["main"] = measure(MAIN, torch.bfloat16, impls, reps)
     print(table(res["main"]), flush=True)
+    res["main_fwd_back_to_back_us"] = back_to_back(MAIN, torch.bfloat16, impls)
+    print("  forward back to back (no L2 flush), us: " + ", ".join(
+        f"{k} {v:.1f}" for k, v in res["main_fwd_back_to_back_us"].items()), flush=True)  # fmt: skip
     if not quick:
         for shape in SWEEP:
             res["sweep"].append(measure(shape, torch.bfloat16, fresh(), reps))
