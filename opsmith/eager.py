@@ -328,7 +328,7 @@ def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, 
     if record.launch is not None and not record.tuned:  # one plan: its grid inline
         L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
-    elif record.launch is not None or record.flavor == "triton":  # the kernel knows its block
+    elif record.launch is not None:  # the plan knows its block
         L += [f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c' if record.tuned else '0')}",
               "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
     else:  # a Custom geometry gives the block per call

@@ -17,6 +17,7 @@ import struct
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import torch
 
@@ -219,7 +220,7 @@ class DeviceKernel:
         self.function(device)
         return self._handles[device]
 
-    def fail_c(self, exc: Exception, device: int, grid: tuple) -> None:
+    def fail_c(self, exc: Exception, device: int, grid: tuple) -> NoReturn:
         """A C launcher's failure (Triton's raises RuntimeError with the driver's message), as opsmith's error."""
         raise LaunchError(f"{self.op_name}: launching grid={grid} block={self.block} shared_mem={self.shared_mem} "
                           f"on cuda:{device} failed: {exc}") from exc  # fmt: skip

@@ -89,11 +89,12 @@ def _make_backward(bwd: Op, dweight: Op, flavor: str):
                  needs_input_grad: Sequence[bool] = (True, True)):  # fmt: skip
         partial = torch.empty((_partial_rows(x, flavor), x.shape[-1]), dtype=_acc_dtype(x.dtype), device=x.device)
         dx = bwd(grad_y, x, weight, eps, partial)
-        dw = None
-        if needs_input_grad[1]:  # no rows: no partial rows either, and the sum over them is zero
-            dw = torch.empty_like(weight) if partial.shape[0] else torch.zeros_like(weight)
-            if partial.shape[0]:
-                dweight(partial, dw)
+        if not needs_input_grad[1]:
+            return dx, None
+        if not partial.shape[0]:  # no rows: no partial rows either, and the sum over them is zero
+            return dx, torch.zeros_like(weight)
+        dw = torch.empty_like(weight)
+        dweight(partial, dw)
         return dx, dw
 
     return backward
