@@ -44,11 +44,20 @@ Impl = Literal["triton", "cuda", "torch"]
 _LOCK = threading.Lock()
 _OPS: dict[str, tuple[Op, Op]] = {}
 
-#: Partial dweight rows per SM, per flavor. Persistent programs must all be resident (one of a second wave
-#: starts only after a first-wave program finished all its rows). Triton: 2 programs of 16 warps per SM
-#: measured best (200 us at (8, 4096, 4096) bf16 on an H200, vs 233 with 3). CUDA: the grid is each
-#: config's resident blocks per SM (1 or 2), inside the partial's rows; the rows it does not launch are zeroed.
-_PARTIALS_PER_SM = {"triton": 2, "cuda": 2}
+#: Elements of rows that the persistent backward keeps in flight per SM: programs per SM are this over the
+#: hidden size, within 1-8. Triton, bf16, 32,768 rows on an H200 (``bwd`` kernel alone): hidden 1,024 ran in
+#: 55.8 us with 8 programs per SM (94.0 with 2), 2,048 in 103.9 with 4 (128.1 with 2), 4,096 in 199.8 with 2
+#: (252.8 with 1, 203.3 with 4), 8,192 in 206.1 with 1 (209.4 with 2). Short rows need many programs: each
+#: row's reduction is serial within its program. Persistent programs should all be resident (one of a second
+#: wave starts only after a first-wave program finished all its rows).
+_ROW_ELEMENTS_IN_FLIGHT_PER_SM = 8192
+
+
+def _partials_per_sm(n: int, flavor: str) -> int:
+    """Partial dweight rows (= persistent programs) per SM. CUDA: at least 2, since its grid is each config's
+    resident blocks per SM (``MINB``, 1-8) within the partial's rows, and the rows it does not launch are zeroed."""
+    per_sm = max(1, min(8, _ROW_ELEMENTS_IN_FLIGHT_PER_SM // max(n, 1)))
+    return max(2, per_sm) if flavor == "cuda" else per_sm
 
 
 def reference_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float) -> torch.Tensor:
@@ -73,7 +82,7 @@ def _partial_rows(x: torch.Tensor, flavor: str = "triton") -> int:
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     if rows == 0:
         return 0
-    per_device = _sm_count(x.get_device()) * _PARTIALS_PER_SM[flavor] if x.is_cuda else 8
+    per_device = _sm_count(x.get_device()) * _partials_per_sm(x.shape[-1], flavor) if x.is_cuda else 8
     return min(rows, per_device)
 
 
@@ -117,18 +126,25 @@ def _register_triton() -> tuple[Op, Op]:
     from .kernels.rmsnorm_triton import rmsnorm_bwd_kernel, rmsnorm_dw_kernel, rmsnorm_fwd_kernel
 
     d = _decl()
-    configs = [Config({"BLOCK": b}, num_warps=w) for b in (1024, 4096, 16384) for w in (4, 8, 16)]
+    # (BLOCK, num_warps): each hidden size's best forward and backward on an H200 (bf16) is in the list:
+    # 1,024 (1024, 4); 2,048 (2048, 4) and (2048, 8); 4,096 (4096, 8) and (4096, 16); 8,192 (8192, 16) and
+    # (8192, 32): backward 206 us, against 350 looped with BLOCK 4,096; 16,384 (16384, 8); 65,536 (16384, 32):
+    # forward 171 us against 204 with 16 warps. The others are their neighbours, for other GPUs and dtypes.
+    shapes = [(1024, 2), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 4), (4096, 8), (4096, 16), (8192, 8),
+              (8192, 16), (8192, 32), (16384, 8), (16384, 16), (16384, 32)]  # fmt: skip
+    configs = [Config({"BLOCK": b}, num_warps=w) for b, w in shapes]
+    default = shapes.index((4096, 8))
     bwd = triton_op("opsmith::rmsnorm_triton_backward", rmsnorm_bwd_kernel, inputs=d["bwd_inputs"],
                     outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
                     extras=[DimSize("x", -1), Numel("x", "int64")],
                     geometry=Custom(lambda i, o: (i["partial"].shape[0],)),
-                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=4))  # fmt: skip
+                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default))  # fmt: skip
     dweight = triton_op("opsmith::rmsnorm_triton_dweight", rmsnorm_dw_kernel, inputs=d["dw_inputs"], outputs=[],
                         extras=d["dw_extras"], geometry=Custom(lambda i, o: ((i["partial"].shape[-1] + 31) // 32,)))  # fmt: skip
     fwd = triton_op("opsmith::rmsnorm_triton", rmsnorm_fwd_kernel, inputs=d["fwd_inputs"],
                     outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
                     geometry=Reduction(reduce_dims=(-1,)),
-                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=4),
+                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
                     backward=Backward(_make_backward(bwd, dweight, "triton"), args=("grad_y", "x", "weight", "eps"),
                                       grads=("x", "weight")))  # fmt: skip
     return fwd, bwd
@@ -140,11 +156,14 @@ def _register_cuda() -> tuple[Op, Op]:
     src = resources.files("opsmith.kernels").joinpath("rmsnorm.cu").read_text()
     d = _decl()
     # (threads, 16-byte vectors per thread in registers): rows up to threads * maxv * 8 bf16 stay in registers.
-    shapes = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (1024, 1), (1024, 2)]
+    # (128, 1) last: a 1,024-element row in one vector per thread, without three unused vectors' registers.
+    shapes = [(128, 4), (256, 2), (256, 4), (512, 1), (512, 2), (1024, 1), (1024, 2), (128, 1)]
     configs = [Config({"THREADS": t, "MAXV": v}) for t, v in shapes]
     # The backward's (threads, vectors, resident blocks per SM): 512-1,024 threads per SM and no register
-    # spills (ncu, H200: MAXV 4 configs and 1,024 threads with MAXV 2 spill, and ran 1.2-2.5x slower).
-    bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1)]
+    # spills (ncu, H200: MAXV 4 configs and 1,024 threads with MAXV 2 spill, and ran 1.2-2.5x slower). The
+    # last two are for short rows (1,024 and 2,048 bf16), which want more, smaller blocks per SM (see
+    # _ROW_ELEMENTS_IN_FLIGHT_PER_SM).
+    bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1), (128, 1, 8), (256, 1, 4)]
     bwd_configs = [
         Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes
     ]

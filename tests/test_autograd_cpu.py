@@ -168,6 +168,23 @@ def test_rmsnorm_tunes_per_row_length_and_row_count():
             [list(k) for k in op.record.tune_key][-2:] == [["dim", "i1", -1, "pow2"], ["numel", "i1", "pow2"]]  # fmt: skip
 
 
+def test_rmsnorm_partial_rows_give_every_cuda_backward_config_its_blocks():
+    """The CUDA backward's grid is MINB blocks per SM within the partial's rows: a config built for rows it
+    holds in registers must get all its blocks there (else it runs starved and the tuner never sees it at
+    its best), and shorter rows get at least as many programs per SM as longer ones."""
+    from opsmith.rmsnorm import _partials_per_sm, rmsnorm_ops
+
+    _, bwd = rmsnorm_ops("cuda")
+    for cfg in bwd.record.configs:
+        p = cfg["params"]
+        fits = p["THREADS"] * p["MAXV"] * 8  # bf16 elements in 16-byte vectors, all in registers
+        for n in (fits // 4, fits // 2, fits):
+            assert _partials_per_sm(n, "cuda") >= p["MINB"], (p, n)
+    for flavor in ("triton", "cuda"):
+        per_sm = [_partials_per_sm(n, flavor) for n in (1, 64, 1000, 1024, 2048, 4096, 8192, 65536)]
+        assert per_sm == sorted(per_sm, reverse=True) and min(per_sm) >= 1 and max(per_sm) <= 8
+
+
 def test_an_opsmith_op_as_the_backward():
     """Backward(fn=<opsmith op>): y = 2x differentiates through another kernel op (dx = 2 * dy). AOTAutograd
     puts the forward op in the forward graph and the backward op in the backward graph."""
