@@ -7,6 +7,8 @@ forward reads x and writes y (2 passes); backward reads x and dy and writes dx (
 dweight partials are not counted. At the main shape the forwards are also timed back to back without the
 flush (``back_to_back``). The backward is timed alone (one graph differentiated repeatedly, with
 dweight's reduction and autograd's own work); forward+backward is timed whole. The copy bandwidth of a tensor of the same size is measured in the same run.
+Short rows are host-bound in eager mode (the GPU work of a 64 MB backward is ~60 us), so ``host_times``
+also reports each implementation's host time per call at a tiny shape.
 
     python benchmarks/bench_rmsnorm.py [--out bench-results/rmsnorm.json] [--quick]
 
@@ -115,6 +117,38 @@ def back_to_back(shape: tuple, dtype: torch.dtype, impls: dict, rounds: int = 15
     return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
 
 
+def host_times(impls: dict, shape: tuple = (64, 4096), calls: int = 300, rounds: int = 7) -> dict:
+    """Host time per call where the GPU work is a few us, so the host sets the pace: the forward without
+    grad, with inputs that require grad (autograd records the graph), and forward+backward. Median over
+    ``rounds`` of ``calls`` calls, each round ended by a synchronize; us per call."""
+    import time
+
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    forms = {"fwd": lambda fn: fn(x, w), "fwd (grad inputs)": lambda fn: fn(xg, wg),
+             "fwd+bwd": lambda fn: torch.autograd.grad(fn(xg, wg), (xg, wg), dy)}  # fmt: skip
+    out: dict = {}
+    for name, fn in impls.items():
+        if name == "HF eager":  # eight kernels a call: its host time says nothing about a fused op's
+            continue
+        out[name] = {}
+        for form, call in forms.items():
+            call(fn)
+            per: list[float] = []
+            for _ in range(rounds):
+                torch.cuda.synchronize()
+                t = time.perf_counter()
+                for _ in range(calls):
+                    call(fn)
+                torch.cuda.synchronize()
+                per.append((time.perf_counter() - t) / calls * 1e6)
+            out[name][form] = sorted(per)[len(per) // 2]
+    return out
+
+
 def table(row: dict) -> str:
     lines = [f"RMSNorm {tuple(row['shape'])} {row['dtype']} on {torch.cuda.get_device_name()}: copy "
              f"{row['copy_GBps']:.0f} GB/s",
@@ -174,6 +208,10 @@ def run(out: str | None, quick: bool = False) -> dict:
     res["main_fwd_back_to_back_us"] = back_to_back(MAIN, torch.bfloat16, impls)
     print("  forward back to back (no L2 flush), us: " + ", ".join(
         f"{k} {v:.1f}" for k, v in res["main_fwd_back_to_back_us"].items()), flush=True)  # fmt: skip
+    res["host_us"] = host_times(impls)
+    print("  host time per call at (64, 4096) bf16, us (fwd / fwd with grad inputs / fwd+bwd): " + "; ".join(
+        f"{k} {v['fwd']:.1f} / {v['fwd (grad inputs)']:.1f} / {v['fwd+bwd']:.1f}"
+        for k, v in res["host_us"].items()), flush=True)  # fmt: skip
     if not quick:
         for shape in SWEEP:
             res["sweep"].append(measure(shape, torch.bfloat16, fresh(), reps))
