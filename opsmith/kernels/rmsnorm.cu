@@ -159,6 +159,21 @@ rmsnorm_fwd(const T* __restrict__ x, const TW* __restrict__ w, double eps, long 
     }
 }
 
+// Loads row `row` of x and dy (16-byte vectors, thread-strided) into registers, if it exists.
+template <typename T, int THREADS, int MAXV>
+__device__ __forceinline__ void load_row(Vec<T> (&xv)[MAXV], Vec<T> (&gv)[MAXV], const T* __restrict__ x,
+                                         const T* __restrict__ dy,
+                                         long long row, long long rows, long long n, long long nv) {
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = threadIdx.x + (long long)i * THREADS;
+        if (j < nv && row < rows) {
+            xv[i] = load16(x + row * n, j);
+            gv[i] = load16(dy + row * n, j);
+        }
+    }
+}
+
 // Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
 // partial[b, :] (no atomics; the host sums all prows partial rows). The grid may be smaller than prows
 // (it is sized per config to what stays resident); block b zeroes the rows b + gridDim.x, ... it leaves.
@@ -200,14 +215,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
         // block keeps two rows in flight (with ~2-3 blocks per SM, one row leaves HBM idle half the time).
         Vec<T> xn[MAXV], gn[MAXV];
         long long row = blockIdx.x;
-#pragma unroll
-        for (int i = 0; i < MAXV; ++i) {
-            const long long j = threadIdx.x + (long long)i * THREADS;
-            if (j < nv && row < rows) {
-                xn[i] = load16(x + row * n, j);
-                gn[i] = load16(dy + row * n, j);
-            }
-        }
+        load_row<T, THREADS, MAXV>(xn, gn, x, dy, row, rows, n, nv);
         int parity = 0;
         for (; row < rows; row += gridDim.x) {
             Vec<T> xs[MAXV], gs[MAXV];
@@ -216,12 +224,8 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
             for (int i = 0; i < MAXV; ++i) {
                 xs[i] = xn[i];
                 gs[i] = gn[i];
-                const long long j = threadIdx.x + (long long)i * THREADS;
-                if (!LATE && j < nv && nxt < rows) {
-                    xn[i] = load16(x + nxt * n, j);
-                    gn[i] = load16(dy + nxt * n, j);
-                }
             }
+            if (!LATE) load_row<T, THREADS, MAXV>(xn, gn, x, dy, nxt, rows, n, nv);
             A ss = 0, sg = 0;
 #pragma unroll
             for (int i = 0; i < MAXV; ++i) {
@@ -238,14 +242,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
             if (LATE) {
                 block_sum2_1bar<A, THREADS>(ss, sg, red, parity);
                 parity ^= 1;
-#pragma unroll
-                for (int i = 0; i < MAXV; ++i) {
-                    const long long j = threadIdx.x + (long long)i * THREADS;
-                    if (j < nv && nxt < rows) {
-                        xn[i] = load16(x + nxt * n, j);
-                        gn[i] = load16(dy + nxt * n, j);
-                    }
-                }
+                load_row<T, THREADS, MAXV>(xn, gn, x, dy, nxt, rows, n, nv);
             } else {
                 block_sum2<A, THREADS>(ss, sg, red);
             }
