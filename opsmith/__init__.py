@@ -20,6 +20,7 @@ from .errors import (
     OpsmithError,
     RegistrationError,
     SpecError,
+    ToolchainError,
 )
 from .record import KernelRecord
 from .registration import Op
@@ -27,6 +28,7 @@ from .spec import (
     Autotune,
     Backward,
     Config,
+    Const,
     Custom,
     DimSize,
     Elementwise,
@@ -38,6 +40,7 @@ from .spec import (
     Reduction,
     SameAs,
     ScalarInput,
+    Stride,
     TuneDim,
 )
 
@@ -48,6 +51,7 @@ __all__ = [
     "CheckReport",
     "CompileError",
     "Config",
+    "Const",
     "Custom",
     "DifferentiationError",
     "DimSize",
@@ -67,6 +71,8 @@ __all__ = [
     "SameAs",
     "ScalarInput",
     "SpecError",
+    "Stride",
+    "ToolchainError",
     "TuneDim",
     "__version__",
     "assert_check_passes",

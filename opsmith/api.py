@@ -13,7 +13,7 @@ from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
 from .flavors.ptx import PrecompiledSource
 from .registration import Op, register_kernel_op
-from .spec import Autotune, Backward, DimSize, Geometry, InputDecl, KernelSpec, Numel, OutputDecl, ScalarInput
+from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, ScalarInput
 
 __all__ = ["cuda_kernel_op", "ptx_op", "triton_op"]
 
@@ -49,10 +49,16 @@ def cuda_kernel_op(
         raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
     source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
                         include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override,
-                        target=spec.target)  # fmt: skip
+                        target=spec.target, static=_extra_names(spec.extras))  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
-                              autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype)  # fmt: skip
+                              autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
+                              param_order=spec.param_order)  # fmt: skip
+
+
+def _extra_names(extras: Sequence | None) -> frozenset[str]:
+    """Names of the declared extras: those naming a compile-time parameter are compiled in."""
+    return frozenset(n for e in extras or () if isinstance(n := getattr(e, "name", None), str))
 
 
 def ptx_op(
@@ -64,25 +70,27 @@ def ptx_op(
     *,
     inputs: Sequence[InputDecl | ScalarInput] | None = None,
     outputs: Sequence[OutputDecl] | None = None,
-    extras: Sequence[Numel | DimSize] = (),
+    extras: Sequence[Extra] = (),
     geometry: Geometry | None = None,
     schema: str | None = None,
     supports_dynamic_shapes: bool = True,
     autotune: Autotune | None = None,
     backward: Backward | None = None,
     index_dtype: str = "int32",
+    param_order: Sequence[str] | None = None,
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
     Takes the same declaration as ``cuda_kernel_op`` minus the source, or the override functions. PTX
     does not say what a pointer points at, so every ``InputDecl`` of a declarative ``ptx_op`` needs
-    ``dtype=``; by-value parameter sizes are checked against the PTX entry. ``index_dtype`` as in
-    ``KernelSpec``.
+    ``dtype=``; by-value parameter sizes are checked against the PTX entry (or the cubin's parameter
+    info). PTX keeps no source names: without ``param_order`` (the declared names in the kernel's order)
+    the default convention applies. ``index_dtype`` as in ``KernelSpec``.
     """
     source = PrecompiledSource(op_name, ptx, kernel_name)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
-                              backward=backward, index_dtype=index_dtype)  # fmt: skip
+                              backward=backward, index_dtype=index_dtype, param_order=param_order)  # fmt: skip
 
 
 def triton_op(
@@ -92,16 +100,17 @@ def triton_op(
     inputs: Sequence[InputDecl | ScalarInput],
     outputs: Sequence[OutputDecl],
     geometry: Geometry,
-    extras: Sequence[Numel | DimSize] = (),
+    extras: Sequence[Extra] = (),
     autotune: Autotune | None = None,
     backward: Backward | None = None,
     index_dtype: str = "int32",
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
-    The kernel's non-constexpr parameters follow the calling convention (inputs and scalars, extras,
-    outputs); its ``tl.constexpr`` parameters take their values from ``autotune`` configs (or their
-    defaults). The geometry gives the grid: ``Elementwise(block=("BLOCK",))`` launches
+    The kernel's non-constexpr parameters are bound by name (``x`` fills ``x`` or ``x_ptr``; name extras
+    with ``name=``) or else follow the calling convention (inputs and scalars, extras, outputs); its
+    ``tl.constexpr`` parameters take their values from ``autotune`` configs (or their defaults), or from a
+    named extra (``DimSize("x", -1, name="n_cols")``: one compile per distinct value). The geometry gives the grid: ``Elementwise(block=("BLOCK",))`` launches
     ``cdiv(numel, BLOCK)`` programs, ``Reduction`` one program per row, ``Custom(fn)`` returns the grid
     (``fn(inputs, outputs, params)`` receives the config's params). Threads come from ``num_warps``.
 
@@ -115,6 +124,6 @@ def triton_op(
     """
     from .flavors.triton import TritonSource
 
-    source = TritonSource(op_name, kernel)
+    source = TritonSource(op_name, kernel, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype)  # fmt: skip

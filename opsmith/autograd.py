@@ -4,18 +4,16 @@ That is PyTorch's own mechanism, so eager autograd and AOTAutograd (``torch.comp
 op stays one node in the graph. It costs ~5 us of Python per call of the forward (measured on an H200
 host: 15.0 us vs 10.4 us for relu), so only ops that declare a backward get it.
 
-Ops without a backward keep PyTorch's C++ autograd fallback, which costs nothing per call: when a graph is
-built through such an op, PyTorch attaches a node that *warns* on backward ("an autograd kernel was not
-registered ... silently incorrect"). opsmith turns that warning into an error for its own ops, so
-differentiating through one raises instead of producing a wrong gradient.
+An op without a backward gets an Autograd-key entry generated with its eager body (``eager.py``): a call
+outside a graph runs the body directly, at the cost of the plain CUDA-key call it replaces; a call whose
+inputs require grad goes through ``_NoBackward``, a node whose backward raises ``DifferentiationError``.
+PyTorch's default for such ops only *warns* during backward and returns zero gradients, which a
+``warnings`` filter (``simplefilter("ignore")``, ``catch_warnings``) silences.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import re
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -25,33 +23,7 @@ from .errors import DifferentiationError, SpecError
 from .record import KernelRecord, TensorArg
 from .spec import Backward
 
-__all__ = ["check_backward", "refuse_inplace_grad", "refuse_silent_backward", "register_backward"]
-
-
-_REFUSED: list[str] = []
-_FILTER: list[re.Pattern] = []  # the one filter's compiled pattern, rebuilt when an op is added
-
-
-def refuse_silent_backward(op_name: str) -> None:
-    """Make PyTorch's 'no autograd kernel' warning for ``op_name`` an error. One filter covers every such
-    op, kept first in ``warnings.filters`` (it matches only these ops' messages). Re-run from the call path
-    when a graph is being built (inputs that require grad), because ``warnings.catch_warnings`` blocks,
-    pytest's among them, restore the filters on exit and a later ``simplefilter`` would shadow it."""
-    if op_name not in _REFUSED:
-        _REFUSED.append(op_name)
-        names = "|".join(re.escape(n) for n in _REFUSED)
-        _FILTER[:] = [re.compile(f"(?:{names}): an autograd kernel was not registered", re.I)]
-    first = warnings.filters[0] if warnings.filters else None
-    if first is not None and first[0] == "error" and first[1] is _FILTER[0]:
-        return
-    # filterwarnings compiles its own pattern; insert the tuple directly so the identity check above holds.
-    item = ("error", _FILTER[0], UserWarning, None, 0)
-    with contextlib.suppress(ValueError):
-        warnings.filters.remove(item)  # type: ignore[arg-type]
-    warnings.filters.insert(0, item)  # type: ignore[arg-type]
-    mutated = getattr(warnings, "_filters_mutated", None)  # drops the module's cache of filter decisions
-    if mutated is not None:
-        mutated()
+__all__ = ["check_backward", "generic_no_backward", "no_backward_globals", "refuse_inplace_grad", "register_backward"]
 
 
 def refuse_inplace_grad(op_name: str) -> None:
@@ -61,6 +33,57 @@ def refuse_inplace_grad(op_name: str) -> None:
         "requires grad: gradients through it would be silently wrong.",
         "call it under torch.no_grad() (as optimizer steps do), or declare backward=.",
     )
+
+
+class _NoBackward(torch.autograd.Function):
+    """The graph node of a call to an op without a backward: the forward is the op itself, the backward
+    refuses."""
+
+    @staticmethod
+    def forward(ctx: Any, op_name: str, overload: Any, *args: Any) -> Any:
+        ctx.op_name = op_name
+        out = overload(*args)
+        outs = out if isinstance(out, tuple) else (out,)
+        frozen = [o for o in outs if isinstance(o, torch.Tensor) and not (o.is_floating_point() or o.is_complex())]
+        if frozen:
+            ctx.mark_non_differentiable(*frozen)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Any) -> Any:
+        raise DifferentiationError(ctx.op_name, "a gradient reached it, but it declares no backward.",
+                                   "declare backward=Backward(...) for the op, or detach its inputs (x.detach()) where "
+                                   "no gradient should flow.")  # fmt: skip
+
+
+def no_backward_globals(op_name: str, overload: Any) -> dict:
+    """What the generated Autograd-key entry of an op without a backward calls (``eager.make_eager``)."""
+    after = torch._C._after_autograd_keyset
+
+    def below(keyset: Any, *args: Any) -> Any:
+        return overload.redispatch(keyset & after, *args)
+
+    def nograd(*args: Any) -> Any:
+        return _NoBackward.apply(op_name, overload, *args)
+
+    return {"_grad_on": torch.is_grad_enabled, "_refuse_inplace": refuse_inplace_grad, "_nograd": nograd,
+            "_below": below, "_PY": torch._C.DispatchKey.Python, "_CUDA": torch._C.DispatchKey.CUDA}  # fmt: skip
+
+
+def generic_no_backward(op_name: str, overload: Any) -> Callable:
+    """The Autograd-key refusal for an op whose implementation is a user's ``eager_fn`` (no generated body)."""
+    g = no_backward_globals(op_name, overload)
+    below, nograd, grad_on = g["_below"], g["_nograd"], torch.is_grad_enabled
+    mutable = any(a.alias_info is not None and a.alias_info.is_write for a in overload._schema.arguments)
+
+    def kernel(keyset: Any, *args: Any) -> Any:
+        if grad_on() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            if mutable:
+                refuse_inplace_grad(op_name)
+            return nograd(*args)
+        return below(keyset, *args)
+
+    return kernel
 
 
 def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tuple[list, list[int]]:

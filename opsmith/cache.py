@@ -4,9 +4,13 @@ Why not ``cuda.core.utils.FileStreamProgramCache``: it stores raw bytes with no 
 entry would be loaded), refuses ``name_expressions`` (templates), and does not key included headers.
 
 Entry file: ``MAGIC`` line, one line of JSON metadata (key, payload size and sha256, caller's fields), the
-payload. A missing, truncated, garbage, foreign-key or symlinked entry is a miss, never an error. Writes go
-to a temp file in the same directory, then ``os.replace``: readers see the old entry or the new one, and a
-writer killed mid-way leaves only a temp file that a later write sweeps.
+payload. A missing, truncated, garbage, foreign-key, symlinked or foreign-owned entry is a miss, never an
+error. Writes go to a temp file in the same directory, then ``os.replace``: readers see the old entry or the
+new one, and a writer killed mid-way leaves only a temp file that a later write sweeps.
+
+Reads and writes both go through one safety check of the directories (ours, not writable by others, not
+symlinks): an entry planted in a directory others can write is never loaded, however consistent its
+checksum.
 """
 
 from __future__ import annotations
@@ -38,6 +42,15 @@ def make_key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, stacklevel=4)
+
+
 def _safe_dir(path: Path) -> str | None:
     """Why ``path`` is unsafe to use as a private cache directory, or None if it is fine."""
     st = os.lstat(path)
@@ -60,19 +73,24 @@ class DiskCache:
         self.root = root
         self.dir = root / namespace
 
-    def _ensure_dir(self) -> bool:
+    def _usable(self, create: bool) -> bool:
+        """The one safety check, before every read and write: both directories exist (or are created, for a
+        write) and are ours, private and not symlinks. Refusal is warned once per directory and reason."""
         for d in (self.root, self.dir):
+            if create:
+                try:
+                    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+                except OSError as e:
+                    _warn_once(f"opsmith: cannot create cache directory {d} ({e}); compiling without the "
+                               f"disk cache. Fix: set {env.CACHE_DIR.name} to a writable directory.")  # fmt: skip
+                    return False
             try:
-                d.mkdir(mode=0o700, parents=True, exist_ok=True)
-            except OSError as e:
-                warnings.warn(f"opsmith: cannot create cache directory {d} ({e}); compiling without the "
-                              f"disk cache. Fix: set {env.CACHE_DIR.name} to a writable directory.", stacklevel=3)  # fmt: skip
+                why = _safe_dir(d)
+            except OSError:  # missing: nothing to read
                 return False
-            why = _safe_dir(d)
             if why:
-                warnings.warn(f"opsmith: refusing the compile cache: {why}. Compiling without it. Fix: "
-                              f"`chmod 700 {d}` if it is yours, or set {env.CACHE_DIR.name} to a private "
-                              "directory.", stacklevel=3)  # fmt: skip
+                _warn_once(f"opsmith: refusing the disk cache: {why}. Compiling without it. Fix: `chmod 700 {d}` "
+                           f"if it is yours, or set {env.CACHE_DIR.name} to a private directory.")  # fmt: skip
                 return False
         return True
 
@@ -80,12 +98,17 @@ class DiskCache:
         return self.dir / f"{key}.bin"
 
     def get(self, key: str) -> tuple[dict, bytes] | None:
+        if not self._usable(create=False):
+            return None
         try:
             fd = os.open(self.path_for(key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             return None  # missing, or a symlink (ELOOP)
         try:
             with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if not stat.S_ISREG(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+                    return None  # not a file we wrote
                 data = f.read()
         except OSError:
             return None
@@ -109,7 +132,7 @@ class DiskCache:
         return meta, payload
 
     def put(self, key: str, meta: dict, payload: bytes) -> bool:
-        if not self._ensure_dir():
+        if not self._usable(create=True):
             return False
         head = dict(meta, key=key, size=len(payload), sha256=hashlib.sha256(payload).hexdigest())
         blob = MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n" + payload

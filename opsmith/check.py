@@ -16,14 +16,15 @@ The op may be any callable over a torch.library op, so users' hand-written ops c
 
 from __future__ import annotations
 
+import contextlib
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .errors import OpsmithError
+from .errors import InputError
 
 __all__ = ["CheckCase", "CheckReport", "assert_check_passes", "check"]
 
@@ -155,13 +156,31 @@ def _as_tuple(v: Any) -> tuple:
     return tuple(v) if isinstance(v, tuple | list) else (v,)
 
 
-def _poison(ts: Sequence[torch.Tensor]) -> None:
-    """Fill then free blocks the size of ``ts``: the caching allocator hands them to the op's outputs next,
-    so an element the kernel never writes reads NaN (floats) or all-ones bits (integers)."""
-    if ts and ts[0].is_cuda:
-        blocks = [torch.empty(t.numel() * t.element_size(), dtype=torch.uint8, device=t.device).fill_(255)
-                  for t in ts]  # fmt: skip
-        del blocks
+_MIB = 1 << 20
+
+
+@contextlib.contextmanager
+def poisoned(device: torch.device, nbytes: int) -> Iterator[bool]:
+    """Allocations inside come from a private memory pool whose every byte was set to 0xFF first, so an
+    element a kernel never writes reads NaN (floats) or all-ones bits (integers). Yields whether it could
+    (a CUDA device and ``torch.cuda.MemPool``).
+
+    Why a pool: filling and freeing blocks of the outputs' size in the shared caching allocator does not
+    make the next allocation reuse them (a fresh 7x1000 float tensor came back unpoisoned on an H100). A
+    private pool holds only the poisoned segments: the allocator's small pool (requests up to 1 MiB, carved
+    from 2 MiB segments) and large pool (from segments of at least 20 MiB) are both filled."""
+    if device.type != "cuda" or not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+        yield False
+        return
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool, device=device):
+        small = [torch.empty(_MIB, dtype=torch.uint8, device=device) for _ in range(2 * (nbytes // (2 * _MIB)) + 4)]
+        large = torch.empty(max(20 * _MIB, 2 * nbytes + 2 * _MIB), dtype=torch.uint8, device=device)
+        for b in (*small, large):
+            b.fill_(255)
+        del small, large  # back to the pool's free lists, poisoned
+        yield True
+    # ``pool`` stays referenced by the tensors allocated from it until they are freed.
 
 
 def _compare(case: CheckCase, got_ret: Any, got_args: Sequence, want_ret: Any, want_args: Sequence,
@@ -180,12 +199,18 @@ def _compare(case: CheckCase, got_ret: Any, got_args: Sequence, want_ret: Any, w
         torch.testing.assert_close(g, w, **case.tolerance(dtype), msg=lambda m, k=k: f"{what}, value {k}: {m}")
 
 
-def _run_and_compare(case: CheckCase, args: Sequence, dtype: torch.dtype, what: str, fn: Callable | None = None):
+def _run_and_compare(case: CheckCase, args: Sequence, dtype: torch.dtype, what: str,
+                     fn: Callable | None = None) -> bool:  # fmt: skip
+    """Run the op (or ``fn``) on ``args`` with its allocations poisoned and compare with the reference;
+    returns whether the poisoning was possible."""
     ref_args = _clone(args)
     want = case.reference(*ref_args)
-    _poison([t for t in _as_tuple(want) if isinstance(t, torch.Tensor)])
-    got = (fn or case.op)(*args)
+    outs = [t for t in (*_as_tuple(want), *args) if isinstance(t, torch.Tensor)]
+    device = next((t.device for t in outs), torch.device("cpu"))
+    with poisoned(device, sum(t.numel() * t.element_size() for t in outs)) as poison:
+        got = (fn or case.op)(*args)
     _compare(case, got, args, want, ref_args, dtype, what)
+    return poison
 
 
 def _describe(args: Sequence) -> str:
@@ -200,6 +225,9 @@ def _is_float(a: Any) -> bool:
 def is_differentiable(case: CheckCase) -> bool:
     if case.differentiable is not None:
         return case.differentiable
+    declared = getattr(case.op, "differentiable", None)  # an opsmith op: it declares a backward or refuses
+    if isinstance(declared, bool):
+        return declared
     ov = case.overload
     if ov is None:
         return False
@@ -220,12 +248,14 @@ def _check_opcheck(case: CheckCase, device: torch.device) -> str:
         for args in case.samples(device, dt):
             try:
                 case.op(*_clone(args))
-            except OpsmithError as e:  # a clear refusal (e.g. contiguous="require") is fine; opcheck skips it
+            except InputError as e:  # a clear refusal of the input (contiguous="require") is fine; opcheck skips it
                 refused.append(f"{_describe(args)}: {type(e).__name__}")
                 continue
             samples.append(args)
             if grad and any(_is_float(a) for a in args):
                 samples.append(tuple(a.detach().clone().requires_grad_() if _is_float(a) else a for a in args))
+    if not samples:
+        raise AssertionError(f"no sample ran: the op refused every one ({'; '.join(refused)})")
     for args in samples:
         torch.library.opcheck(ov, args)
     detail = f"{len(samples)} samples (zero-size, non-contiguous{', requires_grad' if grad else ''}) x all tests"
@@ -233,14 +263,16 @@ def _check_opcheck(case: CheckCase, device: torch.device) -> str:
 
 
 def _check_numerics(case: CheckCase, device: torch.device, examples: int) -> str:
-    done = 0
+    done, poison = 0, True
     for dt in case.dtypes:
         for k, args in enumerate(case.samples(device, dt)):
             try:
-                _run_and_compare(case, args, dt, f"{dt} sample {k} ({_describe(args)})")
-            except OpsmithError:
+                poison &= _run_and_compare(case, args, dt, f"{dt} sample {k} ({_describe(args)})")
+            except InputError:
                 continue  # refused with a clear error (listed by opcheck's row)
             done += 1
+    if done == 0:
+        raise AssertionError("no fixed sample ran: the op refused every one")
     try:
         from hypothesis import HealthCheck, given, settings
         from hypothesis import strategies as st
@@ -262,7 +294,7 @@ def _check_numerics(case: CheckCase, device: torch.device, examples: int) -> str
         try:
             _run_and_compare(case, args, dt, f"{dt} {_describe(args)}")
         except Exception as e:
-            if strided and isinstance(e, OpsmithError):
+            if strided and isinstance(e, InputError):
                 return  # a declared contiguous="require" refusal
             failing[:] = [f"{type(e).__name__}: {e}"]
             raise
@@ -272,7 +304,8 @@ def _check_numerics(case: CheckCase, device: torch.device, examples: int) -> str
     except Exception:
         raise AssertionError(f"smallest failing draw: {failing[0] if failing else traceback.format_exc(limit=1)}") \
             from None  # fmt: skip
-    return f"{done} fixed samples + {examples} hypothesis draws over {', '.join(str(d) for d in case.dtypes)}"
+    where = "outputs in poisoned memory" if poison else "outputs not poisoned (no CUDA MemPool here)"
+    return f"{done} fixed samples + {examples} hypothesis draws over {', '.join(str(d) for d in case.dtypes)}; {where}"
 
 
 def _check_compile(case: CheckCase, device: torch.device, dynamic: bool, backend: str) -> str:

@@ -1,9 +1,15 @@
 """The eager CUDA implementation, generated once per op from its record.
 
 Every per-call decision that can be made at registration is made here: which guards run, how each output
-is allocated, which extras need an overflow check, the launch expressions. The result is one flat Python
-function (its source is kept on the op as ``impl_source`` for debugging), so a call pays for the checks
-it needs and nothing else.
+is allocated, which extras need an overflow check, the launch expressions, the order of the kernel's
+parameters. The result is one flat Python function (its source is kept on the op as ``impl_source`` for
+debugging), so a call pays for the checks it needs and nothing else.
+
+Two entries share that body: ``impl`` for the CUDA (and CPU) dispatch keys, and, for ops that declare no
+backward, ``impl_autograd`` for the Autograd key: plain CUDA tensors outside a graph run the body directly
+(one Python crossing, as before); a call that builds a graph goes through a node that refuses to be
+differentiated (``autograd.py``); anything else (fake, functional, subclass tensors, dispatch modes, meta
+or CPU tensors) is redispatched below autograd to its own kernel.
 """
 
 from __future__ import annotations
@@ -13,19 +19,28 @@ from collections.abc import Callable
 
 import torch
 
-from .autotune import key_to_python, pow2
+from .autotune import pow2
 from .errors import InputError
-from .fake import INT32_MAX, large_tensor_error, out_shape
-from .geometry import to_python
+from .fake import (
+    FLOAT_MAX,
+    INT32_MAX,
+    INT_LIMITS,
+    extent_error,
+    float_range_error,
+    int_range_error,
+    large_tensor_error,
+    out_shape,
+)
+from .geometry import describe, to_python
 from .launch import bf16_bits
+from .launch_code import _reuse, inline_simple, variant_launch
+from .layout import addressable, layout_error, share_strides
 from .record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
 from .variants import Variants
 
 __all__ = ["make_eager"]
 
-_INT_LIMITS = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
-               "u64": (0, 2**64 - 1), "i16": (-(2**15), 2**15 - 1), "u16": (0, 2**16 - 1),
-               "i8": (-128, 127), "u8": (0, 255)}  # fmt: skip
+_INT_LIMITS, _FLOAT_MAX = INT_LIMITS, FLOAT_MAX
 
 
 class _Errors:
@@ -43,12 +58,15 @@ class _Errors:
     def dtype(self, name: str, t: torch.Tensor, dt: torch.dtype) -> InputError:
         return InputError(self.op, name, f"dtype {dt}", f"{t.dtype}", f"Fix: pass {name}.to({dt}).")
 
+    def like(self, name: str, t: torch.Tensor, other: str, dt: torch.dtype) -> InputError:
+        return InputError(self.op, name, f"dtype {dt}, the dtype of '{other}' (the kernel types both with one "
+                          "template parameter)", f"{t.dtype}", f"Fix: pass {name}.to({other}.dtype).")  # fmt: skip
+
     def rank(self, name: str, t: torch.Tensor, want: str) -> InputError:
         return InputError(self.op, name, want, f"{t.dim()} dims (shape {tuple(t.shape)})")
 
-    def contiguous(self, name: str, t: torch.Tensor) -> InputError:
-        return InputError(self.op, name, "a contiguous tensor (declared contiguous='require')",
-                          f"strides {t.stride()} for shape {tuple(t.shape)}", f"Fix: pass {name}.contiguous().")  # fmt: skip
+    def contiguous(self, name: str, t: torch.Tensor, axes: tuple = ()) -> InputError:
+        return layout_error(self.op, name, t, axes)
 
     def shape(self, name: str, t: torch.Tensor, want: tuple) -> InputError:
         return InputError(self.op, name, f"shape {want}", f"shape {tuple(t.shape)}")
@@ -63,36 +81,74 @@ class _Errors:
         name, n = next((a, b) for a, b in zip(names, numels, strict=True) if b > INT32_MAX)
         return large_tensor_error(self.op, name, n)
 
+    def extent(self, what: str, value: int, limit: int) -> InputError:
+        return extent_error(self.op, what, value, limit)
+
     def value(self, name: str, value: int, ctype: str, hint: str) -> InputError:
-        lo, hi = _INT_LIMITS[ctype]
-        return InputError(self.op, name, f"a value in [{lo}, {hi}] for the kernel's {ctype} parameter",
-                          f"{value}", hint)  # fmt: skip
+        return int_range_error(self.op, name, value, ctype, hint)
+
+    def float_range(self, name: str, value: float, ctype: str) -> InputError:
+        return float_range_error(self.op, name, value, ctype)
+
+    def meta_out(self, k: int, t: object, dev: int, dt: torch.dtype | None) -> InputError | None:
+        """Why output ``k`` that meta_fn allocated cannot take the kernel's writes (None: it can)."""
+        name = f"meta_fn output {k}"
+        if not isinstance(t, torch.Tensor):
+            return InputError(self.op, name, "a tensor", type(t).__name__, "Fix: return new tensors from meta_fn.")
+        if t.get_device() != dev:
+            return InputError(self.op, name, f"a tensor on cuda:{dev}", f"a tensor on {t.device}",
+                              "Fix: allocate outputs like the inputs (x.new_empty(...)).")  # fmt: skip
+        if dt is not None and t.dtype != dt:
+            return InputError(self.op, name, f"dtype {dt} (the kernel writes it so)", f"{t.dtype}",
+                              f"Fix: allocate it with dtype={dt} in meta_fn.")  # fmt: skip
+        if not t.is_contiguous():
+            return InputError(self.op, name, "a contiguous tensor", f"strides {t.stride()}",
+                              "Fix: allocate it with new_empty / empty.")  # fmt: skip
+        return None
 
 
 def _norm_launch(op: str, got: tuple) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    from .errors import SpecError
+
     if not isinstance(got, tuple | list) or len(got) not in (2, 3):
-        raise TypeError(f"{op}: Custom geometry fn must return (grid, block) or (grid, block, shared_mem), "
-                        f"got {got!r}.")  # fmt: skip
+        raise SpecError(op, "geometry.fn", f"Custom geometry fn returned {got!r}.",
+                        "return (grid, block) or (grid, block, shared_mem).")  # fmt: skip
     grid, block = ((*(g if isinstance(g, tuple | list) else (g,)), 1, 1)[:3] for g in got[:2])
-    return tuple(int(v) for v in grid), tuple(int(v) for v in block), int(got[2]) if len(got) == 3 else 0  # type: ignore[return-value]
+    values = (*grid, *block, got[2] if len(got) == 3 else 0)
+    bad = [v for v in values if isinstance(v, bool) or not isinstance(v, int)]
+    if bad:  # int() would truncate a float grid (cdiv written as n / 256) and leave elements unlaunched
+        raise SpecError(op, "geometry.fn", f"Custom geometry fn returned non-integer launch values {bad} in {got!r}.",
+                        "return ints: write the grid as (n + 255) // 256, not n / 256.")  # fmt: skip
+    return tuple(grid), tuple(block), values[6]  # type: ignore[return-value]
 
 
 def _norm_geo(op: str, got: object, block_fixed: bool) -> tuple:
     """A Custom geometry's result as a flat tuple: the grid (Triton: the compiler fixed the block), or
     grid + block + shared_mem."""
     if block_fixed:
+        from .errors import SpecError
+
         g = got if isinstance(got, tuple | list) else (got,)
-        if not 1 <= len(g) <= 3 or not all(isinstance(v, int) for v in g):
-            raise TypeError(f"{op}: a Triton op's Custom geometry fn must return the grid (1 to 3 ints), got {got!r}.")
+        if not 1 <= len(g) <= 3 or not all(isinstance(v, int) and not isinstance(v, bool) for v in g):
+            raise SpecError(op, "geometry.fn", f"a Triton op's Custom geometry fn returned {got!r}.",
+                            "return the grid as 1 to 3 ints (write cdiv as (n + B - 1) // B).")  # fmt: skip
         return tuple(int(v) for v in (*g, 1, 1)[:3])
     grid, block, smem = _norm_launch(op, got)  # type: ignore[arg-type]
     return (*grid, *block, smem)
 
 
+def _check_extent(op: str, errors: _Errors, g: tuple) -> tuple:
+    """A Custom launch of a 32-bit kernel: x-axis threads must stay below 2^31 (``_norm_geo`` layout)."""
+    if len(g) == 7 and g[0] * g[3] > 2**31:
+        raise errors.extent("threads along x (grid x block)", g[0] * g[3], 2**31)
+    return g
+
+
 def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None = None,
-               custom_takes_config: bool = False, refuse_grad: bool = False) -> tuple[Callable, str]:  # fmt: skip
-    """(the CUDA implementation of ``record``, its generated source). ``refuse_grad``: the op has no backward,
-    so a call that builds a graph re-arms the error that differentiating through it raises."""
+               custom_takes_config: bool = False, meta_fn: Callable | None = None,
+               autograd: dict | None = None) -> tuple[Callable, Callable | None, str]:  # fmt: skip
+    """(the CUDA implementation of ``record``, its Autograd-key entry or None, the generated source).
+    ``autograd``: for an op without a backward, what the Autograd-key entry needs (``autograd.py``)."""
     names = [a.name for a in record.inputs]
     tnames = [a.name for a in record.inputs if isinstance(a, TensorArg)]
     mutated = [a.name for a in record.mutated]
@@ -100,57 +156,154 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     refs.update({f"o{k}": f"_o{k}" for k in range(len(record.outputs))})
     if not record.outputs:
         refs["o0"] = mutated[0]
-    g: dict[str, object] = {"torch": torch, "_E": _Errors(record.op_name), "_out_shape": out_shape,
-                            "_prod": math.prod, "_bf16": bf16_bits, "_norm": _norm_geo, "_custom": custom,
-                            "_op": record.op_name, "_pow2": pow2}  # fmt: skip
-    L = [f"def impl({', '.join(names)}):"]
-    first = None
+    errors = _Errors(record.op_name)
+    g: dict[str, object] = {"torch": torch, "_E": errors, "_out_shape": out_shape, "_prod": math.prod,
+                            "_bf16": bf16_bits, "_norm": _norm_geo, "_custom": custom, "_op": record.op_name,
+                            "_pow2": pow2, "_fits": addressable, "_share": share_strides, "_meta": meta_fn,
+                            "_extent": _check_extent}  # fmt: skip
+    first = tnames[0] if tnames else None
+    body = _guards(record, g, tnames)
+    outs, onumel, numel = _outputs(record, g, body, tnames)
+    ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+    # Zero-size: nothing to launch when everything written is empty; refuse non-empty outputs from empty inputs.
+    written = onumel + [numel[m] for m in mutated]
+    body += [f"if {' and '.join(f'{w} == 0' for w in dict.fromkeys(written))}: return {ret}"]
+    # (unreachable, so not emitted, when one input's numel decides both: relu, softmax)
+    if outs and not (len(set(written)) == 1 and set(written) == {numel[n] for n in tnames}):
+        body += [f"if {' or '.join(f'{numel[n]} == 0' for n in tnames)}: "
+                 f"raise _E.empty({tnames!r}, [{', '.join(tnames)}], [{', '.join(outs)}])"]  # fmt: skip
+    body += _shared_strides(record, g, refs, tnames)
+    xs = _extras(record, body, refs, numel)
+    values = _values(record, xs)
+    known = {f"{n}.numel()": v for n, v in numel.items()}
+    known.update({f"{o}.numel()": v for o, v in zip(outs, onumel, strict=True) if v.startswith("_n")})
+    if record.index_dtype == "int32":  # the tightest limit over the configs: checked before tuning launches any
+        limits: dict[str, tuple[int, str]] = {}
+        labels = {
+            **{f"i{k}": n for k, n in enumerate(tnames)},
+            **{f"o{k}": o.name for k, o in enumerate(record.outputs)},
+        }
+        if not record.outputs and mutated:
+            labels["o0"] = mutated[0]
+        for plan in record.launches or (record.launch,):
+            for expr, limit in plan.limits if plan is not None else ():
+                code = to_python(expr, refs)
+                limits[code] = (min(limit, limits.get(code, (limit, ""))[0]), describe(expr, labels))
+        derived = not record.outputs or "meta" not in record.outputs[0].shape
+        for code, (limit, label) in limits.items():
+            if derived and limit >= INT32_MAX:
+                continue  # no output is larger than the inputs, whose numel is checked above
+            v = _reuse(code, known)
+            body += [f"if {v} > {limit}: raise _E.extent({label!r}, {v}, {limit})"]
+    if variants.simple and record.launch is not None:
+        body += inline_simple(g, record, variants, refs, values, ret, known)
+    else:
+        body += variant_launch(g, record, variants, refs, values, ret, tnames, outs, mutated, custom_takes_config,
+                               known, xs)  # fmt: skip
+    body += [f"return {ret}"]
+    # In a child forked after CUDA use, PyTorch's allocation fails with a bare "initialization error" before
+    # the launcher's own check; the handler (free until something raises) names the cause and the fix.
+    from .launch import forked_error, in_forked_child
+
+    g.update({"_in_forked": in_forked_child, "_forked_error": forked_error, "_bump": torch._C._increment_version})
+    tail = [
+        "    except RuntimeError as _x:",
+        "        if _in_forked(): raise _forked_error(_op) from _x",
+        "        raise",
+    ]
+    dev_raise = (
+        [f"_dev = {first}.get_device()", f"if _dev < 0: raise _E.device({first!r}, {first}, None, -1)"] if first else []
+    )
+    src = [f"def impl({', '.join(names)}):", "    try:", *("        " + x for x in dev_raise + body), *tail]
+    if autograd is not None:
+        g.update(autograd)
+        grad = " or ".join(f"{n}.requires_grad" for n in tnames) or "False"
+        refuse = "_refuse_inplace(_op)" if mutated else f"return _nograd({', '.join(names)})"
+        args = ", ".join(names)
+        pre = [f"if ({grad}) and _grad_on(): {refuse}",
+               f"if _ks.has(_PY) or not _ks.has(_CUDA): return _below(_ks, {args})",
+               f"_dev = {first}.get_device()"]  # fmt: skip
+        # An in-place op bumps its tensors' version counters, as the dispatcher's ADInplaceOrView step would
+        # (autograd then refuses a backward that reads a tensor this op overwrote).
+        pre += [f"_bump(({', '.join(mutated)},))"] if mutated else []
+        src += [f"def impl_autograd(_ks, {args}):", "    try:", *("        " + x for x in pre + body), *tail]
+    text = "\n".join(src) + "\n"
+    scope: dict[str, object] = {}
+    exec(compile(text, f"<opsmith eager {record.op_name}>", "exec"), g, scope)
+    return scope["impl"], scope.get("impl_autograd"), text  # type: ignore[return-value]
+
+
+def _guards(record: KernelRecord, g: dict, tnames: list[str]) -> list[str]:
+    """Device, dtype, rank, layout and shape of every tensor input; the range of every scalar."""
+    L: list[str] = []
+    first = tnames[0] if tnames else None
     for k, a in enumerate(record.tensor_inputs):
         n = a.name
-        if first is None:
-            L += [f"    _dev = {n}.get_device()", f"    if _dev < 0: raise _E.device({n!r}, {n}, None, -1)"]
-            first = n
-        else:
-            L += [f"    if {n}.get_device() != _dev: raise _E.device({n!r}, {n}, {first!r}, _dev)"]
+        if n != first:
+            L += [f"if {n}.get_device() != _dev: raise _E.device({n!r}, {n}, {first!r}, _dev)"]
         if a.dtype:
             g[f"_dt{k}"] = dtype_from_name(a.dtype)
-            L += [f"    if {n}.dtype is not _dt{k}: raise _E.dtype({n!r}, {n}, _dt{k})"]
+            L += [f"if {n}.dtype is not _dt{k}: raise _E.dtype({n!r}, {n}, _dt{k})"]
         if a.ndim is not None:
-            L += [f"    if {n}.dim() != {a.ndim}: raise _E.rank({n!r}, {n}, '{a.ndim} dims')"]
+            L += [f"if {n}.dim() != {a.ndim}: raise _E.rank({n!r}, {n}, '{a.ndim} dims')"]
         elif a.min_ndim:
-            L += [f"    if {n}.dim() < {a.min_ndim}: raise _E.rank({n!r}, {n}, 'at least {a.min_ndim} dims "
-                  "(the launch geometry or a reduced axis needs them)')"]  # fmt: skip
+            L += [f"if {n}.dim() < {a.min_ndim}: raise _E.rank({n!r}, {n}, 'at least {a.min_ndim} dims "
+                  "(the launch geometry, a reduced axis or an extra needs them)')"]  # fmt: skip
+        check = f"not {n}.is_contiguous()" if not a.strided else f"not _fits({n}, {tuple(a.strided)!r})"
         if a.contiguous == "make":
-            L += [f"    if not {n}.is_contiguous(): {n} = {n}.contiguous()"]
+            L += [f"if {check}: {n} = {n}.contiguous()"]
         else:
-            L += [f"    if not {n}.is_contiguous(): raise _E.contiguous({n!r}, {n})"]
-    if refuse_grad and tnames:  # ~40 ns per input; the rare branch only re-installs a warnings filter
-        from .autograd import refuse_inplace_grad, refuse_silent_backward
-
-        # An in-place op gets no "no autograd kernel" warning from PyTorch: its mutated input keeps its old
-        # grad_fn and gradients flow through as if the op were the identity. Refuse the call instead.
-        refuse = refuse_inplace_grad if mutated else refuse_silent_backward
-        g.update({"_grad_on": torch.is_grad_enabled, "_refuse": refuse})
-        L += [f"    if ({' or '.join(f'{n}.requires_grad' for n in tnames)}) and _grad_on(): _refuse(_op)"]
+            L += [f"if {check}: raise _E.contiguous({n!r}, {n}, {tuple(a.strided)!r})"]
+    for a in record.tensor_inputs:
+        if a.dtype_like:
+            L += [f"if {a.name}.dtype is not {a.dtype_like}.dtype: "
+                  f"raise _E.like({a.name!r}, {a.name}, {a.dtype_like!r}, {a.dtype_like}.dtype)"]  # fmt: skip
     L += _shape_guards(record.tensor_inputs, tnames)
-    values = []
     for a in record.inputs:
-        if isinstance(a, TensorArg):
-            values.append(f"{a.name}.data_ptr()")
+        if not isinstance(a, ScalarArg):
             continue
-        assert isinstance(a, ScalarArg)
         if a.ctype in _INT_LIMITS:
             lo, hi = _INT_LIMITS[a.ctype]
-            L += [f"    if not {lo} <= {a.name} <= {hi}: raise _E.value({a.name!r}, {a.name}, {a.ctype!r}, '')"]
-        values.append(f"_bf16({a.name})" if a.ctype == "bf16" else a.name)
-    # Outputs: contiguous, on the inputs' device. Every numel is read once (each call costs ~0.1 us) and an
-    # output of its source's dtype is a plain empty_like (passing dtype= costs ~0.25 us more).
+            L += [f"if not {lo} <= {a.name} <= {hi}: raise _E.value({a.name!r}, {a.name}, {a.ctype!r}, '')"]
+        elif a.ctype in _FLOAT_MAX and a.py_type == "float":
+            m = _FLOAT_MAX[a.ctype]
+            g["_inf"] = math.inf
+            L += [f"if not {-m!r} <= {a.name} <= {m!r} and {a.name} == {a.name} and abs({a.name}) != _inf: "
+                  f"raise _E.float_range({a.name!r}, {a.name}, {a.ctype!r})"]  # fmt: skip
+    return L
+
+
+def _shape_guards(targs: tuple, tnames: list[str]) -> list[str]:
+    """Declared exact shapes, checked after every tensor's rank (a reference reads another input's size)."""
+    lines = []
+    for a in targs:
+        if a.shape is None:
+            continue
+        n = a.name
+        want = [str(e) if isinstance(e, int) else f"{tnames[e[0]]}.shape[{e[1]}]" for e in a.shape]
+        conds = [f"{n}.dim() != {len(want)}"] + [f"{n}.shape[{i}] != {w}" for i, w in enumerate(want)]
+        lines.append(f"if {' or '.join(conds)}: raise _E.shape({n!r}, {n}, ({', '.join(want)},))")
+    return lines
+
+
+def _outputs(record: KernelRecord, g: dict, L: list[str], tnames: list[str]) -> tuple[list[str], list[str], dict]:
+    """Allocate every output (contiguous, on the inputs' device). Every numel is read once (each call costs
+    ~0.1 us) and an output of its source's dtype is a plain empty_like (passing dtype= costs ~0.25 us more)."""
     declared = {k: a.dtype for k, a in enumerate(record.tensor_inputs)}
     numel = {n: f"_n{k}" for k, n in enumerate(tnames)}
-    L += [f"    _n{k} = {n}.numel()" for k, n in enumerate(tnames)]
+    L += [f"_n{k} = {n}.numel()" for k, n in enumerate(tnames)]
     if record.index_dtype == "int32" and tnames:  # outputs are never larger than the largest input
         ns = [f"_n{k}" for k in range(len(tnames))]
-        L += [f"    if {' or '.join(f'{n} > {INT32_MAX}' for n in ns)}: raise _E.large({tnames!r}, [{', '.join(ns)}])"]
+        L += [f"if {' or '.join(f'{n} > {INT32_MAX}' for n in ns)}: raise _E.large({tnames!r}, [{', '.join(ns)}])"]
+    outs = [f"_o{k}" for k in range(len(record.outputs))]
+    if record.outputs and "meta" in record.outputs[0].shape:
+        names = [a.name for a in record.inputs]
+        L += [f"_r = _meta({', '.join(names)})", f"{', '.join(outs)}{',' if len(outs) == 1 else ''} = "
+              f"{'(_r,)' if len(outs) == 1 else '_r'}"]  # fmt: skip
+        for k, o in enumerate(record.outputs):
+            g[f"_odt{k}"] = dtype_from_name(o.dtype)
+            L += [f"_w = _E.meta_out({k}, _o{k}, _dev, _odt{k})", "if _w is not None: raise _w"]
+        return outs, [f"_o{k}.numel()" for k in range(len(outs))], numel
     onumel = []
     for k, o in enumerate(record.outputs):
         src = o.shape.get("same_as", o.shape.get("reduce"))
@@ -163,187 +316,66 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
         else:
             dt = f"{tnames[o.dtype_from]}.dtype"
         if "same_as" in o.shape:
-            L += [f"    _o{k} = torch.empty_like({sname})" if same_dtype else
-                  f"    _o{k} = torch.empty_like({sname}, dtype={dt})"]  # fmt: skip
+            # A strided input may be non-contiguous here, and empty_like would copy its strides.
+            fmt = ", memory_format=torch.contiguous_format" if record.tensor_inputs[src].strided else ""
+            L += [f"_o{k} = torch.empty_like({sname}{fmt})" if same_dtype else
+                  f"_o{k} = torch.empty_like({sname}, dtype={dt}{fmt})"]  # fmt: skip
             onumel.append(numel[sname])
         else:
             g[f"_rel{k}"] = o.shape
-            L += [f"    _o{k} = {sname}.new_empty(_out_shape(_op, _rel{k}, {sname}, {sname!r}), dtype={dt})"]
+            L += [f"_o{k} = {sname}.new_empty(_out_shape(_op, _rel{k}, {sname}, {sname!r}), dtype={dt})"]
             onumel.append(f"_o{k}.numel()")
-    outs = [f"_o{k}" for k in range(len(record.outputs))]
-    ret = "None" if not outs else outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
-    # Zero-size: nothing to launch when everything written is empty; refuse non-empty outputs from empty inputs.
-    written = onumel + [numel[m] for m in mutated]
-    L += [f"    if {' and '.join(f'{w} == 0' for w in dict.fromkeys(written))}: return {ret}"]
-    # (unreachable, so not emitted, when one input's numel decides both: relu, softmax)
-    if outs and not (len(set(written)) == 1 and set(written) == {numel[n] for n in tnames}):
-        L += [f"    if {' or '.join(f'{numel[n]} == 0' for n in tnames)}: "
-              f"raise _E.empty({tnames!r}, [{', '.join(tnames)}], [{', '.join(outs)}])"]  # fmt: skip
-    for k, e in enumerate(record.extras):
-        expr = numel[tnames[int(e.expr[1][1:])]] if e.expr[0] == "numel" else to_python(e.expr, refs)
-        L += [f"    _x{k} = {expr}"]
-        if e.expr[0] == "numel" and e.ctype == "i32" and record.index_dtype == "int32":
-            values.append(f"_x{k}")  # the 32-bit index check above bounds it already
+    return outs, onumel, numel
+
+
+def _shared_strides(record: KernelRecord, g: dict, refs: dict, tnames: list[str]) -> list[str]:
+    """Tensors one stride parameter describes must agree (``layout.share_strides``)."""
+    L = []
+    for _k, e in enumerate(record.extras):
+        if not e.same:
             continue
+        group = [e.expr[1], *e.same]
+        vars_ = [refs[r] for r in group]
+        inputs = [r.startswith("i") for r in group]
+        require = [r.startswith("i") and record.tensor_inputs[int(r[1:])].contiguous == "require" for r in group]
+        labels = [tnames[int(r[1:])] if r.startswith("i") else record.outputs[int(r[1:])].name for r in group]
+        L += [f"{', '.join(vars_)}, = _share(_op, {labels!r}, [{', '.join(vars_)}], {inputs!r}, {require!r}, "
+              f"{e.expr[2]})"]  # fmt: skip
+    return L
+
+
+def _extras(record: KernelRecord, L: list[str], refs: dict, numel: dict) -> list[str]:
+    """Compute every extra once, refusing values its C type cannot hold. Returns their variable names."""
+    tnames = [a.name for a in record.tensor_inputs]
+    xs = []
+    for k, e in enumerate(record.extras):
+        is_numel = isinstance(e.expr, list) and e.expr[0] == "numel" and e.expr[1].startswith("i")
+        expr = numel[tnames[int(e.expr[1][1:])]] if is_numel else to_python(e.expr, refs)
+        L += [f"_x{k} = {expr}"]
+        xs.append(f"_x{k}")
+        if e.static or e.ctype not in _INT_LIMITS or isinstance(e.expr, int | float):
+            continue  # compiled in, a float, or a constant checked at registration
+        if is_numel and e.ctype == "i32" and record.index_dtype == "int32":
+            continue  # the 32-bit index check above bounds it already
         lo, hi = _INT_LIMITS[e.ctype]
         hint = ("Fix: declare the extra with dtype='int64' and take it as long long / int64_t in the kernel."
                 if e.ctype in ("i32", "u32") else "")  # fmt: skip
-        L += [f"    if _x{k} > {hi}: raise _E.value({e.name!r}, _x{k}, {e.ctype!r}, {hint!r})"]
-        values.append(f"_x{k}")
-    values += [f"{o}.data_ptr()" for o in outs]
-    # Launch expressions reuse the numels read above.
-    known = {f"{n}.numel()": v for n, v in numel.items()}
-    known.update({f"{o}.numel()": v for o, v in zip(outs, onumel, strict=True) if v.startswith("_n")})
-    if variants.simple and record.launch is not None:
-        _inline_simple(L, g, record, variants, refs, values, ret, known)
-    else:
-        _variant_launch(L, g, record, variants, refs, values, ret, tnames, outs, mutated, custom_takes_config, known)
-    L += [f"    return {ret}"]
-    # In a child forked after CUDA use, PyTorch's allocation fails with a bare "initialization error" before
-    # the launcher's own check; the handler (free until something raises) names the cause and the fix.
-    from .launch import forked_error, in_forked_child
-
-    g.update({"_in_forked": in_forked_child, "_forked_error": forked_error})
-    L = [
-        L[0],
-        "    try:",
-        *("    " + line for line in L[1:]),
-        "    except RuntimeError as _x:",
-        "        if _in_forked(): raise _forked_error(_op) from _x",
-        "        raise",
-    ]
-    src = "\n".join(L) + "\n"
-    scope: dict[str, object] = {}
-    exec(compile(src, f"<opsmith eager {record.op_name}>", "exec"), g, scope)
-    return scope["impl"], src  # type: ignore[return-value]
+        L += [f"if not {lo} <= _x{k} <= {hi}: raise _E.value({e.label!r}, _x{k}, {e.ctype!r}, {hint!r})"]
+    return xs
 
 
-def _shape_guards(targs: tuple, tnames: list[str]) -> list[str]:
-    """Declared exact shapes, checked after every tensor's rank (a reference reads another input's size)."""
-    lines = []
-    for a in targs:
-        if a.shape is None:
-            continue
-        n = a.name
-        want = [str(e) if isinstance(e, int) else f"{tnames[e[0]]}.shape[{e[1]}]" for e in a.shape]
-        conds = [f"{n}.dim() != {len(want)}"] + [f"{n}.shape[{i}] != {w}" for i, w in enumerate(want)]
-        lines.append(f"    if {' or '.join(conds)}: raise _E.shape({n!r}, {n}, ({', '.join(want)},))")
-    return lines
-
-
-def _reuse(expr: str, known: dict[str, str]) -> str:
-    for call, var in known.items():
-        expr = expr.replace(call, var)
-    return expr
-
-
-def _inline_simple(L: list, g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list,
-                   ret: str, known: dict[str, str]) -> None:  # fmt: skip
-    """One kernel and a declarative geometry: DeviceKernel.launch inlined for the current device (another
-    device takes the method, which switches the device)."""
-    kernel = variants.first
-    assert kernel is not None and record.launch is not None
-    block = ", ".join(str(b) for b in kernel.block)
-    smem = kernel.shared_mem
-    gl = [_reuse(to_python(x, refs), known) for x in record.launch.grid]
-    g.update(kernel.fast_path_globals())
-    L += [f"    _g0, _g1, _g2 = {', '.join(gl)}",
-          "    _f = _fns.get(_dev)",
-          "    if _f is None: _f = _kfn(_dev)",
-          f"    if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {smem}, {', '.join(values)}); return {ret}",
-          "    _b, _a = _P.v",
-          f"    _pack(_b, 0, {', '.join(values)})",
-          "    _s = _raw(_dev)",
-          "    _cs = _streams.get(_s)",
-          "    if _cs is None: _cs = _mkstream(_s)",
-          f"    _e = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0)[0]",
-          f"    if _e: _e = _retry(_e, _dev, lambda: _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0))",
-          f"    if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {smem})"]  # fmt: skip
-
-
-def _variant_launch(L: list, g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list, ret: str,
-                    tnames: list, outs: list, mutated: list, custom_takes_config: bool,
-                    known: dict[str, str]) -> None:  # fmt: skip
-    """Several kernels: pick the config (tuned) and the specialization (Triton), then launch that kernel."""
-    from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle, retry_launch
-
-    g.update({"_fast": variants.fast, "_entry": variants.entry, "_run": variants.run, "_grids": variants.grids,
-              "_pack": variants.pack, "_P": variants.params,
-              "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle, "_curdev": _current_device,
-              "_retry": retry_launch, "_params": [c["params"] for c in record.configs], "_fixed": record.flavor == "triton"})  # fmt: skip
-    from cuda.bindings.driver import cuLaunchKernel
-
-    g["_cu"] = cuLaunchKernel
-    # Pointers once, into locals: the specialization reads their alignment and the launch passes them.
-    ptr_locals = {}
-    for k, v in enumerate(values):
-        if v.endswith(".data_ptr()"):
-            L += [f"    _p{k} = {v}"]
-            ptr_locals[k] = f"_p{k}"
-    vals = [ptr_locals.get(k, v) for k, v in enumerate(values)]
-    spec = []
-    for kind, p in variants.spec_layout:
-        if kind == "dtype":
-            spec.append(f"{tnames[p]}.dtype")
-        elif kind == "align":
-            spec.append(f"{vals[p]} & 15 == 0")
+def _values(record: KernelRecord, xs: list[str]) -> list[str]:
+    """The kernel's runtime arguments in its own parameter order (pointers as ints, bf16 as its bits)."""
+    values = []
+    for p in record.params:
+        if p.role == "input":
+            a = record.inputs[p.index]
+            if isinstance(a, TensorArg):
+                values.append(f"{a.name}.data_ptr()")
+            else:
+                values.append(f"_bf16({a.name})" if p.ctype == "bf16" else a.name)
+        elif p.role == "extra":
+            values.append(xs[p.index])
         else:
-            spec.append(f"{vals[p]} % 16 == 0")
-    L += [f"    _sk = ({', '.join(spec)}{',' if spec else ''})"]
-    args = ", ".join(tnames + outs)
-    ins = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in record.inputs) + "}"
-    onames = "{" + ", ".join(f"{o.name!r}: _o{k}" for k, o in enumerate(record.outputs)) + "}"
-    if record.launch is not None:
-        geo = f"_grids[@C@]({args})"
-    else:
-        cfg = ", _params[@C@]" if custom_takes_config else ""
-        geo = f"_norm(_op, _custom({ins}, {onames}{cfg}), _fixed)"
-    if record.tuned:
-        g["_chosen"] = variants.tuner.decisions  # type: ignore[union-attr]
-        g["_decide"] = variants.tuner.decide  # type: ignore[union-attr]
-        dtype_refs = tnames
-        tk = key_to_python(record.tune_key, refs, dtype_refs)
-        L += [f"    _tk = {tk}",
-              "    _c = _chosen.get(_tk)",
-              f"    if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
-              f"({', '.join(vals)},)), ({', '.join(mutated)}{',' if mutated else ''}), "
-              f"({', '.join(outs)}{',' if outs else ''}))"]  # fmt: skip
-        L += ["    _vk = (_c, _sk)", "    _v = _fast.get(_vk)", "    if _v is None: _v = _entry(_vk)"]
-    else:
-        L += ["    _v = _fast.get(_sk)", "    if _v is None: _v = _entry(_sk)"]
-    if variants.c_launched:  # Triton: its own C launcher takes every kernel parameter in order
-        grid = (", ".join(_reuse(to_python(x, refs), known) for x in record.launch.grid)
-                if record.launch is not None and not record.tuned else geo.replace("@C@", "_c" if record.tuned else "0"))  # fmt: skip
-        raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]  # it packs floats itself
-        targs = ", ".join("None" if k is None else raw[k] for k in variants.sources[0].launcher_slots())  # type: ignore[attr-defined]
-        L += [f"    _g0, _g1, _g2 = {grid}",
-              "    _hs, _tl, _md, _kd = _v",
-              "    _h = _hs.get(_dev)",
-              "    if _h is None: _h = _kd.handle(_dev)",
-              "    if _tl is None or _dev != _curdev(): "
-              f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {ret}",
-              f"    try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
-              "    except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
-        return
-    if record.launch is not None and not record.tuned:  # one plan: its grid inline
-        L += [f"    _g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
-              "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
-    elif record.launch is not None:  # the plan knows its block
-        L += [f"    _g0, _g1, _g2 = {geo.replace('@C@', '_c' if record.tuned else '0')}",
-              "    _fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
-    else:  # a Custom geometry gives the block per call
-        L += [f"    _g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo.replace('@C@', '_c' if record.tuned else '0')}",
-              "    _fns = _v[0]",
-              "    _kd = _v[5]"]  # fmt: skip
-    L += ["    _f = _fns.get(_dev)",
-          "    if _f is None: _f = _kd.function(_dev)",
-          f"    if _dev != _curdev(): _kd.launch(_dev, _g0, _g1, _g2, _b0, _b1, _b2, _sm, {', '.join(vals)}); "
-          f"return {ret}",
-          "    _b, _a = _P.v",
-          f"    _pack(_b, 0, {', '.join(vals)})",
-          "    _s = _raw(_dev)",
-          "    _cs = _streams.get(_s)",
-          "    if _cs is None: _cs = _mkstream(_s)",
-          "    _e = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0)[0]",
-          "    if _e: _e = _retry(_e, _dev, lambda: _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0))",
-          "    if _e: _kd._fail(_e, _dev, (_g0, _g1, _g2), (_b0, _b1, _b2), _sm)"]  # fmt: skip
+            values.append(f"_o{p.index}.data_ptr()")
+    return values

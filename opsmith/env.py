@@ -19,6 +19,8 @@ __all__ = [
     "DEFAULT_ARCH",
     "DISABLE_DISK_CACHE",
     "Knob",
+    "SPECIALIZE_LIMIT",
+    "SPECIALIZE_WARN",
     "cache_dir",
 ]
 
@@ -70,6 +72,17 @@ AUTOTUNE_CHECK: Knob[bool] = Knob(
     "OPSMITH_AUTOTUNE_CHECK",
     False,
     "1 = while tuning, compare every config's outputs with the first config's and warn on mismatches.",
+)
+SPECIALIZE_WARN: Knob[int] = Knob(
+    "OPSMITH_SPECIALIZE_WARN",
+    8,
+    "Distinct values of one size compiled into an op (a Triton constexpr or C++ template argument bound to a shape) "
+    "at which opsmith warns: each value is a compile.",
+)
+SPECIALIZE_LIMIT: Knob[int] = Knob(
+    "OPSMITH_SPECIALIZE_LIMIT",
+    64,
+    "Distinct values of one size compiled into an op beyond which a call with a new value is refused.",
 )
 COMPUTE_SANITIZER: Knob[str | None] = Knob(
     "OPSMITH_COMPUTE_SANITIZER",

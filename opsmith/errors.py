@@ -14,6 +14,7 @@ __all__ = [
     "OpsmithError",
     "RegistrationError",
     "SpecError",
+    "ToolchainError",
 ]
 
 
@@ -54,6 +55,11 @@ class InputError(OpsmithError, ValueError):
         if fix:
             msg += f" {fix}"
         super().__init__(msg)
+
+
+class ToolchainError(OpsmithError, RuntimeError):
+    """A tool opsmith needs is missing or unusable here (the CUDA driver, a C++ compiler, torch's headers),
+    as opposed to a mistake in the kernel or the declaration."""
 
 
 class LaunchError(OpsmithError, RuntimeError):

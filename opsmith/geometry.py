@@ -5,9 +5,10 @@ whose grid entries are JSON-able expression trees. The same plan is compiled to 
 and can be printed as C++ by a native backend, so no launch lives only in a Python closure.
 
 Expression forms (``ref`` is ``"i<k>"`` for the k-th tensor input or ``"o<k>"`` for the k-th output):
-    int                      a constant
+    int | float              a constant
     ["numel", ref]           number of elements
     ["size", ref, axis]      one dimension (negative axis allowed)
+    ["stride", ref, axis]    the stride of one dimension, in elements
     ["lead", ref, k]         product of all dimensions but the last k (1 for rank <= k)
     ["prod", ref, [axes]]    product of the listed dimensions
     ["cdiv", a, b] / ["div", a, b] / ["mul", a, b]
@@ -21,23 +22,38 @@ from typing import Any
 
 from .spec import Custom, Elementwise, Reduction
 
-__all__ = ["LaunchPlan", "lower_geometry", "min_rank", "to_python"]
+__all__ = ["LaunchPlan", "describe", "evaluate", "lower_geometry", "min_rank", "to_python"]
 
 Expr = Any  # int | list
 
 
+_INDEX_SPAN = 2**31  # thread indices a 32-bit kernel can form along one axis: 0 .. 2^31 - 1
+
+
 @dataclass(frozen=True)
 class LaunchPlan:
+    """``limits``: [expr, n] pairs a kernel with 32-bit indexing needs to hold (expr <= n): an
+    ``Elementwise`` launch covers an axis of ``size`` elements with ``cdiv(size, b) * b`` threads, whose
+    top index ``int i = blockIdx.x * blockDim.x + threadIdx.x`` must not wrap."""
+
     grid: tuple[Expr, Expr, Expr]
     block: tuple[int, int, int]
     shared_mem: int = 0
+    limits: tuple = ()
 
     def to_json(self) -> dict:
-        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem}
+        return {"grid": list(self.grid), "block": list(self.block), "shared_mem": self.shared_mem,
+                "limits": [list(x) for x in self.limits]}  # fmt: skip
 
     @staticmethod
     def from_json(d: dict) -> LaunchPlan:
-        return LaunchPlan(tuple(d["grid"]), tuple(d["block"]), d.get("shared_mem", 0))
+        return LaunchPlan(tuple(d["grid"]), tuple(d["block"]), d.get("shared_mem", 0),
+                          tuple(tuple(x) for x in d.get("limits", ())))  # fmt: skip
+
+
+def _limit(block: int) -> int:
+    """The most elements along one axis that ``block``-sized blocks cover with indices below 2^31."""
+    return _INDEX_SPAN // block * block
 
 
 def lower_geometry(geometry: Elementwise | Reduction | Custom, params: dict | None = None) -> LaunchPlan | None:
@@ -52,14 +68,17 @@ def lower_geometry(geometry: Elementwise | Reduction | Custom, params: dict | No
     if isinstance(geometry, Elementwise):
         b = tuple(num(v) for v in geometry.block)
         if geometry.layout == "flat":
-            return LaunchPlan((["cdiv", ["numel", "o0"], b[0]], 1, 1), (b[0], 1, 1))
+            n = ["numel", "o0"]
+            return LaunchPlan((["cdiv", n, b[0]], 1, 1), (b[0], 1, 1), 0, ((n, _limit(b[0])),))
         k = len(b)
         gx = ["cdiv", ["size", "o0", -1], b[0]]
         gy = ["cdiv", ["size", "o0", -2], b[1]] if k >= 2 else 1
         gz: Expr = ["lead", "o0", k]
         if k == 3:
             gz = ["mul", ["cdiv", ["size", "o0", -3], b[2]], gz]
-        return LaunchPlan((gx, gy, gz), (*b, *(1,) * (3 - k)))
+        # x and y index one output axis each; z folds the leading axes, which kernels index their own way.
+        limits = tuple((["size", "o0", -(i + 1)], _limit(b[i])) for i in range(min(k, 2)))
+        return LaunchPlan((gx, gy, gz), (*b, *(1,) * (3 - k)), 0, limits)
     if isinstance(geometry, Reduction):
         rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
         return LaunchPlan((rows, 1, 1), (num(geometry.block_size), 1, 1), geometry.shared_mem)
@@ -77,14 +96,16 @@ def min_rank(geometry: Elementwise | Reduction | Custom) -> tuple[str, int]:
 
 def to_python(expr: Expr, names: dict[str, str] | None = None) -> str:
     """Python source for ``expr``; a ref becomes ``names[ref]`` (default: the ref itself, ``i0``...)."""
-    if isinstance(expr, int):
-        return str(expr)
+    if isinstance(expr, int | float):
+        return repr(expr)
     op, *args = expr
-    v = (names or {}).get(args[0], args[0]) if op in ("numel", "size", "lead", "prod") else ""
+    v = (names or {}).get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod") else ""
     if op == "numel":
         return f"{v}.numel()"
     if op == "size":
         return f"{v}.shape[{args[1]}]"
+    if op == "stride":
+        return f"{v}.stride({args[1]})"
     if op == "lead":
         return f"_prod({v}.shape[:-{args[1]}])"
     if op == "prod":
@@ -97,6 +118,16 @@ def to_python(expr: Expr, names: dict[str, str] | None = None) -> str:
     if op == "mul":
         return f"({a} * {b})"
     raise ValueError(f"unknown launch expression {expr!r}")
+
+
+def describe(expr: Expr, names: dict[str, str]) -> str:
+    """A reader's name for a size expression: ``numel(y)``, ``size(y, -1)``."""
+    if isinstance(expr, int | float):
+        return repr(expr)
+    op, *args = expr
+    if op in ("numel", "size", "stride"):
+        return f"{op}({', '.join([names.get(args[0], args[0]), *map(str, args[1:])])})"
+    return to_python(expr, names)
 
 
 def evaluate(expr: Expr, tensors: dict[str, Any]) -> int:

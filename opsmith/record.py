@@ -1,9 +1,9 @@
 """The kernel record: everything a launch needs, as plain data.
 
-What compiling produces (binary, symbol, argument layout, launch geometry as shape expressions, scalar and
-extra arguments, output shape relations) is one ``KernelRecord``. It round-trips through JSON, so a later
-backend can generate a C++ op library from it; the Python eager path (``eager.py``) is generated from the
-same record. Only ``Custom`` geometries and user ``eager_fn`` overrides live outside it.
+What compiling produces (binary, symbol, the kernel's parameters in its own order, launch geometry as shape
+expressions, scalar and extra arguments, output shape relations) is one ``KernelRecord``. It round-trips
+through JSON; the Python eager path (``eager.py``) and the C++ op library (``native/``) are both generated
+from it. Only ``Custom`` geometries, ``meta_fn`` allocations and user ``eager_fn`` overrides live outside it.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ import base64
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dataclasses_replace
 from typing import Any, Literal
 
 import torch
 
 from .geometry import LaunchPlan
 
-__all__ = ["ExtraArg", "KernelRecord", "OutputArg", "ScalarArg", "TensorArg", "dtype_from_name"]
+__all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 4
+RECORD_VERSION = 5
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -39,6 +40,10 @@ class TensorArg:
     mutates: bool = False
     #: Required shape, when declared: per axis an int, or [k, axis] for tensor input k's size on ``axis``.
     shape: tuple | None = None
+    #: Another tensor input whose dtype this one must have (both typed by one template parameter).
+    dtype_like: str | None = None
+    #: Axes whose strides the kernel is given (``Stride`` extras); the others must be row-major around them.
+    strided: tuple[int, ...] = ()
     kind: Literal["tensor"] = "tensor"
 
 
@@ -54,11 +59,18 @@ class ScalarArg:
 
 @dataclass(frozen=True)
 class ExtraArg:
-    """An integer derived from input shapes (``Numel``, ``DimSize``), as a geometry expression."""
+    """A number derived from tensor shapes (``Numel``, ``DimSize``, ``Stride``) or fixed (``Const``), as a
+    geometry expression. ``label``: how messages name it ("numel(x)"). ``name``: the kernel parameter it
+    fills, when declared. ``static``: compiled in (a Triton constexpr or a C++ template argument), one
+    specialization per value, never passed at launch. ``same``: refs of the tensors a shared ``Stride``
+    describes; all must have that stride."""
 
-    name: str
+    label: str
     expr: Any
-    ctype: str  # "i32" | "i64" | "u32" | "u64"
+    ctype: str  # "i32" | "i64" | "u32" | "u64" | "f32" | "f64"
+    name: str | None = None
+    static: bool = False
+    same: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,9 +80,22 @@ class OutputArg:
     ``dtype_from``."""
 
     name: str
-    shape: dict
+    shape: dict  # {"meta": True}: allocated by the op's meta_fn
     dtype_from: int
     dtype: str | None = None  # fixed by the kernel's signature when known
+
+
+@dataclass(frozen=True)
+class Param:
+    """One runtime kernel parameter, in the kernel's own order: what fills it (``role`` "input" | "extra" |
+    "output" and the index among those) and how (``ctype``: "ptr" or the C value type; ``size`` in bytes,
+    from the binary). ``name``: the kernel's own parameter name ("" when not known)."""
+
+    name: str
+    role: Literal["input", "extra", "output"]
+    index: int
+    ctype: str
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,15 +123,21 @@ class KernelRecord:
     #: "int32": tensors of more than 2^31 - 1 elements are refused before launch; "int64": the kernel indexes
     #: with 64 bits.
     index_dtype: str = "int32"
+    #: The kernel's runtime parameters in its own order (static extras are compiled in, not passed).
+    params: tuple[Param, ...] = ()
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:
         return tuple(a for a in self.inputs if isinstance(a, TensorArg))
 
     def param_ctypes(self) -> list[str]:
-        """C types of the kernel's parameters in calling-convention order."""
-        ins = ["ptr" if isinstance(a, TensorArg) else a.ctype for a in self.inputs]
-        return ins + [e.ctype for e in self.extras] + ["ptr"] * len(self.outputs)
+        """C types of the kernel's runtime parameters, in its order."""
+        return [p.ctype for p in self.params]
+
+    @property
+    def static_extras(self) -> tuple[int, ...]:
+        """Indices of the extras compiled into the kernel (one specialization per value)."""
+        return tuple(k for k, e in enumerate(self.extras) if e.static)
 
     @property
     def tuned(self) -> bool:
@@ -141,9 +172,20 @@ class KernelRecord:
         d["tune_key"] = tuple(d.pop("tune_key", ()))
         return KernelRecord(
             binary=binary,
-            inputs=inputs,
-            extras=tuple(ExtraArg(**e) for e in d.pop("extras")),
+            inputs=tuple(_tuples(a) for a in inputs),
+            extras=tuple(_tuples(ExtraArg(**e)) for e in d.pop("extras")),
             outputs=tuple(OutputArg(**o) for o in d.pop("outputs")),
+            params=tuple(Param(**p) for p in d.pop("params", ())),
             launch=launch,
             **d,
         )
+
+
+def _tuples(arg: Any) -> Any:
+    """JSON gives lists where the record holds tuples (shapes, strided axes, shared refs)."""
+    fix = {}
+    for f in ("shape", "strided", "same"):
+        v = getattr(arg, f, None)
+        if isinstance(v, list):
+            fix[f] = tuple(v)
+    return dataclasses_replace(arg, **fix) if fix else arg

@@ -10,8 +10,6 @@ We use ``Library.define``/``impl`` rather than ``custom_op``: the latter adds 7-
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,17 +17,20 @@ from typing import Any
 import torch
 
 from . import env
-from .autograd import check_backward, refuse_silent_backward, register_backward
+from .autograd import check_backward, generic_no_backward, no_backward_globals, register_backward
 from .autotune import Tuner
 from .eager import make_eager
 from .errors import RegistrationError, SpecError
 from .fake import make_fake
+from .fingerprint import declaration_fingerprint
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .record import KernelRecord, ScalarArg
+from .resolve import resolve
 from .schema import derive_schema
-from .spec import Autotune, Backward, Config, Custom, DimSize, InputDecl, Numel, OutputDecl, ScalarInput
-from .validate import check_autotune, check_op_name, resolve
+from .signature import KernelParam
+from .spec import Autotune, Backward, Config, Custom, InputDecl, OutputDecl, ScalarInput
+from .validate import check_autotune, check_op_name
 from .variants import Variants
 
 __all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops"]
@@ -101,23 +102,6 @@ def default_arch() -> str:
     return env.DEFAULT_ARCH.get()
 
 
-def _describe(obj: Any) -> Any:
-    """A JSON-able description that is stable across processes (functions by name and code)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {type(obj).__name__: {f.name: _describe(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
-    if isinstance(obj, list | tuple):
-        return [_describe(v) for v in obj]
-    if isinstance(obj, dict):
-        return {str(k): _describe(v) for k, v in obj.items()}
-    if callable(obj) and hasattr(obj, "__code__"):
-        code = obj.__code__
-        body = hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:16]
-        return f"fn:{obj.__module__}.{obj.__qualname__}:{body}"
-    if isinstance(obj, type):
-        return f"type:{obj.__name__}"
-    return obj if isinstance(obj, int | float | str | bool | type(None)) else repr(obj)
-
-
 def _check_schema(op: str, schema: str, record: KernelRecord) -> None:
     """An explicit schema must agree with the declaration it is used with."""
     try:
@@ -139,7 +123,7 @@ def register_kernel_op(
     *,
     inputs: Sequence[InputDecl | ScalarInput] | None,
     outputs: Sequence[OutputDecl] | None,
-    extras: Sequence[Numel | DimSize] = (),
+    extras: Sequence = (),
     geometry: object = None,
     meta_fn: Callable | None = None,
     eager_fn: Callable | None = None,
@@ -147,6 +131,7 @@ def register_kernel_op(
     autotune: Autotune | None = None,
     backward: Backward | None = None,
     index_dtype: str = "int32",
+    param_order: Sequence[str] | None = None,
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
@@ -156,13 +141,15 @@ def register_kernel_op(
     for field, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn)):
         if fn is not None and not callable(fn):
             raise SpecError(op_name, field, f"{type(fn).__name__} is not callable.", f"pass a function as {field}=.")
-    if extras is None:
-        extras = ()
-    fingerprint = hashlib.sha256(json.dumps(_describe({
+    if param_order is not None and (isinstance(param_order, str) or not all(isinstance(n, str) for n in param_order)):
+        raise SpecError(op_name, "param_order", f"{param_order!r} is not a list of names.",
+                        "pass the declared names in the kernel's parameter order, e.g. ['y', 'x', 'n'].")  # fmt: skip
+    extras = tuple(extras or ())
+    fingerprint = declaration_fingerprint({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
-        "backward": backward, "index_dtype": index_dtype,
-    }), sort_keys=True).encode()).hexdigest()  # fmt: skip
+        "backward": backward, "index_dtype": index_dtype, "param_order": param_order,
+    })  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
         if existing is not None:
@@ -173,89 +160,121 @@ def register_kernel_op(
         if torch._C._dispatch_has_kernel(op_name) or _schema_exists(op_name):
             raise RegistrationError(op_name, "op_name", "an op of this name already exists outside opsmith.",
                                     "pick another namespace or name.")  # fmt: skip
-        triton = source.flavor == "triton"
-        configs = check_autotune(op_name, autotune, geometry, triton=triton,
-                                 defaults=getattr(source, "constexpr_defaults", None))  # fmt: skip
-        sources = [source.for_config(c) for c in configs]
-        specialized = bool(getattr(sources[0], "specialized", False))
-        arch = default_arch()
-        # Compile first: a missing kernel or a compile error is the root cause of anything after it.
-        binary = None if specialized else sources[0].build(arch)
-        resolved = resolve(op_name, inputs, outputs, extras, geometry, sources[0].signature(),
-                           pointers_typed=source.pointers_typed, has_meta_fn=meta_fn is not None,
-                           has_eager_fn=eager_fn is not None, has_schema=schema is not None, configs=configs,
-                           tune_key=autotune.key if autotune else (),
-                           dtype_generic=getattr(source, "dtype_generic", False))  # fmt: skip
-        if specialized and resolved is None:
-            raise SpecError(op_name, "inputs/outputs", "a kernel compiled per dtype (a Triton kernel, or {T_<input>} in "
-                            "kernel_name) needs declared inputs and outputs.",
-                            "declare inputs=[...] and outputs=[...]; meta_fn/eager_fn overrides need a fixed kernel.")  # fmt: skip
-        record = KernelRecord(
-            op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
-            binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
-            binary=binary.data if binary else b"", flavor=source.flavor, configs=tuple(_config_dict(c) for c in configs),
-            tune_default=autotune.default if autotune else 0, index_dtype=index_dtype,
-            **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
-                                            "outputs": resolved.outputs, "launch": resolved.launch,
-                                            "launches": resolved.launches, "tune_key": resolved.tune_key}),
-        )  # fmt: skip
-        if schema is None:
-            if resolved is not None:
-                schema = derive_schema(record)
-            else:
-                schema = torch.library.infer_schema(meta_fn, mutates_args=())  # type: ignore[arg-type]
-        elif resolved is not None:
-            _check_schema(op_name, schema, record)
-        record = dataclasses.replace(record, schema=schema)
-        for s in sources:
-            if hasattr(s, "bind"):
-                s.bind(record)
-        ctypes_ = record.param_ctypes() if resolved is not None else _signature_ctypes(sources[0])
-        tuner = None
-        if record.tuned:
-            identity = {"op": op_name, "flavor": source.flavor, "sources": [s.fingerprint() for s in sources],
-                        "configs": list(record.configs), "launches": [p.to_json() if p else None for p in record.launches],
-                        "tune_key": list(record.tune_key), **_toolchain(source.flavor)}  # fmt: skip
-            tuner = Tuner(op_name, identity, record.configs, record.tune_default)
-        custom = geometry.fn if isinstance(geometry, Custom) else None
-        variants = Variants(record, sources, binary, ctypes_, tuner)
-        if (
-            specialized
-            and not getattr(source, "interpreted", False)
-            and (not triton or all(a.dtype for a in record.tensor_inputs))
-        ):  # compile errors surface now (float32 for open dtypes)
-            variants.kernel(0, tuple(torch.float32 if kind == "dtype" else True for kind, _ in variants.spec_layout))
-        impl_source = None
-        if eager_fn is not None:
-            impl = eager_fn
-        else:
-            assert resolved is not None  # resolve() demanded eager_fn otherwise
-            takes_config = custom is not None and _arity(custom) >= 3
-            impl, impl_source = make_eager(record, variants, custom, takes_config, refuse_grad=backward is None)
-        fake = meta_fn if meta_fn is not None else make_fake(record, refuse_grad=backward is None)
-        if backward is not None and resolved is not None:
-            check_backward(op_name, record, backward)  # before anything is defined: a bad one leaves no op
-        lib = torch.library.Library(ns, "FRAGMENT")
-        lib.define(name + schema)
-        lib.impl(name, impl, "CUDA")
-        if triton:
-            # The flavor's visible implementation: Inductor traces into it and sees the kernel.
-            from .flavors.triton import register_visible
-
-            register_visible(lib, op_name, name, record, variants, custom, impl, refuse_grad=backward is None)
-        elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
-            lib.impl(name, impl, "CPU")
-        torch.library.register_fake(op_name, fake, lib=lib)
+        if outputs is None and meta_fn is not None and schema is None:
+            schema = _meta_schema(op_name, meta_fn)
+        meta_outputs = len(torch._C.parse_schema(f"{op_name}{schema}").returns) if outputs is None and schema else 0
+        record, variants, resolved = _build(op_name, source, inputs, outputs, extras, geometry, autotune,
+                                            index_dtype, param_order, meta_fn, eager_fn, schema, meta_outputs)  # fmt: skip
         if backward is not None:
             if resolved is None:
                 raise SpecError(op_name, "backward", "a backward needs the declared inputs and outputs to name "
                                 "its arguments.", "declare inputs=[...] and outputs=[...].")  # fmt: skip
-            register_backward(lib, record, backward)
-        else:
-            refuse_silent_backward(op_name)
+            check_backward(op_name, record, backward)  # before anything is defined: a bad one leaves no op
+        custom = geometry.fn if isinstance(geometry, Custom) else None
+        lib = torch.library.Library(ns, "FRAGMENT")
+        lib.define(name + record.schema)
+        impl, impl_source = _define(lib, name, record, variants, custom, meta_fn, eager_fn, backward, resolved)
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
+        op.eager, op.differentiable = impl, backward is not None
         _REGISTRY[op_name] = op
         return op
+
+
+def _meta_schema(op_name: str, meta_fn: Callable) -> str:
+    """The schema a ``meta_fn`` declares with its type hints, or a SpecError saying how to declare it."""
+    try:
+        return torch.library.infer_schema(meta_fn, mutates_args=())
+    except Exception as e:  # PyTorch's own reason: missing or unsupported annotations
+        raise SpecError(op_name, "meta_fn", f"its schema cannot be inferred from its type hints ({e}).",
+                        "annotate it, e.g. def meta(x: torch.Tensor, alpha: float) -> torch.Tensor, or pass "
+                        "schema='(Tensor x, float alpha) -> Tensor'.") from None  # fmt: skip
+
+
+def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry, autotune, index_dtype: str,
+           param_order, meta_fn, eager_fn, schema: str | None, meta_outputs: int) -> tuple:  # fmt: skip
+    """Compile the first kernel, bind the declaration to its parameters and assemble the record and its
+    variants. Compiling comes first: a missing kernel or a compile error is the root cause of anything after."""
+    triton = source.flavor == "triton"
+    configs = check_autotune(op_name, autotune, geometry, triton=triton,
+                             defaults=getattr(source, "constexpr_defaults", None))  # fmt: skip
+    sources = [source.for_config(c) for c in configs]
+    specialized = bool(getattr(sources[0], "specialized", False))
+    arch = default_arch()
+    binary = None if specialized else sources[0].build(arch)
+    params, names_why = sources[0].params(binary, arch)
+    resolved = resolve(op_name, inputs, outputs, extras, geometry, params, typed=source.typed,
+                       has_meta_fn=meta_fn is not None, has_eager_fn=eager_fn is not None,
+                       has_schema=schema is not None, meta_outputs=meta_outputs, configs=configs,
+                       tune_key=autotune.key if autotune else (), dtype_generic=getattr(source, "dtype_generic", False),
+                       names_why=names_why, param_order=param_order, static_names=source.static_names())  # fmt: skip
+    if specialized and resolved is None:
+        raise SpecError(op_name, "inputs/outputs", "a kernel compiled per dtype or size (a Triton kernel, or "
+                        "placeholders in kernel_name) needs declared inputs and outputs.",
+                        "declare inputs=[...] and outputs=[...]; eager_fn overrides need a fixed kernel.")  # fmt: skip
+    record = KernelRecord(
+        op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
+        binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
+        binary=binary.data if binary else b"", flavor=source.flavor, configs=tuple(_config_dict(c) for c in configs),
+        tune_default=autotune.default if autotune else 0, index_dtype=index_dtype,
+        **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
+                                        "outputs": resolved.outputs, "launch": resolved.launch,
+                                        "launches": resolved.launches, "tune_key": resolved.tune_key,
+                                        "params": resolved.params}),
+    )  # fmt: skip
+    if schema is None:
+        schema = derive_schema(record)
+    elif resolved is not None:
+        _check_schema(op_name, schema, record)
+    record = dataclasses.replace(record, schema=schema)
+    for s in sources:
+        if hasattr(s, "bind"):
+            s.bind(record)
+    ctypes_ = record.param_ctypes() if resolved is not None else _param_ctypes(params)
+    tuner = None
+    if record.tuned:
+        identity = {"op": op_name, "flavor": source.flavor, "sources": [s.fingerprint() for s in sources],
+                    "configs": list(record.configs), "launches": [p.to_json() if p else None for p in record.launches],
+                    "tune_key": list(record.tune_key), **_toolchain(source.flavor)}  # fmt: skip
+        tuner = Tuner(op_name, identity, record.configs, record.tune_default)
+    variants = Variants(record, sources, binary, ctypes_, tuner)
+    if specialized and not getattr(source, "interpreted", False) and not record.static_extras and \
+            (not triton or all(a.dtype for a in record.tensor_inputs)):  # fmt: skip
+        # Compile errors surface now (float32 for open dtypes); with sizes compiled in, at the first call.
+        variants.kernel(0, tuple(torch.float32 if kind == "dtype" else True for kind, _ in variants.spec_layout))
+    return record, variants, resolved
+
+
+def _define(lib: torch.library.Library, name: str, record: KernelRecord, variants: Variants, custom: Callable | None,
+            meta_fn: Callable | None, eager_fn: Callable | None, backward: Backward | None, resolved) -> tuple:  # fmt: skip
+    """Register the implementations: CUDA (and CPU, for a clear error or Triton's interpreter), fake,
+    autograd (the declared backward, or a refusal)."""
+    op_name = record.op_name
+    overload = _overload(op_name)
+    impl_source = impl_ag = None
+    if eager_fn is not None:
+        impl = eager_fn
+    else:
+        takes_config = custom is not None and _arity(custom) >= 3
+        refusal = no_backward_globals(op_name, overload) if backward is None else None
+        impl, impl_ag, impl_source = make_eager(record, variants, custom, takes_config,
+                                                meta_fn if resolved and resolved.outputs and
+                                                "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
+    lib.impl(name, impl, "CUDA")
+    if record.flavor == "triton":
+        # The flavor's visible implementation: Inductor traces into it and sees the kernel.
+        from .flavors.triton import register_visible
+
+        register_visible(lib, op_name, name, record, variants, custom, impl)
+    elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
+        lib.impl(name, impl, "CPU")
+    torch.library.register_fake(op_name, meta_fn if meta_fn is not None else make_fake(record), lib=lib)
+    if backward is not None:
+        register_backward(lib, record, backward)
+    elif impl_ag is not None:
+        lib.impl(name, impl_ag, "Autograd", with_keyset=True)
+    else:  # an eager_fn override: the same refusal, without the generated fast path
+        lib.impl(name, generic_no_backward(op_name, overload), "Autograd", with_keyset=True)
+    return impl, impl_source
 
 
 def _config_dict(c: Config) -> dict:
@@ -292,7 +311,7 @@ def _schema_exists(op_name: str) -> bool:
         return False
 
 
-def _signature_ctypes(source: KernelSource) -> list[str]:
-    """Parameter types for ``kernel.launch_args`` when only the kernel's signature describes them."""
-    sig = source.signature() or []
-    return ["ptr" if p.pointer else ("u64" if p.ctype == "?" else p.ctype) for p in sig]
+def _param_ctypes(params: list[KernelParam] | None) -> list[str]:
+    """Parameter types for ``kernel.launch_args`` when only the kernel's parameters describe them."""
+    return ["ptr" if p.pointer or (p.size == 8 and p.ctype == "?") else ("u64" if p.ctype == "?" else p.ctype)
+            for p in params or []]  # fmt: skip

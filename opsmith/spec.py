@@ -1,10 +1,13 @@
 """The declaration DSL: what a kernel takes, what it returns, and how it is launched.
 
-These are plain frozen dataclasses with no behaviour; ``validate.py`` checks them against each other and
-the kernel's own signature at registration, and ``record.py`` turns them into a serializable record.
+These are plain frozen dataclasses with no behaviour; ``validate.py`` checks them against each other,
+``binding.py`` against the kernel's own parameters, and ``record.py`` turns them into a serializable record.
 
-Kernel calling convention (fixed): ``(tensor/scalar inputs in declaration order..., extras..., outputs...)``.
-Tensors are passed as pointers to their first element; scalars and extras by value.
+Binding to the kernel's parameters: by name when every declared name (inputs, scalars, named extras,
+outputs) matches one of the kernel's parameter names (``x`` also matches ``x_ptr``), in the kernel's own
+order; otherwise by the default calling convention ``(tensor/scalar inputs in declaration order...,
+extras..., outputs...)``, or by an explicit ``param_order``. Tensors are passed as pointers to their first
+element; scalars and extras by value.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ __all__ = [
     "Autotune",
     "Backward",
     "Config",
+    "Const",
     "Custom",
     "DimSize",
     "Elementwise",
@@ -30,6 +34,7 @@ __all__ = [
     "Reduction",
     "SameAs",
     "ScalarInput",
+    "Stride",
     "TuneDim",
 ]
 
@@ -131,24 +136,58 @@ class Backward:
 class Numel:
     """Pass ``inputs[input_name].numel()`` as an integer extra.
 
-    dtype: ``"int32"`` or ``"int64"``; ``None`` reads it from the kernel's signature (``int n`` vs
-    ``long long n``), else int32. A value that does not fit a 32-bit extra is refused at call time.
+    dtype: ``"int32"`` or ``"int64"``; ``None`` reads it from the kernel's parameter (``int n`` vs
+    ``long long n``). A value that does not fit a 32-bit extra is refused at call time.
+    name: the kernel parameter it fills, for binding by name (``Numel("x", name="N")``).
     """
 
     input_name: str
     dtype: IndexType | None = None
+    name: str | None = None
 
 
 @dataclass(frozen=True)
 class DimSize:
-    """Pass ``inputs[input_name].shape[axis]`` as an integer extra (negative axis allowed)."""
+    """Pass ``inputs[input_name].shape[axis]`` as an integer extra (negative axis allowed).
+
+    Named like a Triton ``tl.constexpr`` parameter, or like a ``{NAME}`` placeholder in a CUDA C++
+    ``kernel_name`` (a template argument), the size is compiled in: one specialization per distinct value."""
 
     input_name: str
     axis: int
     dtype: IndexType | None = None
+    name: str | None = None
 
 
-Extra = Numel | DimSize
+@dataclass(frozen=True)
+class Stride:
+    """Pass the stride of ``tensor`` along ``axis``, in elements, as an integer extra.
+
+    tensor: an input or output name, or a tuple of names the kernel indexes with this one value (a kernel
+        taking one ``stride`` for ``a``, ``b`` and ``c``).
+    With a Stride declared, a tensor input whose layout the kernel can address (the declared axes at any
+    stride, the others row-major around them, e.g. ``x[:, :n]`` of a wider tensor with its row stride
+    passed) reaches the kernel without a copy; another layout is copied (``contiguous="make"``) or refused
+    (``"require"``). Outputs are allocated contiguous.
+    """
+
+    tensor: str | tuple[str, ...]
+    axis: int
+    dtype: IndexType | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Const:
+    """Pass a fixed number as an extra: an integer or float the kernel takes as a parameter. Its C type comes
+    from the kernel's parameter (``dtype`` "int32"/"int64" fixes an integer's width)."""
+
+    value: int | float
+    name: str | None = None
+    dtype: IndexType | None = None
+
+
+Extra = Numel | DimSize | Stride | Const
 
 
 @dataclass(frozen=True)
@@ -253,7 +292,13 @@ class KernelSpec:
     architecture instead of a cubin (the driver JIT-compiles it at load; useful to inspect or to run on a
     newer GPU than NVRTC knows). ``index_dtype``: the integer width of the kernel's index math. With
     "int32" (the default: ``int i = blockIdx.x * blockDim.x + threadIdx.x``) a call with a tensor of more
-    than 2^31 - 1 elements is refused before launch; declare "int64" once the kernel indexes with 64 bits.
+    than 2^31 - 1 elements, or an ``Elementwise`` launch of more than 2^31 threads along an axis, is refused
+    before launch; declare "int64" once the kernel indexes with 64 bits.
+
+    ``kernel_name`` is the name of any ``__global__`` function: ``extern "C"`` or C++ (``mylib::axpy<float>``,
+    found through NVRTC's name expressions); an overloaded name takes its parameter types
+    (``"scale(const float*, int, float*)"``). ``param_order`` lists the declared names (inputs, outputs,
+    named extras) in the kernel's parameter order, for a kernel whose names cannot be read.
     """
 
     kernel_source: str
@@ -269,3 +314,4 @@ class KernelSpec:
     autotune: Autotune | None = None
     target: Literal["cubin", "ptx"] = "cubin"
     index_dtype: Literal["int32", "int64"] = "int32"
+    param_order: Sequence[str] | None = None

@@ -1,76 +1,63 @@
-"""Registration-time checks: the declaration against itself, the override rules and the kernel's signature.
+"""Registration-time checks of the declaration's parts on their own: the op name, argument names, references
+between them, the launch geometry and the autotuning configs. ``resolve.py`` puts them together.
 
-Every mistake raises ``SpecError`` (a ``ValueError``) naming the op, the field and the fix. What passes is
-resolved into record parts: names become positions, every pointer gets its element type, every by-value
-parameter its C type.
+Every mistake raises ``SpecError`` (a ``ValueError``) naming the op, the field and the fix.
 """
 
 from __future__ import annotations
 
+import inspect
 import keyword
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 
 from .errors import SpecError
-from .geometry import LaunchPlan, lower_geometry, min_rank
-from .record import ExtraArg, OutputArg, ScalarArg, TensorArg
-from .signature import DTYPE_OF_CTYPE, SIZE_OF_CTYPE, CParam
-from .spec import (
-    Autotune,
-    Config,
-    Custom,
-    DimSize,
-    Elementwise,
-    InputDecl,
-    Numel,
-    OutputDecl,
-    ReduceDims,
-    Reduction,
-    SameAs,
-    ScalarInput,
-    TuneDim,
-)
+from .spec import Autotune, Config, Custom, Elementwise, Reduction, TuneDim
 
-__all__ = ["Resolved", "check_autotune", "check_op_name", "resolve"]
+__all__ = ["check_autotune", "check_geometry", "check_op_name", "ident", "ref_index", "tune_key_entries"]
 
-_DEFAULT_SCALAR_CTYPE = {"float": "f32", "int": "i32", "bool": "bool"}
-_INT_CTYPES = {"i32", "u32", "i64", "u64"}
-_SCALAR_CTYPES = {
-    "float": {"f32", "f64", "f16", "bf16"},
-    "int": {"i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"},
-    "bool": {"bool", "u8", "i8", "i32"},
-}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # ASCII: torch's schema parser takes nothing else
 
 
-@dataclass(frozen=True)
-class Resolved:
-    inputs: tuple[TensorArg | ScalarArg, ...]
-    extras: tuple[ExtraArg, ...]
-    outputs: tuple[OutputArg, ...]
-    launch: LaunchPlan | None
-    launches: tuple[LaunchPlan | None, ...] = ()
-    tune_key: tuple = ()
+def _torch_attribute(ns: str, name: str) -> str | None:
+    """Why ``torch.ops.<ns>.<name>`` would not reach the op: the name is an attribute of torch's op
+    namespace objects (``name``, ``_dir``, ``__file__``, ``load_library``...), where attribute lookup finds
+    that attribute instead of the op."""
+    missing = object()
+    have = inspect.getattr_static(torch.ops, ns, missing)
+    if have is not missing and not isinstance(have, torch._ops._OpNamespace):
+        return f"'{ns}' is an attribute of torch.ops ({type(have).__name__}), so torch.ops.{ns} is not a namespace"
+    if inspect.getattr_static(torch._ops._OpNamespace("opsmith_probe"), name, missing) is not missing:
+        return f"'{name}' is an attribute of torch's op namespaces, so torch.ops.{ns}.{name} would not be the op"
+    return None
 
 
-def check_op_name(op_name: str) -> tuple[str, str]:
+def check_op_name(op_name: object) -> tuple[str, str]:
+    if not isinstance(op_name, str):
+        raise SpecError(str(op_name), "op_name", f"{op_name!r} is not a string.", "name the op like 'myns::relu'.")
     ns, sep, name = op_name.partition("::")
-    ok = sep and all(re.fullmatch(r"[A-Za-z_]\w*", p) for p in (ns, name)) and "." not in name
-    if not ok:
-        raise SpecError(op_name, "op_name", f"'{op_name}' is not of the form 'namespace::name'.",
-                        "name the op like 'myns::relu' (identifiers only).")  # fmt: skip
+    if not (sep and _IDENT.fullmatch(ns) and _IDENT.fullmatch(name)):
+        raise SpecError(op_name, "op_name", f"'{op_name}' is not of the form 'namespace::name' with ASCII identifiers.",
+                        "name the op like 'myns::relu' (letters, digits and underscores).")  # fmt: skip
+    for part in (ns, name):
+        if keyword.iskeyword(part):
+            raise SpecError(op_name, "op_name", f"'{part}' is a Python keyword, so torch.ops.{ns}.{name} cannot be "
+                            "written.", f"use another name, e.g. '{part}_'.")  # fmt: skip
+    why = _torch_attribute(ns, name)
+    if why:
+        raise SpecError(op_name, "op_name", why + ".", "use another name.")
     return ns, name
 
 
-def _ident(op: str, field: str, name: object) -> None:
-    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+def ident(op: str, field: str, name: object) -> None:
+    if not isinstance(name, str) or not _IDENT.fullmatch(name) or keyword.iskeyword(name):
         raise SpecError(op, field, f"{name!r} is not a usable argument name.",
                         "use a Python identifier that is not a keyword, e.g. 'x' or 'alpha'.")  # fmt: skip
 
 
-def _ref(op: str, field: str, ref: int | str, tensors: list[str], scalars: list[str]) -> int:
+def ref_index(op: str, field: str, ref: int | str, tensors: list[str], scalars: list[str]) -> int:
     if isinstance(ref, bool) or not isinstance(ref, int | str):
         raise SpecError(op, field, f"{ref!r} is neither an input name nor a position.",
                         "pass the name of a tensor input (preferred) or its position.")  # fmt: skip
@@ -88,7 +75,7 @@ def _ref(op: str, field: str, ref: int | str, tensors: list[str], scalars: list[
     return tensors.index(ref)
 
 
-def _check_geometry(op: str, geometry: object) -> None:
+def check_geometry(op: str, geometry: object) -> None:
     if isinstance(geometry, Elementwise):
         b = geometry.block
         if geometry.layout not in ("flat", "nd"):
@@ -196,7 +183,7 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
     return configs
 
 
-def _tune_key(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list[str]) -> tuple:
+def tune_key_entries(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list[str]) -> tuple:
     if not key:
         return tuple(["numel", f"i{k}", "pow2"] for k in range(len(tensors)))
     out = []
@@ -206,7 +193,7 @@ def _tune_key(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list
             raise SpecError(op, field, f"{t!r} is not a TuneDim.", "use TuneDim(input_name, axis).")
         if t.bucket not in ("pow2", "exact"):
             raise SpecError(op, field + ".bucket", f"{t.bucket!r} is not a bucket.", "use 'pow2' or 'exact'.")
-        ref = f"i{_ref(op, field + '.input_name', t.input_name, tensors, scalars)}"
+        ref = f"i{ref_index(op, field + '.input_name', t.input_name, tensors, scalars)}"
         if t.axis is None:
             out.append(["numel", ref, t.bucket])
             continue
@@ -215,294 +202,3 @@ def _tune_key(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list
                             "pass an int (negative allowed), or None for the numel.")  # fmt: skip
         out.append(["dim", ref, t.axis, t.bucket])
     return tuple(out)
-
-
-def resolve(
-    op: str,
-    inputs: Sequence[InputDecl | ScalarInput] | None,
-    outputs: Sequence[OutputDecl] | None,
-    extras: Sequence[Numel | DimSize],
-    geometry: object,
-    signature: list[CParam] | None,
-    *,
-    pointers_typed: bool,
-    has_meta_fn: bool,
-    has_eager_fn: bool,
-    has_schema: bool,
-    configs: Sequence[Config] = (Config(),),
-    tune_key: Sequence[TuneDim] = (),
-    dtype_generic: bool = False,
-) -> Resolved | None:
-    """Check the declaration; ``None`` when it is too partial to describe a launch (override path)."""
-    _check_geometry(op, geometry)
-    if outputs is None and not has_meta_fn:
-        raise SpecError(op, "outputs", "no outputs are declared and no meta_fn was given.",
-                        "declare outputs=[OutputDecl(...)] or pass meta_fn= to derive output shapes.")  # fmt: skip
-    if geometry is None and not has_eager_fn:
-        raise SpecError(op, "geometry", "no launch geometry is declared and no eager_fn was given.",
-                        "declare geometry=Elementwise(...)/Reduction(...)/Custom(...) or pass eager_fn=.")  # fmt: skip
-    if inputs is None:
-        if not (has_schema or has_meta_fn):
-            raise SpecError(op, "inputs", "no inputs are declared, and neither schema nor meta_fn was given.",
-                            "declare inputs=[InputDecl(...)], or pass schema= or a type-hinted meta_fn=.")  # fmt: skip
-        return None
-    if not inputs:
-        raise SpecError(op, "inputs", "the input list is empty.", "declare at least one InputDecl.")
-    mutating = any(isinstance(d, InputDecl) and d.mutates is True for d in inputs)
-    if outputs is not None and not outputs and not mutating:
-        raise SpecError(op, "outputs", "the output list is empty and no input is mutated.",
-                        "declare at least one OutputDecl, or mark the input the kernel writes mutates=True.")  # fmt: skip
-    names: list[str] = []
-    tensors: list[str] = []
-    scalars: list[str] = []
-    for k, d in enumerate(inputs):
-        field = f"inputs[{k}]"
-        if not isinstance(d, InputDecl | ScalarInput):
-            raise SpecError(op, field, f"{d!r} is not an InputDecl or ScalarInput.", "wrap it in InputDecl(name).")
-        _ident(op, field + ".name", d.name)
-        if d.name in names:
-            raise SpecError(op, field + ".name", f"'{d.name}' is declared twice.", "give every input a unique name.")
-        names.append(d.name)
-        if isinstance(d, ScalarInput):
-            if d.py_type not in (float, int, bool):
-                raise SpecError(op, field + ".py_type", f"{d.py_type!r} is not float, int or bool.",
-                                "use py_type=float, int or bool.")  # fmt: skip
-            scalars.append(d.name)
-        else:
-            if d.dtype is not None and not isinstance(d.dtype, torch.dtype):
-                raise SpecError(op, field + ".dtype", f"{d.dtype!r} is not a torch.dtype.", "pass e.g. torch.float32.")
-            if d.contiguous not in ("make", "require"):
-                raise SpecError(op, field + ".contiguous", f"{d.contiguous!r} is not a policy.",
-                                "use 'make' (copy non-contiguous inputs) or 'require' (refuse them).")  # fmt: skip
-            if d.ndim is not None and (not isinstance(d.ndim, int) or d.ndim < 0):
-                raise SpecError(op, field + ".ndim", f"{d.ndim!r} is not a rank.", "use a non-negative int or None.")
-            if not isinstance(d.mutates, bool):
-                raise SpecError(op, field + ".mutates", f"{d.mutates!r} is not a bool.", "pass True or False.")
-            if d.shape is not None:
-                if not isinstance(d.shape, tuple | list) or not all(
-                        (isinstance(e, int) and not isinstance(e, bool) and e >= 0) or isinstance(e, DimSize)
-                        for e in d.shape):  # fmt: skip
-                    raise SpecError(op, field + ".shape", f"{d.shape!r} is not a shape.",
-                                    "use a tuple of ints and DimSize(other_input, axis).")  # fmt: skip
-                if d.ndim is not None and d.ndim != len(d.shape):
-                    raise SpecError(op, field + ".ndim", f"ndim={d.ndim} disagrees with shape={d.shape!r}.",
-                                    "drop ndim; shape implies it.")  # fmt: skip
-            tensors.append(d.name)
-    if outputs is None:
-        return None  # meta_fn describes the outputs; the launch needs eager_fn or Custom
-    out_names: list[str] = []
-    for k, o in enumerate(outputs):
-        field = f"outputs[{k}]"
-        if not isinstance(o, OutputDecl):
-            raise SpecError(op, field, f"{o!r} is not an OutputDecl.", "wrap it in OutputDecl(name, shape=...).")
-        _ident(op, field + ".name", o.name)
-        if o.name in names or o.name in out_names:
-            raise SpecError(op, field + ".name", f"'{o.name}' is already used by another input or output.",
-                            "give every input and output a unique name.")  # fmt: skip
-        out_names.append(o.name)
-    if not tensors:
-        raise SpecError(op, "inputs", "declarative outputs need at least one tensor input to take a shape from.",
-                        "add an InputDecl, or pass meta_fn= and eager_fn= for this kernel.")  # fmt: skip
-
-    # Extras: integers computed from input shapes.
-    extra_args: list[ExtraArg] = []
-    for k, e in enumerate(extras):
-        field = f"extras[{k}]"
-        if not isinstance(e, Numel | DimSize):
-            raise SpecError(op, field, f"{e!r} is not Numel or DimSize.", "use Numel(name) or DimSize(name, axis).")
-        if e.dtype not in (None, "int32", "int64"):
-            raise SpecError(op, field + ".dtype", f"{e.dtype!r} is not an index type.", "use 'int32' or 'int64'.")
-        idx = _ref(op, field + ".input_name", e.input_name, tensors, scalars)
-        if isinstance(e, Numel):
-            expr, label = ["numel", f"i{idx}"], f"numel({e.input_name})"
-        else:
-            if not isinstance(e.axis, int) or isinstance(e.axis, bool):
-                raise SpecError(op, field + ".axis", f"{e.axis!r} is not an axis.", "pass an int (negative allowed).")
-            expr, label = ["size", f"i{idx}", e.axis], f"size({e.input_name}, {e.axis})"
-        extra_args.append(ExtraArg(label, expr, {"int32": "i32", "int64": "i64", None: ""}[e.dtype]))
-
-    # Outputs: shape relation and dtype source.
-    out_args: list[OutputArg] = []
-    for k, o in enumerate(outputs):
-        field = f"outputs[{k}]"
-        rel = o.shape
-        if isinstance(rel, SameAs):
-            shape = {"same_as": _ref(op, field + ".shape.input_idx", rel.input_idx, tensors, scalars)}
-        elif isinstance(rel, ReduceDims):
-            ref = _ref(op, field + ".shape.input_idx", rel.input_idx, tensors, scalars)
-            dims = rel.dims
-            if not isinstance(dims, tuple | list) or not dims or not all(isinstance(d, int) for d in dims):
-                raise SpecError(op, field + ".shape.dims", f"{dims!r} is not a non-empty tuple of axes.",
-                                "pass e.g. dims=(-1,); use SameAs for an unreduced output.")  # fmt: skip
-            if len(set(dims)) != len(dims):
-                raise SpecError(op, field + ".shape.dims", f"{tuple(dims)} repeats an axis.", "list each axis once.")
-            shape = {"reduce": ref, "dims": list(dims), "keepdim": bool(rel.keepdim)}
-        else:
-            raise SpecError(op, field + ".shape", f"{rel!r} is not a shape relation.",
-                            "use SameAs(input) or ReduceDims(input, dims), or pass meta_fn=.")  # fmt: skip
-        src = 0 if o.dtype_from is None else _ref(op, field + ".dtype_from", o.dtype_from, tensors, scalars)
-        out_args.append(OutputArg(o.name, shape, src))
-
-    # Rank needs of the geometry and of ReduceDims.
-    min_nd = [0] * len(tensors)
-    for o in out_args:
-        if "reduce" in o.shape:
-            min_nd[o.shape["reduce"]] = max(
-                min_nd[o.shape["reduce"]], *(d + 1 if d >= 0 else -d for d in o.shape["dims"])
-            )
-    for e in extra_args:
-        if e.expr[0] == "size":
-            k, axis = int(e.expr[1][1:]), e.expr[2]
-            min_nd[k] = max(min_nd[k], axis + 1 if axis >= 0 else -axis)
-    if geometry is not None:
-        ref, rank = min_rank(geometry)  # type: ignore[arg-type]
-        if ref == "i0":
-            min_nd[0] = max(min_nd[0], rank)
-        elif rank and not out_args:  # no outputs: the geometry spans the first mutated input
-            k = next(i for i, d in enumerate(d for d in inputs if isinstance(d, InputDecl)) if d.mutates)
-            min_nd[k] = max(min_nd[k], rank)
-        elif rank:  # the first output's rank follows from its source input's
-            o = out_args[0]
-            src = o.shape.get("same_as", o.shape.get("reduce"))
-            lost = 0 if "same_as" in o.shape or o.shape["keepdim"] else len(o.shape["dims"])
-            min_nd[src] = max(min_nd[src], rank + lost)
-
-    tensor_decls = [d for d in inputs if isinstance(d, InputDecl)]
-    dtypes: list[torch.dtype | None] = [d.dtype for d in tensor_decls]
-    scalar_ctypes = {d.name: _DEFAULT_SCALAR_CTYPE[d.py_type.__name__] for d in inputs if isinstance(d, ScalarInput)}
-    out_dtypes: list[torch.dtype | None] = [None] * len(out_args)
-
-    if signature is not None:
-        _match_signature(op, inputs, extra_args, out_args, signature, pointers_typed, dtypes, scalar_ctypes, out_dtypes)
-    elif pointers_typed and (scalar_ctypes or extra_args):
-        import warnings
-
-        warnings.warn(f"{op}: could not read the kernel's parameter list from the source (a macro or unusual "
-                      "syntax), so scalar and extra parameter types are assumed: float -> 32-bit float, int -> "
-                      "32-bit int, extras -> their declared dtype or int32. A kernel taking double or long long "
-                      "would read garbage. Fix: write the __global__ definition plainly in the source.",
-                      stacklevel=4)  # fmt: skip
-    for k, e in enumerate(extra_args):
-        if not e.ctype:
-            extra_args[k] = ExtraArg(e.name, e.expr, "i32")
-    # Every tensor needs a known element type unless the kernel takes void* (or compiles one per dtype).
-    for k, d in enumerate(tensor_decls):
-        if dtypes[k] is None and not dtype_generic and not _is_void(signature, inputs, d.name):
-            raise SpecError(op, f"inputs[{list(inputs).index(d)}].dtype",
-                            f"the element type of '{d.name}' is unknown (the kernel's signature does not say it).",
-                            f"declare InputDecl('{d.name}', dtype=torch.float32) (or the dtype the kernel reads).")  # fmt: skip
-    for k, o in enumerate(out_args):
-        src_dt = dtypes[o.dtype_from]
-        if out_dtypes[k] is not None and src_dt is not None and out_dtypes[k] != src_dt:
-            raise SpecError(op, f"outputs[{k}].dtype_from",
-                            f"'{o.name}' takes its dtype from '{tensors[o.dtype_from]}' ({src_dt}) but the kernel "
-                            f"writes it as {out_dtypes[k]}.",
-                            "point dtype_from at an input of the output's element type, or fix the kernel.")  # fmt: skip
-        if out_dtypes[k] is not None and src_dt is None:
-            dtypes[o.dtype_from] = out_dtypes[k]
-        fixed = out_dtypes[k] or dtypes[o.dtype_from]
-        out_args[k] = OutputArg(o.name, o.shape, o.dtype_from, str(fixed).removeprefix("torch.") if fixed else None)
-
-    shapes = _resolve_shapes(op, inputs, tensors, min_nd)
-    resolved_inputs: list[TensorArg | ScalarArg] = []
-    ti = 0
-    for d in inputs:
-        if isinstance(d, InputDecl):
-            dt = dtypes[ti]
-            nd_min = min_nd[ti]
-            if d.ndim is not None and d.ndim < nd_min:
-                raise SpecError(op, f"inputs[{ti}].ndim", f"'{d.name}' is declared with {d.ndim} dims but the "
-                                f"geometry or a ReduceDims needs at least {nd_min}.", "fix ndim or the axes.")  # fmt: skip
-            resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
-                                             "require" if d.mutates else d.contiguous,
-                                             len(d.shape) if d.shape is not None else d.ndim, nd_min,
-                                             d.mutates, shapes[ti]))  # fmt: skip
-            ti += 1
-        else:
-            resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, scalar_ctypes[d.name]))
-    launches = tuple(lower_geometry(geometry, c.params) if geometry is not None else None  # type: ignore[arg-type]
-                     for c in configs)  # fmt: skip
-    key = _tune_key(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
-    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key)
-
-
-def _resolve_shapes(op: str, inputs: Sequence, tensors: list[str], min_nd: list[int]) -> list[tuple | None]:
-    """Each tensor input's declared shape as record entries (int, or [input index, axis]); raises the
-    axes a reference needs into the referenced input's minimum rank."""
-    out: list[tuple | None] = []
-    for d in (x for x in inputs if isinstance(x, InputDecl)):
-        if d.shape is None:
-            out.append(None)
-            continue
-        entries: list = []
-        for e in d.shape:
-            if isinstance(e, int):
-                entries.append(e)
-                continue
-            if e.input_name not in tensors or e.input_name == d.name:
-                raise SpecError(op, f"inputs '{d.name}'.shape", f"DimSize('{e.input_name}', ...) names no other tensor "
-                                "input.", f"reference one of {[t for t in tensors if t != d.name]}.")  # fmt: skip
-            j = tensors.index(e.input_name)
-            min_nd[j] = max(min_nd[j], e.axis + 1 if e.axis >= 0 else -e.axis)
-            entries.append([j, e.axis])
-        out.append(tuple(entries))
-    return out
-
-
-def _is_void(signature: list[CParam] | None, inputs: Sequence, name: str) -> bool:
-    if signature is None:
-        return False
-    pos = [d.name for d in inputs].index(name)
-    return pos < len(signature) and signature[pos].ctype == "void"
-
-
-def _match_signature(op, inputs, extras, outputs, sig, pointers_typed, dtypes, scalar_ctypes, out_dtypes) -> None:
-    roles = [("tensor" if isinstance(d, InputDecl) else "scalar", d.name) for d in inputs]
-    roles += [("extra", e.name) for e in extras] + [("output", o.name) for o in outputs]
-    if len(sig) != len(roles):
-        want = ", ".join(f"{n} ({r})" for r, n in roles)
-        have = ", ".join(p.spelled for p in sig)
-        raise SpecError(op, "kernel signature", f"the kernel takes {len(sig)} parameters ({have}) but the "
-                        f"declaration implies {len(roles)}: {want}.",
-                        "the order is inputs and scalars as declared, then extras, then outputs; "
-                        "make the declaration and the kernel agree.")  # fmt: skip
-    ti = ei = oi = 0
-    for (role, name), p in zip(roles, sig, strict=True):
-        where = f"parameter '{p.spelled}' (for {role} '{name}')"
-        if role in ("tensor", "output"):
-            is_ptr = p.pointer if pointers_typed else SIZE_OF_CTYPE.get(p.ctype) == 8
-            if not is_ptr:
-                raise SpecError(op, "kernel signature", f"{where} is not a pointer.",
-                                f"pass '{name}' as a pointer, or declare it as a ScalarInput/extra instead.")  # fmt: skip
-            elem = DTYPE_OF_CTYPE.get(p.ctype) if pointers_typed else None
-            if role == "tensor":
-                declared = dtypes[ti]
-                if elem is not None and declared is not None and elem != declared:
-                    raise SpecError(op, f"inputs '{name}'.dtype", f"declared {declared} but the kernel reads "
-                                    f"{p.spelled}.", "make InputDecl.dtype match the kernel's pointer type.")  # fmt: skip
-                if declared is None:
-                    dtypes[ti] = elem
-                ti += 1
-            else:
-                out_dtypes[oi] = elem
-                oi += 1
-        else:
-            if pointers_typed and p.pointer:
-                raise SpecError(op, "kernel signature", f"{where} is a pointer but '{name}' is passed by value.",
-                                "declare it as an InputDecl/OutputDecl or change the kernel.")  # fmt: skip
-            if role == "scalar":
-                py = next(d for d in inputs if d.name == name).py_type.__name__
-                if p.ctype not in _SCALAR_CTYPES[py]:
-                    raise SpecError(op, f"ScalarInput '{name}'", f"py_type={py} cannot be passed as {where}.",
-                                    "make ScalarInput.py_type match the kernel's parameter type.")  # fmt: skip
-                scalar_ctypes[name] = p.ctype
-            else:
-                e = extras[ei]
-                if p.ctype not in _INT_CTYPES:
-                    raise SpecError(op, f"extras '{name}'", f"{where} is not a 32- or 64-bit integer.",
-                                    "take extras as int, unsigned, long long or int64_t.")  # fmt: skip
-                if e.ctype and SIZE_OF_CTYPE[e.ctype] != SIZE_OF_CTYPE[p.ctype]:
-                    raise SpecError(op, f"extras '{name}'.dtype", f"declared {e.ctype} but {where} has "
-                                    f"{SIZE_OF_CTYPE[p.ctype]} bytes.", "make the dtype match the parameter.")  # fmt: skip
-                extras[ei] = ExtraArg(e.name, e.expr, p.ctype)
-                ei += 1

@@ -11,10 +11,12 @@ from __future__ import annotations
 import math
 import struct
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 
+from . import env
 from .autotune import Tuner
-from .errors import LaunchError
+from .errors import InputError, LaunchError
 from .flavors.base import Binary, KernelSource
 from .geometry import LaunchPlan, to_python
 from .launch import DeviceKernel, _Params, pack_format
@@ -34,6 +36,7 @@ class Variants:
         self.c_launched = hasattr(sources[0], "c_launcher")  # Triton: launched by its own C launcher
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
         self.kernels: dict[tuple, DeviceKernel] = {}
+        self.static_values: dict[int, set] = {}  # per compiled-in extra, the values compiled so far
         #: What the generated eager code reads per call, keyed by the specialization (untuned) or by
         #: (config, specialization): (functions by device, block x, y, z, shared memory, the kernel).
         self.fast: dict[tuple, tuple] = {}
@@ -85,8 +88,30 @@ class Variants:
             with self._lock:  # eight threads making the first call compile once
                 kd = self.kernels.get((c, spec))
                 if kd is None:
+                    self._count_static(spec)
                     kd = self.kernels[(c, spec)] = self._kernel(c, spec)
         return kd
+
+    def _count_static(self, spec: tuple) -> None:
+        """Sizes compiled into the kernel: each new value is a compile. Warn when one takes many values, and
+        refuse past the limit (a dimension that varies per call should be a runtime parameter)."""
+        for (kind, k), v in zip(self.spec_layout, spec, strict=False):
+            if kind != "static":
+                continue
+            seen = self.static_values.setdefault(k, set())
+            if v in seen:
+                continue
+            label = self.record.extras[k].label
+            if len(seen) >= env.SPECIALIZE_LIMIT.get():
+                raise InputError(self.record.op_name, label, f"one of the {len(seen)} values already compiled in "
+                                 f"(OPSMITH_SPECIALIZE_LIMIT={env.SPECIALIZE_LIMIT.get()})", f"{v}",
+                                 f"Fix: pass '{self.record.extras[k].name}' as a runtime parameter (not tl.constexpr / "
+                                 "a template argument), or bucket the size.")  # fmt: skip
+            seen.add(v)
+            if len(seen) == env.SPECIALIZE_WARN.get():
+                warnings.warn(f"{self.record.op_name}: {label} has taken {len(seen)} values, each compiled into its own "
+                              f"kernel ({sorted(seen)}). Fix: make it a runtime parameter if it varies per call.",
+                              stacklevel=4)  # fmt: skip
 
     def _grid_fn(self, plan: LaunchPlan | None) -> Callable | None:
         if plan is None:

@@ -1,8 +1,10 @@
 """The bad-input matrix: every mistake opsmith detects, with the exact error it gets.
 
-Each case is (id, when, mistake, thunk, error class, needs a GPU). ``docs/errors.md`` is generated from
-these cases by running them (``python tests/error_matrix.py --write``), and ``test_error_matrix.py``
-walks the table: every row's error is raised exactly, and every case has its row.
+Each case is (id, when, mistake, thunk, error class, where). ``where``: "any" (walked everywhere, on CPU
+with fake CUDA tensors where a call is needed), "gpu" (needs a GPU), "nodriver" (needs a machine without a
+CUDA driver). ``docs/errors.md`` is generated from these cases by running them (``python
+tests/error_matrix.py --write``), and ``test_error_matrix.py`` walks the table: every row's error is raised
+exactly, and every case has its row.
 """
 
 from __future__ import annotations
@@ -26,6 +28,16 @@ extern "C" __global__ void k(const float* x, int n, float* y) {
 extern "C" __global__ void k2(const float* x, const float* w, float a, int n, float* y) {}
 template <typename T, typename W> __global__ void kt(const T* x, const W* w, long long n, T* y) {}
 extern "C" __global__ void ki(float* x, int n) {}
+struct Px { float v; };
+template <typename T> __global__ void kp(const T* x, const Px* w, long long n, T* y) {}
+__global__ void ov(const float* x, int n, float* y) {}
+__global__ void ov(const double* x, int n, double* y) {}
+__device__ void dev(const float* x, int n, float* y) {}
+extern "C" __global__ void kv(const float* x, float2 a, int n, float* y) {}
+template <typename T, typename W> __global__ void ko(const T* x, const W* w, long long n, W* y) {}
+extern "C" __global__ void named(float* out, const float* inp, int N) {}
+extern "C" __global__ void both(const float* x, const float* x_ptr, int n, float* y) {}
+extern "C" __global__ void ks(const float* x, float a, int n, float* y) {}
 """
 
 
@@ -58,6 +70,21 @@ def op(kind: str) -> ok.Op:
         elif kind == "backward":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_backward", spec(), backward=ok.Backward(
                 lambda g: g, args=("grad_y",), grads=("x",)))  # fmt: skip
+        elif kind == "flat768":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_flat768", spec(geometry=ok.Elementwise(block=(768,))))
+        elif kind == "rows":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_rows", spec(outputs=[O("y", shape=ok.ReduceDims("x", (-1,)))],
+                                                                 geometry=ok.Reduction((-1,))))  # fmt: skip
+        elif kind == "like":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_like", spec(kernel_name="kt<{T_x}, {T_x}>", inputs=[I("x"), I("w")],
+                                                                 extras=[ok.Numel("x", "int64")]))  # fmt: skip
+        elif kind == "scalar":
+            _OPS[kind] = ok.cuda_kernel_op(
+                "errm::ok_scalar", spec(kernel_name="ks", inputs=[I("x"), ok.ScalarInput("a", float)])
+            )
+        elif kind == "floatgrid":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_floatgrid", spec(
+                geometry=ok.Custom(lambda i, o: ((i["x"].numel() / 256,), (256,)))))  # fmt: skip
     return _OPS[kind]
 
 
@@ -83,55 +110,113 @@ def _bad_backward():
     return ok.cuda_kernel_op("errm::bw_arg", spec(), backward=ok.Backward(lambda g: g, args=("grad_z",), grads=("x",)))
 
 
+# Autograd rows run on meta tensors: the ops' fake implementations serve the Meta key, and the autograd
+# engine runs on them everywhere (fake CUDA tensors cannot enter autograd in a CPU-only torch build).
 def _double_backward():
-    x = torch.randn(8, device="cuda", requires_grad=True)
+    x = torch.empty(8, device="meta").requires_grad_()
     (g,) = torch.autograd.grad(op("backward")(x).sum(), (x,), create_graph=True)
     return g
 
 
-def cases() -> list[tuple[str, str, str, Callable[[], object], type, bool]]:
+def _no_backward():
+    x = torch.empty(8, device="meta").requires_grad_()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no warnings filter decides it
+        (op("plain")(x.view(2, 4)).sum() + x.sum()).backward()
+
+
+def _ptx_without_driver():
+    return ok.cuda_kernel_op("errm::ptx_nodriver", spec(target="ptx"))
+
+
+def _meta_untyped():
+    def meta(x):
+        return torch.empty_like(x)
+
+    return ok.cuda_kernel_op("errm::meta_untyped", spec(outputs=None), meta_fn=meta)
+
+
+def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
     R, C = "registration", "call"
     E = ok.SpecError
     return [
-        ("bad-op-name", R, "op name without a namespace", lambda: ok.cuda_kernel_op("relu", spec()), E, False),
-        ("empty-inputs", R, "an empty input list", reg("empty_inputs", inputs=[]), E, False),
-        ("duplicate-input", R, "two inputs with one name", reg("dup_in", inputs=[I("x"), I("x")]), E, False),
-        ("output-reuses-name", R, "an output named like an input", reg("out_name", outputs=[O("x", shape=ok.SameAs(0))]), E, False),
-        ("empty-outputs", R, "no outputs and no mutated input", reg("no_out", outputs=[]), E, False),
-        ("sameas-range", R, "`SameAs` index out of range", reg("sameas_idx", outputs=[O("y", shape=ok.SameAs(3))]), E, False),
-        ("sameas-name", R, "`SameAs` of an unknown name", reg("sameas_name", outputs=[O("y", shape=ok.SameAs("z"))]), E, False),
-        ("reducedims-repeat", R, "`ReduceDims` with a repeated axis", reg("rd_rep", outputs=[O("y", shape=ok.ReduceDims("x", (0, 0)))]), E, False),
-        ("numel-unknown", R, "`Numel` of an unknown input", reg("numel_unk", extras=[ok.Numel("nope")]), E, False),
-        ("extra-type", R, "an extra that is not `Numel`/`DimSize`", reg("extra_type", extras=[3]), E, False),
-        ("dtype-from-unknown", R, "`dtype_from` an unknown input", reg("dtfrom", outputs=[O("y", shape=ok.SameAs(0), dtype_from="w")]), E, False),
-        ("block-too-big", R, "a block over 1,024 threads", reg("block_big", geometry=ok.Elementwise(block=(2048,))), E, False),
-        ("bad-layout", R, "an unknown `Elementwise` layout", reg("layout", geometry=ok.Elementwise(layout="diag")), E, False),
-        ("outputs-without-meta", R, "no outputs and no `meta_fn`", reg("no_meta", outputs=None), E, False),
-        ("geometry-without-eager", R, "no geometry and no `eager_fn`", reg("no_eager", geometry=None), E, False),
-        ("scalar-type", R, "a `ScalarInput` of another Python type", reg("scalar_t", inputs=[I("x"), ok.ScalarInput("a", str)]), E, False),
-        ("dtype-vs-kernel", R, "a declared dtype the kernel does not read", reg("dt_k", inputs=[I("x", dtype=torch.float16)]), E, False),
-        ("param-count", R, "fewer declared arguments than kernel parameters", reg("params", extras=[]), E, False),
-        ("extra-width", R, "an int64 extra for an `int` parameter", reg("width", extras=[ok.Numel("x", dtype="int64")]), E, False),
-        ("contiguous-policy", R, "an unknown `contiguous` policy", reg("contig", inputs=[I("x", contiguous="maybe")]), E, False),
-        ("missing-kernel", R, "a kernel name the module lacks", reg("missing", kernel_name="nope"), E, False),
-        ("does-not-compile", R, "a source that does not compile", reg("nocompile", kernel_source=SRC.replace("y[i] = x[i];", "y[i] = x[i] + oops;")), ok.CompileError, False),
-        ("type-slot-unknown", R, "a `{T_<input>}` slot naming no input", reg("slot", kernel_name="kt<{T_x}, {T_q}>", inputs=[I("x"), I("w")], extras=[ok.Numel("x", "int64")]), E, False),
-        ("pointer-type-unknown", R, "a template pointer with no dtype and no slot", reg("noslot", kernel_name="kt<{T_x}>", inputs=[I("x"), I("w")], extras=[ok.Numel("x", "int64")]), E, False),
-        ("shape-ref-unknown", R, "`InputDecl.shape` referencing an unknown input", reg("shape_ref", kernel_name="kt<{T_x}, {T_w}>", inputs=[I("x"), I("w", shape=(ok.DimSize("q", 0),))], extras=[ok.Numel("x", "int64")]), E, False),
-        ("autotune-placeholder", R, "a `{NAME}` no config fills", reg("tune_ph", kernel_name="kt<{BLOCK}>", autotune=ok.Autotune([ok.Config({"OTHER": 1})])), E, False),
-        ("backward-arg", R, "a `Backward` argument that names nothing", _bad_backward, E, False),
-        ("name-taken", R, "the same name with another declaration", _dup, ok.RegistrationError, False),
-        ("index-width", R, "an `index_dtype` that is not int32/int64", reg("width_idx", index_dtype="int16"), E, False),
-        ("cpu-tensor", C, "a CPU tensor", lambda: op("plain")(torch.randn(2, 4)), ok.InputError, False),
-        ("wrong-dtype", C, "a tensor of another dtype", _fake(lambda: op("plain")(torch.empty(2, 4, dtype=torch.float16, device="cuda"))), ok.InputError, False),
-        ("wrong-rank", C, "a tensor of another rank", _fake(lambda: op("plain")(torch.empty(8, device="cuda"))), ok.InputError, False),
-        ("wrong-shape", C, "a tensor of another declared shape", _fake(lambda: op("shaped")(torch.empty(2, 4, device="cuda"), torch.empty(5, device="cuda"))), ok.InputError, False),
-        ("too-large-for-int32", C, "over 2^31 - 1 elements for a 32-bit-indexing kernel", _fake(lambda: op("shaped")(torch.empty(2**20, 2**11 + 1, device="cuda"), torch.empty(2**11 + 1, device="cuda"))), ok.InputError, False),
-        ("not-contiguous", C, "a non-contiguous tensor where `require`d", lambda: op("plain")(torch.randn(4, 2, device="cuda").t()), ok.InputError, True),
-        ("other-gpu", C, "tensors on two GPUs", lambda: op("shaped")(torch.randn(2, 4, device="cuda:0"), torch.randn(4, device="cuda:1")), ok.InputError, True),
-        ("inplace-grad", C, "an in-place op without backward on a tensor that requires grad", lambda: op("inplace")(torch.randn(8, device="cuda", requires_grad=True).clone()), ok.DifferentiationError, True),
-        ("double-backward", C, "`create_graph=True` through an undeclared double backward", _double_backward, ok.DifferentiationError, True),
+        ("bad-op-name", R, "op name without a namespace", lambda: ok.cuda_kernel_op("relu", spec()), E, "any"),
+        ("op-name-keyword", R, "an op name that is a Python keyword", lambda: ok.cuda_kernel_op("errm::def", spec()), E, "any"),
+        ("op-name-ascii", R, "an op name with non-ASCII letters", lambda: ok.cuda_kernel_op("errm::résumé", spec()), E, "any"),
+        ("op-name-attribute", R, "an op name torch's namespace object already uses", lambda: ok.cuda_kernel_op("errm::name", spec()), E, "any"),
+        ("empty-inputs", R, "an empty input list", reg("empty_inputs", inputs=[]), E, "any"),
+        ("duplicate-input", R, "two inputs with one name", reg("dup_in", inputs=[I("x"), I("x")]), E, "any"),
+        ("output-reuses-name", R, "an output named like an input", reg("out_name", outputs=[O("x", shape=ok.SameAs(0))]), E, "any"),
+        ("empty-outputs", R, "no outputs and no mutated input", reg("no_out", outputs=[]), E, "any"),
+        ("sameas-range", R, "`SameAs` index out of range", reg("sameas_idx", outputs=[O("y", shape=ok.SameAs(3))]), E, "any"),
+        ("sameas-name", R, "`SameAs` of an unknown name", reg("sameas_name", outputs=[O("y", shape=ok.SameAs("z"))]), E, "any"),
+        ("reducedims-repeat", R, "`ReduceDims` with a repeated axis", reg("rd_rep", outputs=[O("y", shape=ok.ReduceDims("x", (0, 0)))]), E, "any"),
+        ("numel-unknown", R, "`Numel` of an unknown input", reg("numel_unk", extras=[ok.Numel("nope")]), E, "any"),
+        ("extra-type", R, "an extra that is not `Numel`/`DimSize`", reg("extra_type", extras=[3]), E, "any"),
+        ("dtype-from-unknown", R, "`dtype_from` an unknown input", reg("dtfrom", outputs=[O("y", shape=ok.SameAs(0), dtype_from="w")]), E, "any"),
+        ("block-too-big", R, "a block over 1,024 threads", reg("block_big", geometry=ok.Elementwise(block=(2048,))), E, "any"),
+        ("bad-layout", R, "an unknown `Elementwise` layout", reg("layout", geometry=ok.Elementwise(layout="diag")), E, "any"),
+        ("outputs-without-meta", R, "no outputs and no `meta_fn`", reg("no_meta", outputs=None), E, "any"),
+        ("geometry-without-eager", R, "no geometry and no `eager_fn`", reg("no_eager", geometry=None), E, "any"),
+        ("scalar-type", R, "a `ScalarInput` of another Python type", reg("scalar_t", inputs=[I("x"), ok.ScalarInput("a", str)]), E, "any"),
+        ("dtype-vs-kernel", R, "a declared dtype the kernel does not read", reg("dt_k", inputs=[I("x", dtype=torch.float16)]), E, "any"),
+        ("param-count", R, "fewer declared arguments than kernel parameters", reg("params", extras=[]), E, "any"),
+        ("extra-width", R, "an int64 extra for an `int` parameter", reg("width", extras=[ok.Numel("x", dtype="int64")]), E, "any"),
+        ("contiguous-policy", R, "an unknown `contiguous` policy", reg("contig", inputs=[I("x", contiguous="maybe")]), E, "any"),
+        ("missing-kernel", R, "a kernel name the module lacks", reg("missing", kernel_name="nope"), E, "any"),
+        ("does-not-compile", R, "a source that does not compile", reg("nocompile", kernel_source=SRC.replace("y[i] = x[i];", "y[i] = x[i] + oops;")), ok.CompileError, "any"),
+        ("type-slot-unknown", R, "a `{T_<input>}` slot naming no input", reg("slot", kernel_name="kt<{T_x}, {T_q}>", inputs=[I("x"), I("w")], extras=[ok.Numel("x", "int64")]), E, "any"),
+        ("pointer-type-unknown", R, "a pointer to a type with no dtype, undeclared", reg("noslot", kernel_name="kp<{T_x}>", inputs=[I("x"), I("w")], extras=[ok.Numel("x", "int64")]), E, "any"),
+        ("template-args-missing", R, "a template kernel name without its arguments", reg("targs", kernel_name="kt<{T_x}>", inputs=[I("x"), I("w")], extras=[ok.Numel("x", "int64")]), E, "any"),
+        ("kernel-overloaded", R, "an overloaded kernel named without its parameter types", reg("overload", kernel_name="ov"), E, "any"),
+        ("not-a-kernel", R, "a `__device__` function for a kernel", reg("device_fn", kernel_name="dev"), E, "any"),
+        ("scalar-into-struct", R, "a `ScalarInput` for a vector-type parameter (float2)", reg("float2", kernel_name="kv", inputs=[I("x"), ok.ScalarInput("a", float)]), E, "any"),
+        ("output-dtype-vs-template", R, "`dtype_from` against the template parameter that types the output", reg("out_slot", kernel_name="ko<{T_x}, {T_w}>", inputs=[I("x"), I("w")], outputs=[O("y", shape=ok.SameAs("x"), dtype_from="x")], extras=[ok.Numel("x", "int64")]), E, "any"),
+        ("names-partial", R, "kernel parameter names matching the declaration only in part", reg("partial", kernel_name="named", inputs=[I("inp")], outputs=[O("out", shape=ok.SameAs("inp"))], extras=[ok.Numel("inp")]), E, "any"),
+        ("names-ambiguous", R, "a declared name matching two kernel parameters (`x`, `x_ptr`)", reg("ambiguous", kernel_name="both", inputs=[I("x"), I("w")], outputs=[O("y", shape=ok.SameAs("x"))]), E, "any"),
+        ("param-order-unknown", R, "a `param_order` naming nothing declared", reg("order", param_order=["x", "count", "y"]), E, "any"),
+        ("extra-name-taken", R, "an extra named like an input", reg("extra_name", extras=[ok.Numel("x", name="x")]), E, "any"),
+        ("stride-unknown", R, "a `Stride` of an unknown tensor", reg("stride_unk", extras=[ok.Stride("z", 0)]), E, "any"),
+        ("const-value", R, "a `Const` that is not a number", reg("const_val", extras=[ok.Const("7")]), E, "any"),
+        ("meta-fn-untyped", R, "no outputs and a `meta_fn` without type hints", _meta_untyped, E, "any"),
+        ("shape-ref-unknown", R, "`InputDecl.shape` referencing an unknown input", reg("shape_ref", kernel_name="kt<{T_x}, {T_w}>", inputs=[I("x"), I("w", shape=(ok.DimSize("q", 0),))], extras=[ok.Numel("x", "int64")]), E, "any"),
+        ("autotune-placeholder", R, "a `{NAME}` no config fills", reg("tune_ph", kernel_name="kt<{BLOCK}>", autotune=ok.Autotune([ok.Config({"OTHER": 1})])), E, "any"),
+        ("backward-arg", R, "a `Backward` argument that names nothing", _bad_backward, E, "any"),
+        ("name-taken", R, "the same name with another declaration", _dup, ok.RegistrationError, "any"),
+        ("index-width", R, "an `index_dtype` that is not int32/int64", reg("width_idx", index_dtype="int16"), E, "any"),
+        ("ptx-needs-driver", R, "`target=\"ptx\"` on a machine without a CUDA driver", _ptx_without_driver, ok.ToolchainError, "nodriver"),
+        ("cpu-tensor", C, "a CPU tensor", lambda: op("plain")(torch.randn(2, 4)), ok.InputError, "any"),
+        ("wrong-dtype", C, "a tensor of another dtype", _fake(lambda: op("plain")(torch.empty(2, 4, dtype=torch.float16, device="cuda"))), ok.InputError, "any"),
+        ("wrong-rank", C, "a tensor of another rank", _fake(lambda: op("plain")(torch.empty(8, device="cuda"))), ok.InputError, "any"),
+        ("wrong-shape", C, "a tensor of another declared shape", _fake(lambda: op("shaped")(torch.empty(2, 4, device="cuda"), torch.empty(5, device="cuda"))), ok.InputError, "any"),
+        ("too-large-for-int32", C, "over 2^31 - 1 elements for a 32-bit-indexing kernel", _fake(lambda: op("shaped")(torch.empty(2**20, 2**11 + 1, device="cuda"), torch.empty(2**11 + 1, device="cuda"))), ok.InputError, "any"),
+        ("launch-wraps-int32", C, "a launch whose top thread index passes 2^31 - 1 (2^31 - 1 elements, block 768)", _fake(lambda: op("flat768")(torch.empty(2**31 - 1, device="cuda"))), ok.InputError, "any"),
+        ("float-scalar-range", C, "a float scalar outside its C type's range (3.5e38 for `float`)", _fake(lambda: op("scalar")(torch.empty(4, device="cuda"), 3.5e38)), ok.InputError, "any"),
+        ("template-dtype", C, "tensors one template parameter types, of two dtypes", _fake(lambda: op("like")(torch.empty(4, device="cuda"), torch.empty(4, device="cuda", dtype=torch.float16))), ok.InputError, "any"),
+        ("empty-reduced-axis", C, "an empty reduced axis with non-empty outputs (shape (3, 0))", _fake(lambda: op("rows")(torch.empty(3, 0, device="cuda"))), ok.InputError, "any"),
+        ("custom-float-grid", C, "a `Custom` geometry returning a float grid (`numel / 256`)", _fake(lambda: op("floatgrid").eager(torch.empty(1000, device="cuda"))), E, "any"),
+        ("no-backward", C, "differentiating an op that declares no backward (warnings ignored)", _no_backward, ok.DifferentiationError, "any"),
+        ("not-contiguous", C, "a non-contiguous tensor where `require`d", lambda: op("plain")(torch.randn(4, 2, device="cuda").t()), ok.InputError, "gpu"),
+        ("other-gpu", C, "tensors on two GPUs", lambda: op("shaped")(torch.randn(2, 4, device="cuda:0"), torch.randn(4, device="cuda:1")), ok.InputError, "gpu"),
+        ("inplace-grad", C, "an in-place op without backward on a tensor that requires grad", lambda: op("inplace")(torch.empty(8, device="meta").requires_grad_().clone()), ok.DifferentiationError, "any"),
+        ("double-backward", C, "`create_graph=True` through an undeclared double backward", _double_backward, ok.DifferentiationError, "any"),
     ]  # fmt: skip
+
+
+def has_driver() -> bool:
+    from cuda.pathfinder import DynamicLibNotFoundError, load_nvidia_dynamic_lib
+
+    try:
+        load_nvidia_dynamic_lib("cuda")
+        return True
+    except DynamicLibNotFoundError:
+        return False
+
+
+def runs_here(cid: str) -> bool:
+    return torch.cuda.device_count() >= (2 if cid == "other-gpu" else 1)
 
 
 def run(thunk: Callable[[], object], cls: type) -> str:
@@ -169,17 +254,17 @@ def parse(text: str) -> dict[str, tuple[str, str]]:
 if __name__ == "__main__":
     if "--write" not in sys.argv:
         sys.exit("usage: python tests/error_matrix.py --write")
-    # Rows that need a GPU (two, for other-gpu) keep their documented message where none is here; the GPU
-    # suite checks them.
+    # Rows that cannot run here (a GPU, two for other-gpu; no driver) keep their documented message; the
+    # machine that can run them checks them.
     old = parse(DOC.read_text()) if DOC.exists() else {}
     rows = []
-    for cid, when, mistake, thunk, cls, gpu in cases():
-        if gpu and torch.cuda.device_count() < 2 and cid in old:
-            msg = old[cid][1]
-        elif gpu and torch.cuda.device_count() < 2:
-            msg = "(not yet run on a GPU)"
-        else:
+    for cid, when, mistake, thunk, cls, where in cases():
+        runnable = where == "any" or (where == "gpu" and runs_here(cid)) or (where == "nodriver" and not has_driver())
+        if runnable:
             msg = run(thunk, cls)
-        rows.append((cid, when + (" (GPU)" if gpu else ""), mistake, cls.__name__, msg))
+        else:
+            msg = old[cid][1] if cid in old else "(not yet run where it can run)"
+        label = {"any": "", "gpu": " (GPU)", "nodriver": " (no driver)"}[where]
+        rows.append((cid, when + label, mistake, cls.__name__, msg))
     DOC.write_text(render(rows))
     print(f"wrote {len(rows)} rows to {DOC}")

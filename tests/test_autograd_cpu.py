@@ -74,10 +74,23 @@ def test_templated_cuda_kernel_needs_a_dtype_for_every_pointer():
             kernel_source=src, kernel_name="k<{T_q}>", inputs=[ok.InputDecl("x"), ok.InputDecl("w")],
             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", "int64")],
             geometry=ok.Elementwise()))  # fmt: skip
+    # ``w`` is typed by the T that {T_x} binds: it takes x's dtype (issue 14: it was refused as untyped).
     src2 = "template <typename T> __global__ void k(const T* x, const T* w, long long n, T* y) {}"
-    with pytest.raises(ok.SpecError, match=r"'w' is neither declared nor a template argument"):
+    op = ok.cuda_kernel_op(f"{NS}::sameslot", ok.KernelSpec(
+        kernel_source=src2, kernel_name="k<{T_x}>", inputs=[ok.InputDecl("x"), ok.InputDecl("w")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", "int64")],
+        geometry=ok.Elementwise()))  # fmt: skip
+    assert op.record.tensor_inputs[1].dtype_like == "x"
+    with FakeTensorMode():
+        x = torch.empty(8, device="cuda", dtype=torch.float16)
+        assert op(x, torch.empty(8, device="cuda", dtype=torch.float16)).dtype == torch.float16
+        with pytest.raises(ok.InputError, match=r"argument 'w': expected dtype torch.float16, the dtype of 'x'"):
+            op(x, torch.empty(8, device="cuda"))
+    # A pointer to a type the compiler knows but opsmith does not map to a dtype must be declared.
+    src3 = "struct Px { float v; };\ntemplate <typename T> __global__ void k(const T* x, const Px* w, long long n, T* y) {}"
+    with pytest.raises(ok.SpecError, match=r"the element type of 'w' is unknown"):
         ok.cuda_kernel_op(f"{NS}::noslot", ok.KernelSpec(
-            kernel_source=src2, kernel_name="k<{T_x}>", inputs=[ok.InputDecl("x"), ok.InputDecl("w")],
+            kernel_source=src3, kernel_name="k<{T_x}>", inputs=[ok.InputDecl("x"), ok.InputDecl("w")],
             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", "int64")],
             geometry=ok.Elementwise()))  # fmt: skip
 
@@ -150,12 +163,19 @@ def test_rmsnorm_cuda_ops_read_their_parameter_types_from_the_source():
     assert [e.ctype for e in bwd.record.extras] == ["i64", "i64", "i64"]
 
 
-def test_unreadable_signature_warns_that_types_are_assumed():
-    src = '#define KERNEL(name) extern "C" __global__ void name(const float* x, float a, int n, float* y)\nKERNEL(k) {}'
-    with pytest.warns(UserWarning, match="could not read the kernel's parameter list"):
-        ok.cuda_kernel_op(f"{NS}::macro", ok.KernelSpec(
-            kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x", torch.float32), ok.ScalarInput("a", float)],
+def test_a_macro_defined_kernel_gets_its_types_from_the_compiler():
+    """The text cannot say a macro-made kernel's parameters, the compiler can: double and long long are packed
+    at their width (before, a warning said they would be assumed 32-bit)."""
+    src = '#define KERNEL(name) extern "C" __global__ void name(const float* x, double a, long long n, float* y)\nKERNEL(k) {}'
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = ok.cuda_kernel_op(f"{NS}::macro", ok.KernelSpec(
+            kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x"), ok.ScalarInput("a", float)],
             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+    assert op.record.param_ctypes() == ["ptr", "f64", "i64", "ptr"]
+    assert op.record.tensor_inputs[0].dtype == "float32"
 
 
 def test_rmsnorm_tunes_per_row_length_and_row_count():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ..signature import CParam
+from ..signature import KernelParam
 from ..spec import Config
 
 __all__ = ["Binary", "KernelSource"]
@@ -26,16 +26,25 @@ class Binary:
     block: tuple[int, int, int] | None = None
     shared_mem: int = 0
     trailing_params: int = 0  # pointer parameters after the user's ones, passed as NULL (Triton's scratch)
+    #: The kernel's parameters as the compiler compiled them (C++: types and sizes; PTX: sizes).
+    params: tuple[KernelParam, ...] = ()
 
 
 class KernelSource(Protocol):
     kernel_name: str
-    #: True when the signature says what pointers point at (C++), False when it only gives sizes (PTX).
-    pointers_typed: bool
+    #: What the kernel's parameters say: "full" (C++: the compiler's types), "sizes" (PTX, cubins), "none"
+    #: (Triton: the declaration decides the types it is compiled for).
+    typed: str
     #: "cuda" | "ptx" | "cubin" | "triton"
     flavor: str
 
-    def signature(self) -> list[CParam] | None: ...
+    def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam] | None, str]:
+        """The kernel's runtime parameters in order (names "" where unknown) and why names are unknown."""
+        ...
+
+    def static_names(self) -> frozenset[str]:
+        """Names of compile-time parameters an extra may bind (Triton constexprs, C++ template placeholders)."""
+        ...
 
     def for_config(self, config: Config) -> KernelSource:
         """The same kernel with one tuning config's compile-time parameters applied."""

@@ -1,31 +1,43 @@
 """The CUDA C++ flavor: NVRTC through cuda.core, to a cubin for the device's exact architecture.
 
-Compiles are cached on disk (``cache.py``) under a key of the source, the contents of every header it
-includes that can be found (``#include "..."`` in include_paths and the toolkit's own headers), the
-options, the architecture and the NVRTC version. A cold compile of a small kernel costs 20-50 ms of NVRTC
-time; a disk hit costs a file read and a checksum.
+The kernel is found by its C++ name through NVRTC's name expressions (``extern "C"`` or not, namespaced,
+templated; an overloaded name takes its parameter types), and every compile also instantiates
+``opsmith_sig_probe<decltype(&KERNEL)>``, whose lowered name carries the kernel's parameter types as the
+compiler saw them (``signature.py``); the cubin's parameter sizes cross-check them.
+
+Compiles are hermetic (NVRTC does not search the current directory) and cached on disk (``cache.py``) under
+a key of the source, the contents of every header it includes (next to the including file, in
+``include_paths``, in the toolkit), the options, the architecture and the NVRTC version; a source whose
+includes cannot all be followed (``#include MACRO``) is never cached. A cold compile of a small kernel
+costs 20-50 ms of NVRTC time; a disk hit costs a file read and a checksum.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import re
+import string
 import time
 from pathlib import Path
 
 from ..cache import compile_cache, make_key
-from ..errors import CompileError, SpecError
-from ..record import TensorArg
-from ..signature import CParam, cubin_symbols, parse_cuda_signature
+from ..cubin import cubin_param_layout, cubin_symbols
+from ..errors import CompileError, LaunchError, SpecError, ToolchainError
+from ..mangling import ProbeError
+from ..signature import SLOT_PREFIX, KernelParam, name_params, params_from_probe, parse_ptx_entry, source_kernel_names
 from ..spec import Config
 from .base import Binary
 
 __all__ = ["CudaSource", "nvrtc_version", "toolkit_include_dir"]
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:[<"]([^>"]+)[>"]|(\S+))', re.M)
 _LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error|warning)", re.M)
+_PROBE = "\ntemplate <typename F> __global__ void opsmith_sig_probe(F) {}\n"
+_TYPE_SLOT = re.compile(r"\{T_(\w+)\}")
+_STATIC_SENTINEL = 16  # what a shape-bound template argument is while reading a generic kernel's signature
 
 
 @functools.cache
@@ -48,22 +60,36 @@ def toolkit_include_dir() -> str | None:
         return None
 
 
+@functools.cache
+def _hermetic() -> bool:
+    """Whether this cuda.core can tell NVRTC not to search the source's directory (the current one)."""
+    from cuda.core import ProgramOptions
+
+    return "no_source_include" in {f.name for f in dataclasses.fields(ProgramOptions)}
+
+
 @functools.lru_cache(maxsize=4096)
 def _file_digest(path: str, mtime_ns: int, size: int) -> tuple[str, str]:
     data = Path(path).read_bytes()
     return hashlib.sha256(data).hexdigest(), data.decode("utf-8", "replace")
 
 
-def header_digests(source: str, user_dirs: list[str], toolkit: str | None) -> dict[str, str]:
-    """What identifies every header reachable from ``source``: the sha256 of the user's headers (found
-    next to the including file or in ``user_dirs``, followed recursively), and the size and mtime of
-    toolkit headers (they change only with the toolkit; reading cuda_fp16.h's 16 files costs ~8 ms)."""
+def header_digests(source: str, user_dirs: list[str], toolkit: str | None) -> tuple[dict[str, str], bool]:
+    """What identifies every header reachable from ``source``, and whether every include could be followed.
+    User headers (next to the including file, or in ``user_dirs``, followed recursively) by sha256; toolkit
+    headers by size and mtime (they change only with the toolkit; reading cuda_fp16.h's 16 files costs
+    ~8 ms). Where NVRTC cannot be told to skip it, the current directory counts as the source's own."""
     seen: dict[str, str] = {}
-    todo: list[tuple[str, str | None]] = [(source, None)]
+    complete = True
+    top = [] if _hermetic() else [os.getcwd()]
+    todo: list[tuple[str, list[str]]] = [(source, top)]
     while todo:
         text, here = todo.pop()
-        for name in _INCLUDE.findall(text):
-            for d in ([here] if here else []) + user_dirs + ([toolkit] if toolkit else []):
+        for name, computed in _INCLUDE.findall(text):
+            if computed:  # #include MACRO: what it opens depends on the preprocessor
+                complete = False
+                continue
+            for d in here + user_dirs + ([toolkit] if toolkit else []):
                 p = os.path.join(d, name)
                 if p in seen or not os.path.isfile(p):
                     continue
@@ -73,18 +99,21 @@ def header_digests(source: str, user_dirs: list[str], toolkit: str | None) -> di
                 else:
                     digest, body = _file_digest(p, st.st_mtime_ns, st.st_size)
                     seen[p] = digest
-                    todo.append((body, os.path.dirname(p)))
+                    todo.append((body, [os.path.dirname(p)]))
                 break
-    return seen
+    return seen, complete
 
 
 def source_excerpt(source: str, log: str, context: int = 2) -> str:
     """The source lines the compiler log points at, numbered, with a marker on each offending line."""
     lines = source.splitlines()
-    bad = sorted({int(m.group("line")) for m in _LOG_LINE.finditer(log) if m.group("kind") != "warning"})
+    bad = sorted({int(m.group("line")) for m in _LOG_LINE.finditer(log)
+                  if m.group("kind") != "warning" and m.group("file") != "__nv_name_map"})  # fmt: skip
     shown: list[str] = []
     last = 0
     for n in bad:
+        if n > len(lines):
+            continue
         lo, hi = max(1, n - context), min(len(lines), n + context)
         if shown and lo > last + 1:
             shown.append("   ...")
@@ -92,9 +121,6 @@ def source_excerpt(source: str, log: str, context: int = 2) -> str:
             shown.append(f"{'>>' if k == n else '  '} {k:4d} | {lines[k - 1]}")
         last = hi
     return "\n".join(shown)
-
-
-_TYPE_SLOT = re.compile(r"\{T_(\w+)\}")
 
 
 def _c_type(dtype) -> str | None:
@@ -106,30 +132,29 @@ def _c_type(dtype) -> str | None:
             torch.uint8: "unsigned char", torch.bool: "bool"}.get(dtype)  # fmt: skip
 
 
-class _KeepTypeSlots(dict):
-    """``str.format_map`` mapping that leaves ``{T_<input>}`` slots for the per-call dtype specialization."""
-
-    def __missing__(self, key: str) -> str:
-        if key.startswith("T_"):
-            return "{" + key + "}"
-        raise KeyError(key)
+def _split_signature(kernel_name: str) -> tuple[str, str | None]:
+    """``"k<float>(const float*, int)"`` -> ("k<float>", "const float*, int"); no parentheses -> (name, None)."""
+    if "(" not in kernel_name:
+        return kernel_name, None
+    name, _, rest = kernel_name.partition("(")
+    return name.strip(), rest.rsplit(")", 1)[0].strip()
 
 
 class CudaSource:
     """A CUDA C++ kernel compiled with NVRTC. ``kernel_name`` may be a template instantiation.
 
-    ``{T_<input>}`` in the template arguments (``"rmsnorm<{T_x}>"``) makes the kernel generic over that
-    input's dtype: the input may leave ``dtype`` undeclared, and each dtype a call brings is instantiated
-    (``float``, ``double``, ``__half``, ``__nv_bfloat16``, integer types) and compiled once, like Triton's
-    specializations.
+    Placeholders in ``kernel_name``: ``{T_<input>}`` makes the kernel generic over that input's dtype, and
+    ``{NAME}`` of a shape-bound extra (``static``) makes it one instantiation per value; each distinct
+    specialization is compiled once, like Triton's. Other placeholders are filled by tuning configs.
     """
 
-    pointers_typed = True
+    typed = "full"
     flavor = "cuda"
 
     def __init__(self, op_name: str, source: str, kernel_name: str, *, std: str = "c++17",
                  include_paths: list[str] | None = None, defines: dict[str, str | int] | None = None,
-                 arch_override: str | None = None, target: str = "cubin") -> None:  # fmt: skip
+                 arch_override: str | None = None, target: str = "cubin", static: frozenset[str] = frozenset(),
+                 shown: str | None = None) -> None:  # fmt: skip
         if not isinstance(source, str) or not source.strip():
             raise SpecError(op_name, "kernel_source", "the source is empty.", "pass the CUDA C++ source text.")
         if not isinstance(kernel_name, str) or not kernel_name.strip():
@@ -140,150 +165,267 @@ class CudaSource:
         if arch_override is not None and not re.fullmatch(r"sm_\d+[af]?", arch_override):
             raise SpecError(op_name, "arch_override", f"{arch_override!r} is not an architecture.",
                             "use e.g. 'sm_90' or 'sm_90a'.")  # fmt: skip
-        self.op_name, self.source, self.kernel_name = op_name, source, kernel_name.strip()
-        self.std, self.include_paths = std, [os.path.abspath(p) for p in include_paths or []]
-        self.defines = {str(k): str(v) for k, v in (defines or {}).items()}
-        self.arch_override = arch_override
         if target not in ("cubin", "ptx"):
             raise SpecError(op_name, "target", f"{target!r} is not a target.", "use 'cubin' (default) or 'ptx'.")
-        self.target = target
-        self._templated = "<" in self.kernel_name
+        self.op_name, self.source, self.kernel_name = op_name, source, kernel_name.strip()
+        self.shown = shown or self.kernel_name  # the name as the user wrote it, for messages
+        self.std, self.include_paths = std, [os.path.abspath(p) for p in include_paths or []]
+        self.defines = {str(k): str(v) for k, v in (defines or {}).items()}
+        self.arch_override, self.target = arch_override, target
+        try:
+            fields = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
+        except ValueError as e:
+            raise SpecError(op_name, "kernel_name", f"'{kernel_name}' has unbalanced braces ({e}).",
+                            "write placeholders as {NAME} or {T_<input>}.") from None  # fmt: skip
         self.type_slots = list(dict.fromkeys(_TYPE_SLOT.findall(self.kernel_name)))
-        #: Generic over some input's dtype: compiled per call specialization (see ``spec_layout``).
-        self.specialized = self.dtype_generic = bool(self.type_slots)
+        self.static_slots = sorted(f for f in fields if f in static)
+        #: Generic over some input's dtype or a shape: compiled per call specialization (``spec_layout``).
+        self.dtype_generic = bool(self.type_slots)
+        self.specialized = bool(self.type_slots or self.static_slots)
         self._record = None
 
-    def signature(self) -> list[CParam] | None:
-        return parse_cuda_signature(self.source, self.kernel_name)
+    def static_names(self) -> frozenset[str]:
+        """Placeholders of ``kernel_name`` that an extra may bind (every one but the dtype slots)."""
+        fields = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
+        return frozenset(f for f in fields if not f.startswith("T_"))
 
     def for_config(self, config: Config) -> CudaSource:
         """Config params fill ``{NAME}`` placeholders of the kernel name (template arguments); the others
         become ``-D`` defines (a template parameter of the same name would clash with a macro)."""
         if not config.params:
             return self
-        import string
-
         placeholders = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
+        clash = placeholders & set(self.static_slots) & set(config.params)
+        if clash:
+            raise SpecError(self.op_name, "autotune.configs", f"{sorted(clash)} are bound both by an extra and by a "
+                            "config.", "let either the extra or the configs set each template argument.")  # fmt: skip
+        keep = {**{f"T_{s}": "{T_" + s + "}" for s in self.type_slots}, **{s: "{" + s + "}" for s in self.static_slots}}
         try:
-            name = self.kernel_name.format_map(_KeepTypeSlots(config.params))
+            name = self.kernel_name.format_map({**config.params, **keep})
         except (KeyError, IndexError, ValueError) as e:
             raise SpecError(self.op_name, "kernel_name", f"'{self.kernel_name}' has a placeholder {e} that the "
                             f"config params {config.params} do not fill.",
-                            "give every config each {NAME} used in kernel_name.") from None  # fmt: skip
+                            "give every config each {NAME} used in kernel_name (or bind it with a named extra).") from None  # fmt: skip
         return CudaSource(self.op_name, self.source, name, std=self.std, include_paths=self.include_paths,
                           defines={**self.defines, **{k: int(v) if isinstance(v, bool) else v
                                                       for k, v in config.params.items() if k not in placeholders}},
-                          arch_override=self.arch_override, target=self.target)  # fmt: skip
+                          arch_override=self.arch_override, target=self.target, static=frozenset(self.static_slots),
+                          shown=self.shown)  # fmt: skip
 
     def bind(self, record) -> None:
-        """Check the ``{T_<input>}`` slots against the declaration (each names a tensor input)."""
         names = [a.name for a in record.tensor_inputs]
         for slot in self.type_slots:
             if slot not in names:
                 raise SpecError(self.op_name, "kernel_name", f"'{{T_{slot}}}' names no tensor input.",
                                 f"use {{T_<input>}} with one of {names}.")  # fmt: skip
-        sig = self.signature() or []
-        for k, a in enumerate(record.inputs):
-            void = k < len(sig) and sig[k].ctype == "void"
-            if isinstance(a, TensorArg) and a.dtype is None and a.name not in self.type_slots and not void:
-                raise SpecError(self.op_name, f"inputs '{a.name}'.dtype", f"the element type of '{a.name}' is "
-                                "neither declared nor a template argument, so any dtype would be reinterpreted.",
-                                f"declare InputDecl('{a.name}', dtype=...) or add {{T_{a.name}}} to kernel_name.")  # fmt: skip
         self._record = record
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """("dtype", k) for each tensor input k whose dtype a ``{T_<input>}`` slot takes and the declaration
-        leaves open; a declared dtype fills its slot at build time."""
+        leaves open, then ("static", e) for each extra compiled in as a template argument."""
         assert self._record is not None
-        return [("dtype", k) for k, a in enumerate(self._record.tensor_inputs)
-                if a.name in self.type_slots and a.dtype is None]  # fmt: skip
+        layout = [("dtype", k) for k, a in enumerate(self._record.tensor_inputs)
+                  if a.name in self.type_slots and a.dtype is None]  # fmt: skip
+        return layout + [("static", k) for k in self._record.static_extras]
 
-    def instantiate(self, spec: tuple) -> CudaSource:
-        """This source with every ``{T_<input>}`` slot filled from ``spec`` (or the declared dtype)."""
+    def _fill(self, spec: tuple) -> tuple[dict, dict]:
+        """(template placeholder values, dtypes by tensor input name) of one call specialization."""
         import torch
 
         assert self._record is not None
-        dtypes = {a.name: getattr(torch, a.dtype) for a in self._record.tensor_inputs if a.dtype}
-        for (_, k), dt in zip(self.spec_layout(), spec, strict=True):
-            dtypes[self._record.tensor_inputs[k].name] = dt
-        fill = {}
+        record = self._record
+        dtypes = {a.name: getattr(torch, a.dtype) for a in record.tensor_inputs if a.dtype}
+        fill: dict[str, str] = {}
+        for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
+            if kind == "dtype":
+                dtypes[record.tensor_inputs[k].name] = v
+            else:
+                fill[record.extras[k].name] = str(int(v))
+        for a in record.tensor_inputs:
+            if a.dtype_like and a.name not in dtypes:
+                dtypes[a.name] = dtypes.get(a.dtype_like)
         for slot in self.type_slots:
             c = _c_type(dtypes.get(slot))
             if c is None:
                 raise SpecError(self.op_name, "kernel_name", f"input '{slot}' has dtype {dtypes.get(slot)}, which has "
                                 f"no C++ type for {{T_{slot}}}.", "pass a floating or integer tensor.")  # fmt: skip
             fill[f"T_{slot}"] = c
+        return fill, dtypes
+
+    def instantiate(self, spec: tuple) -> CudaSource:
+        """This source with every placeholder filled from ``spec`` (or the declared dtypes)."""
+        fill, _ = self._fill(spec)
         return CudaSource(self.op_name, self.source, self.kernel_name.format_map(fill), std=self.std,
                           include_paths=self.include_paths, defines=self.defines, arch_override=self.arch_override,
-                          target=self.target)  # fmt: skip
+                          target=self.target, shown=self.shown)  # fmt: skip
 
     def fingerprint(self) -> str:
         return make_key({"flavor": "cuda", "source": self.source, "kernel": self.kernel_name, "std": self.std,
                          "include": self.include_paths, "defines": self.defines, "arch": self.arch_override,
                          "target": self.target})  # fmt: skip
 
+    # -- the kernel's parameters -----------------------------------------------------------------------
+    def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam], str]:
+        """The kernel's parameters with their names from the source text, and why names are unknown ("")."""
+        params = list(binary.params) if binary is not None else self._probe_generic(arch)
+        return name_params(self.source, self.kernel_name, params)
+
+    def _probe_generic(self, arch: str) -> list[KernelParam]:
+        """A generic kernel's parameters with each ``{T_<input>}`` slot a distinct sentinel struct, so each
+        parameter shows which slot types it (``const T* x``) or that its type is fixed (``float* y``).
+        Only the declaration is instantiated (``decltype``), never the kernel's body."""
+        fill = {f"T_{s}": SLOT_PREFIX + s for s in self.type_slots}
+        fill.update({s: str(_STATIC_SENTINEL) for s in self.static_slots})
+        sentinels = "".join(f"struct {SLOT_PREFIX}{s} {{}};\n" for s in self.type_slots)
+        probe = CudaSource(self.op_name, self.source + "\n" + sentinels, self.kernel_name.format_map(fill),
+                           std=self.std, include_paths=self.include_paths, defines=self.defines,
+                           arch_override=self.arch_override, target="cubin", shown=self.shown)  # fmt: skip
+        return list(probe.build(arch, probe_only=True).params)
+
+    # -- compiling -------------------------------------------------------------------------------------
     def _options(self, arch: str):
         from cuda.core import ProgramOptions
 
         toolkit = toolkit_include_dir()
-        return ProgramOptions(
-            name=self.op_name.replace("::", "_") + ".cu",
-            arch=arch,
-            std=self.std,
-            include_path=self.include_paths + ([toolkit] if toolkit else []) or None,
-            define_macro=[(k, v) for k, v in self.defines.items()] or None,
-        )
+        extra = {"no_source_include": True} if _hermetic() else {}
+        return ProgramOptions(name=self.op_name.replace("::", "_") + ".cu", arch=arch, std=self.std,
+                              include_path=self.include_paths + ([toolkit] if toolkit else []) or None,
+                              define_macro=[(k, v) for k, v in self.defines.items()] or None, **extra)  # fmt: skip
 
-    def build(self, arch: str, spec: tuple = (), target: str | None = None) -> Binary:
-        """A cubin for ``arch`` (or PTX for its virtual architecture, which the driver JIT-compiles)."""
+    def _expressions(self) -> tuple[str, str]:
+        """(the kernel's name expression, the probe's)."""
+        name, args = _split_signature(self.kernel_name)
+        if args is None:
+            return name, f"opsmith_sig_probe<decltype(&{name})>"
+        addr = f"static_cast<void(*)({args})>(&{name})"
+        return addr, f"opsmith_sig_probe<decltype({addr})>"
+
+    def build(self, arch: str, spec: tuple = (), target: str | None = None, *, probe_only: bool = False) -> Binary:
+        """A cubin for ``arch`` (or PTX for its virtual architecture, which the driver JIT-compiles), with
+        the kernel's parameters as the compiler compiled them."""
         if self.specialized:
-            return self.instantiate(spec).build(arch, (), target)
+            binary = self.instantiate(spec).build(arch, (), target)
+            self._check_instantiation(spec, binary)
+            return binary
         arch = self.arch_override or arch
-        target = target or self.target
+        target = "cubin" if probe_only else target or self.target
         toolkit = toolkit_include_dir()
+        headers, complete = header_digests(self.source, self.include_paths, toolkit)
         key = make_key({
-            "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(),
-            "headers": header_digests(self.source, self.include_paths, toolkit),
+            "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(), "headers": headers,
             "kernel": self.kernel_name, "std": self.std, "include": self.include_paths, "toolkit": toolkit,
-            "defines": self.defines, "arch": arch, "target": target, "nvrtc": nvrtc_version(),
+            "defines": self.defines, "arch": arch, "target": target, "probe_only": probe_only,
+            "hermetic": _hermetic(), "nvrtc": nvrtc_version(),
         })  # fmt: skip
-        cache = compile_cache()
+        cache = compile_cache() if complete else None
         t0 = time.perf_counter()
-        hit = cache.get(key) if cache else None
+        hit = _from_cache(cache.get(key) if cache else None, target, arch, t0)
         if hit is not None:
-            meta, data = hit
-            return Binary(data, target, arch, meta["symbol"], True, time.perf_counter() - t0)  # type: ignore[arg-type]
-        data, symbol = self._compile(arch, target)
+            return hit
+        data, symbol, params = self._compile(arch, target, probe_only)
         if cache:
-            cache.put(key, {"symbol": symbol, "kernel": self.kernel_name, "arch": arch}, data)
-        return Binary(data, target, arch, symbol, False, time.perf_counter() - t0)  # type: ignore[arg-type]
+            cache.put(key, {"symbol": symbol, "kernel": self.kernel_name, "arch": arch,
+                            "params": [dataclasses.asdict(p) for p in params]}, data)  # fmt: skip
+        return Binary(data, target, arch, symbol, False, time.perf_counter() - t0, params=tuple(params))  # type: ignore[arg-type]
 
-    def _compile(self, arch: str, target: str) -> tuple[bytes, str]:
+    def _check_instantiation(self, spec: tuple, binary: Binary) -> None:
+        from ..binding import check_instantiation
+        from ..record import dtype_from_name
+
+        if self._record is None:
+            return
+        _, dtypes = self._fill(spec)
+        outs = [dtype_from_name(o.dtype) or dtypes[self._record.tensor_inputs[o.dtype_from].name]
+                for o in self._record.outputs]  # fmt: skip
+        named, _ = name_params(self.source, self.kernel_name, list(binary.params))
+        check_instantiation(self.op_name, self._record, named, dtypes, outs)
+
+    def _compile(self, arch: str, target: str, probe_only: bool) -> tuple[bytes, str, list[KernelParam]]:
         from cuda.core import Program
 
-        names = (self.kernel_name,) if self._templated else ()
-        program = Program(self.source, "c++", self._options(arch))
+        kernel_expr, probe_expr = self._expressions()
+        names = (probe_expr,) if probe_only else (kernel_expr, probe_expr)
+        program = Program(self.source + _PROBE, "c++", self._options(arch))
         try:
             obj = program.compile(target, name_expressions=names)
         except Exception as e:  # cuda.core raises NVRTCError with the log in its message
-            text = str(e)
-            log = text.split("compilation log:", 1)[1].lstrip("\n") if "compilation log:" in text else text
-            raise CompileError(self.op_name, self.kernel_name, log, source_excerpt(self.source, log)) from None
+            raise self._compile_error(e) from None
         finally:
             # Close now and drop the reference: a traceback that keeps this frame alive would otherwise
             # free the Program at interpreter exit, where cuda.core's __dealloc__ raises.
             program.close()
             program = None
         data = bytes(obj.code)
-        symbol = self.kernel_name
-        if self._templated:
-            mapped = obj.symbol_mapping.get(self.kernel_name)
-            symbol = mapped.decode() if isinstance(mapped, bytes) else str(mapped)
+        lowered = {n: (v.decode() if isinstance(v, bytes) else str(v)) for n, v in obj.symbol_mapping.items()}
+        try:
+            params = params_from_probe(lowered[probe_expr])
+        except (ProbeError, KeyError) as e:
+            raise LaunchError(f"{self.op_name}: cannot read the parameter types of '{self.kernel_name}' from NVRTC's "
+                              f"lowered name ({e}). Fix: report this kernel signature to opsmith.") from None  # fmt: skip
+        if probe_only:
+            return b"", lowered[probe_expr], params
+        symbol = lowered[kernel_expr]
         found = cubin_symbols(data) if target == "cubin" else set(re.findall(r"\.entry\s+([\w$]+)", data.decode()))
         if symbol not in found:
-            kernels = sorted(found) or ["none"]
-            raise SpecError(self.op_name, "kernel_name", f"'{self.kernel_name}' is not a kernel of the compiled "
-                            f"module (it has: {', '.join(kernels)}).",
-                            "name a __global__ function of the source; use extern \"C\" or a template "
-                            "instantiation like 'k<float>' for C++ names.")  # fmt: skip
-        return data, symbol
+            raise SpecError(self.op_name, "kernel_name", f"'{self.kernel_name}' did not produce a kernel in the compiled "
+                            f"module (it has: {', '.join(sorted(found)) or 'none'}).", "name a __global__ function.")  # fmt: skip
+        return data, symbol, self._sized(params, data, symbol, target)
+
+    def _sized(self, params: list[KernelParam], data: bytes, symbol: str, target: str) -> list[KernelParam]:
+        """The probe's parameters with their sizes from the binary, which must agree with every known size."""
+        if target == "cubin":
+            layout = cubin_param_layout(data, symbol)
+            sizes = None if layout is None else [s for _, s in layout]
+        else:
+            entry = parse_ptx_entry(data.decode("utf-8", "replace"), symbol)
+            sizes = None if entry is None else [p.size for p in entry]
+        if sizes is None:
+            return params
+        if len(sizes) != len(params) or any(p.size and p.size != s for p, s in zip(params, sizes, strict=False)):
+            raise LaunchError(f"{self.op_name}: the compiler's parameter types for '{self.kernel_name}' "
+                              f"({', '.join(p.spelled for p in params)}) disagree with the binary's parameter sizes "
+                              f"{sizes}. Fix: report this kernel signature to opsmith.")  # fmt: skip
+        return [dataclasses.replace(p, size=s) for p, s in zip(params, sizes, strict=True)]
+
+    def _compile_error(self, e: Exception) -> Exception:
+        text = str(e)
+        if "compilation log:" not in text:  # not NVRTC's verdict on the source: the toolchain itself failed
+            hint = ("target='ptx' asks the CUDA driver which PTX version it can load; use target='cubin' where "
+                    "there is no driver" if self.target == "ptx" else "check the CUDA installation")  # fmt: skip
+            return ToolchainError(f"{self.op_name}: compiling '{self.kernel_name}' failed before NVRTC ran: "
+                                  f"{type(e).__name__}: {text} Fix: {hint}.")  # fmt: skip
+        log = text.split("compilation log:", 1)[1].lstrip("\n").rstrip("\x00")
+        errors = [m for m in _LOG_LINE.finditer(log) if m.group("kind") != "warning"]
+        if errors and all(m.group("file") == "__nv_name_map" for m in errors):
+            return self._name_error(log)
+        return CompileError(self.op_name, self.shown, log, source_excerpt(self.source, log))
+
+    def _name_error(self, log: str) -> SpecError:
+        defined = ", ".join(source_kernel_names(self.source)) or "none"
+        name = self.shown
+        if "overloaded function" in log:
+            return SpecError(self.op_name, "kernel_name", f"'{name}' is overloaded, so the name alone does not say which "
+                             f"kernel to use (the source defines: {defined}).",
+                             f"add the parameter types, e.g. kernel_name='{name}(const float*, int, float*)'.")  # fmt: skip
+        if "instance of function template" in log:
+            return SpecError(self.op_name, "kernel_name", f"NVRTC cannot tell which instantiation of the template '{name}' "
+                             "names (a template argument is missing or does not fit).",
+                             "give every template argument that cannot be deduced, e.g. 'k<{T_x}, {T_w}>' or 'k<float, 4>'.")  # fmt: skip
+        if "is undefined" in log:
+            return SpecError(self.op_name, "kernel_name", f"'{name}' is not a kernel of the source (it defines: "
+                             f"{defined}).", "name a __global__ function of the source, with its namespace and template "
+                             "arguments (e.g. 'mylib::axpy<float>').")  # fmt: skip
+        return SpecError(self.op_name, "kernel_name", f"'{name}' is not a __global__ function.",
+                         f"name a kernel of the source ({defined}).")  # fmt: skip
+
+
+def _from_cache(hit: tuple[dict, bytes] | None, target: str, arch: str, t0: float) -> Binary | None:
+    """A verified cache entry as a Binary; an entry whose metadata is malformed is a miss."""
+    if hit is None:
+        return None
+    meta, data = hit
+    try:
+        params = tuple(KernelParam(**p) for p in meta["params"])
+        return Binary(data, target, arch, str(meta["symbol"]), True, time.perf_counter() - t0, params=params)  # type: ignore[arg-type]
+    except (KeyError, TypeError):
+        return None

@@ -11,8 +11,9 @@ import hashlib
 import re
 
 from ..cache import make_key
+from ..cubin import cubin_param_layout, cubin_symbols
 from ..errors import SpecError
-from ..signature import CParam, cubin_symbols, parse_ptx_entry
+from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
 from .base import Binary
 
@@ -20,7 +21,7 @@ __all__ = ["PrecompiledSource"]
 
 
 class PrecompiledSource:
-    pointers_typed = False
+    typed = "sizes"
 
     def __init__(self, op_name: str, image: bytes | str, kernel_name: str) -> None:
         if isinstance(image, str):
@@ -41,10 +42,18 @@ class PrecompiledSource:
             raise SpecError(op_name, "kernel_name", f"'{kernel_name}' is not an entry of the {self.fmt} (it has: "
                             f"{', '.join(sorted(names)) or 'none'}).", "pass the entry's exact (mangled) name.")  # fmt: skip
 
-    def signature(self) -> list[CParam] | None:
-        if self.fmt == "cubin":
-            return None
-        return parse_ptx_entry(self.image.decode("utf-8", "replace"), self.kernel_name)
+    def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam] | None, str]:
+        """Parameter sizes from the PTX entry or the cubin's parameter info; neither keeps source names."""
+        why = f"a {self.fmt} does not keep the source's parameter names"
+        if self.fmt == "ptx":
+            return parse_ptx_entry(self.image.decode("utf-8", "replace"), self.kernel_name), why
+        layout = cubin_param_layout(self.image, self.kernel_name)
+        if layout is None:
+            return None, why
+        return [KernelParam("", False, "?", f"{size}-byte parameter", size) for _, size in layout], why
+
+    def static_names(self) -> frozenset[str]:
+        return frozenset()
 
     def fingerprint(self) -> str:
         return make_key(

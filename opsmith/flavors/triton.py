@@ -28,7 +28,7 @@ import torch
 from ..cache import compile_cache, make_key
 from ..errors import CompileError, LaunchError, SpecError
 from ..record import KernelRecord, TensorArg
-from ..signature import CParam, parse_ptx_entry
+from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
 from .base import Binary
 
@@ -77,14 +77,18 @@ def _params(kernel: Any) -> list[tuple[str, bool, Any]]:
 
 
 class TritonSource:
-    """A ``@triton.jit`` kernel bound to one ``Config`` (constexpr values, num_warps, num_stages)."""
+    """A ``@triton.jit`` kernel bound to one ``Config`` (constexpr values, num_warps, num_stages).
 
-    pointers_typed = False
+    ``static``: constexpr parameters bound by extras (``DimSize("x", -1, name="n_cols")``), whose values
+    come per call: one specialization per distinct value."""
+
+    typed = "none"
     dtype_generic = True  # tensors without a declared dtype get one compile per dtype
     specialized = True  # compiled per call specialization (``spec_layout``)
     flavor = "triton"
 
-    def __init__(self, op_name: str, kernel: Any, config: Config | None = None) -> None:
+    def __init__(self, op_name: str, kernel: Any, config: Config | None = None,
+                 static: frozenset[str] = frozenset()) -> None:  # fmt: skip
         if not is_triton_kernel(kernel):
             raise SpecError(op_name, "kernel", f"{kernel!r} is not a @triton.jit function.",
                             "decorate the kernel with @triton.jit (not @triton.autotune: opsmith tunes with "
@@ -92,12 +96,19 @@ class TritonSource:
         self.op_name, self.kernel, self.config = op_name, kernel, config or Config()
         self.kernel_name = kernel.__name__
         self.interpreted = _interpreted(kernel)
-        self.params = _params(kernel)
-        self.runtime_params = [n for n, c, _ in self.params if not c]
-        self.constexpr_defaults = {n: d for n, c, d in self.params if c and d is not inspect.Parameter.empty}
+        self.params_ = _params(kernel)
+        constexpr_names = {n for n, c, _ in self.params_ if c}
+        self.static = frozenset(static) & constexpr_names
+        self.runtime_params = [n for n, c, _ in self.params_ if not c]
+        self.constexpr_defaults = {n: d for n, c, d in self.params_ if c and d is not inspect.Parameter.empty
+                                   and n not in self.static}  # fmt: skip
+        clash = self.static & set(self.config.params)
+        if clash:
+            raise SpecError(op_name, "autotune.configs", f"constexprs {sorted(clash)} are bound both by an extra and "
+                            "by a config.", "let either the extra or the configs set each constexpr.")  # fmt: skip
         self.constexprs: dict[str, Any] = {}
-        for name, is_c, default in self.params:
-            if not is_c or config is None:  # the unbound source only describes the kernel
+        for name, is_c, default in self.params_:
+            if not is_c or config is None or name in self.static:  # the unbound source only describes the kernel
                 continue
             if name in self.config.params:
                 self.constexprs[name] = self.config.params[name]
@@ -105,8 +116,9 @@ class TritonSource:
                 self.constexprs[name] = default
             else:
                 raise SpecError(op_name, "autotune.configs", f"the kernel's constexpr '{name}' has no value.",
-                                f"give every Config params={{'{name}': ...}} or a default in the kernel.")  # fmt: skip
-        unknown = set(self.config.params) - {n for n, c, _ in self.params if c}
+                                f"give every Config params={{'{name}': ...}}, a default in the kernel, or bind it "
+                                f"to a size with a named extra (DimSize('x', -1, name='{name}')).")  # fmt: skip
+        unknown = set(self.config.params) - constexpr_names
         if unknown:
             raise SpecError(op_name, "autotune.configs", f"params {sorted(unknown)} are not constexpr parameters "
                             f"of '{self.kernel_name}'.", "only tl.constexpr parameters can be set by a Config.")  # fmt: skip
@@ -114,61 +126,69 @@ class TritonSource:
         self.num_stages = self.config.num_stages or 3
         self._record: KernelRecord | None = None
         self._roles: list[tuple[str, Any]] = []
+        self._globals = _global_values(kernel)  # the constexpr globals it compiles with, fixed at registration
 
     def for_config(self, config: Config) -> TritonSource:
-        return TritonSource(self.op_name, self.kernel, config)
+        return TritonSource(self.op_name, self.kernel, config, self.static)
 
-    def signature(self) -> list[CParam] | None:
-        return None  # Triton parameters are untyped; ``bind`` checks the count
+    def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam], str]:
+        """The runtime (non-constexpr) parameters by name; their types are what the declaration compiles for."""
+        return [KernelParam(n, False, "?", n) for n in self.runtime_params], ""
+
+    def static_names(self) -> frozenset[str]:
+        return frozenset(n for n, c, _ in self.params_ if c)
 
     def fingerprint(self) -> str:
         return make_key({"flavor": "triton", "kernel": source_digest(self.kernel), "name": self.kernel_name,
-                         "constexprs": self.constexprs, "warps": self.num_warps, "stages": self.num_stages})  # fmt: skip
+                         "globals": self._globals, "constexprs": self.constexprs, "warps": self.num_warps,
+                         "stages": self.num_stages, "static": sorted(self.static)})  # fmt: skip
 
     # -- binding to the resolved declaration --------------------------------------------------------
     def bind(self, record: KernelRecord) -> None:
-        """Check the kernel's runtime parameters against the calling convention and note each one's role."""
-        roles: list[tuple[str, Any]] = [("tensor", a) if isinstance(a, TensorArg) else ("scalar", a)
-                                        for a in record.inputs]  # fmt: skip
-        roles += [("extra", e) for e in record.extras] + [("output", o) for o in record.outputs]
-        if len(roles) != len(self.runtime_params):
-            want = ", ".join(getattr(a, "name", "?") for _, a in roles)
-            raise SpecError(self.op_name, "kernel signature", f"'{self.kernel_name}' has {len(self.runtime_params)} "
-                            f"non-constexpr parameters ({', '.join(self.runtime_params)}) but the declaration "
-                            f"implies {len(roles)}: {want}.", "the order is inputs and scalars as declared, then "
-                            "extras, then outputs; constexpr parameters come from the Config.")  # fmt: skip
+        """Note each runtime parameter's role, in the kernel's order (``binding.py`` ordered them)."""
+        roles: list[tuple[str, Any]] = []
+        for p in record.params:
+            if p.role == "input":
+                a = record.inputs[p.index]
+                roles.append(("tensor" if isinstance(a, TensorArg) else "scalar", a))
+            else:
+                roles.append((p.role, record.extras[p.index] if p.role == "extra" else record.outputs[p.index]))
         self._record, self._roles = record, roles
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """What a call specializes on, by parameter position: ("dtype", k) for tensor input k without a
         declared dtype, ("align", p) for each input pointer p, ("div16", p) for each integer parameter.
         Outputs are always 16-byte aligned (opsmith allocates them; the caching allocator aligns to 512
-        bytes), so they are compiled as aligned without a per-call check."""
+        bytes), so they are compiled as aligned without a per-call check. ("static", e) for each extra bound
+        to a constexpr: its value."""
         assert self._record is not None
         layout: list[tuple[str, int]] = []
         for k, a in enumerate(self._record.tensor_inputs):
-            if a.dtype is None:
+            if a.dtype is None and a.dtype_like is None:
                 layout.append(("dtype", k))
         for p, (role, a) in enumerate(self._roles):
             if role == "tensor":
                 layout.append(("align", p))
-            elif role == "extra" or (role == "scalar" and a.py_type == "int"):
+            elif (role == "extra" and not isinstance(a.expr, float)) or (role == "scalar" and a.py_type == "int"):
                 layout.append(("div16", p))
-        return layout
+        return layout + [("static", k) for k in self._record.static_extras]
 
     def _types(self, spec: tuple) -> tuple[dict[str, str], dict[tuple[int], list]]:
         assert self._record is not None
         layout = self.spec_layout()
-        in_dtypes = [torch.float32 if a.dtype is None else getattr(torch, a.dtype) for a in self._record.tensor_inputs]
+        tensors = self._record.tensor_inputs
+        in_dtypes = [torch.float32 if a.dtype is None else getattr(torch, a.dtype) for a in tensors]
         for (kind, k), v in zip(layout, spec, strict=True):
             if kind == "dtype":
                 in_dtypes[k] = v
+        names = [a.name for a in tensors]
+        for k, a in enumerate(tensors):
+            if a.dtype_like is not None:
+                in_dtypes[k] = in_dtypes[names.index(a.dtype_like)]
         types: dict[str, str] = {}
-        ti = 0
         for name, (role, a) in zip(self.runtime_params, self._roles, strict=True):
             if role == "tensor":
-                dt = in_dtypes[ti]
-                ti += 1
+                dt = in_dtypes[names.index(a.name)]
             elif role == "output":
                 dt = getattr(torch, a.dtype) if a.dtype else in_dtypes[a.dtype_from]
             else:
@@ -183,11 +203,21 @@ class TritonSource:
             types[name] = "*" + _TRITON_DTYPE[dt]
         # In the kernel's parameter order (constexprs where they are declared): Triton's C launcher takes its
         # arguments in this dict's order.
-        signature = {name: "constexpr" if is_c else types[name] for name, is_c, _ in self.params}
+        signature = {name: "constexpr" if is_c else types[name] for name, is_c, _ in self.params_}
         attrs = {(p,): [["tt.divisibility", 16]] for (kind, p), v in zip(layout, spec, strict=True)
                  if kind in ("align", "div16") and v}  # fmt: skip
         attrs.update({(p,): [["tt.divisibility", 16]] for p, (role, _) in enumerate(self._roles) if role == "output"})
-        return signature, attrs
+        # Attribute keys are positions among all the kernel's parameters, constexprs included.
+        runtime_at = [k for k, (_, is_c, _) in enumerate(self.params_) if not is_c]
+        return signature, {(runtime_at[p[0]],): v for p, v in attrs.items()}
+
+    def static_values(self, spec: tuple) -> dict[str, Any]:
+        """The constexprs bound by extras, from a call specialization."""
+        if not self.static:
+            return {}
+        assert self._record is not None
+        return {self._record.extras[k].name: int(v) for (kind, k), v in zip(self.spec_layout(), spec, strict=True)
+                if kind == "static"}  # fmt: skip
 
     def build(self, arch: str, spec: tuple = ()) -> Binary:
         if _interpreted(self.kernel):
@@ -197,19 +227,21 @@ class TritonSource:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
+        self._check_globals()
         cc = int(arch.removeprefix("sm_").rstrip("af"))
         signature, attrs = self._types(spec)
+        constexprs = {**self.constexprs, **self.static_values(spec)}
         t0 = time.perf_counter()
         # opsmith's own verified cache first: a hit skips triton.compile, whose cache key hashes the whole
         # Triton installation once per process (~300 ms, most of a second process's start).
         key = make_key({"flavor": "triton", "source": self.fingerprint(), "signature": signature,
-                        "attrs": sorted((list(k), v) for k, v in attrs.items()), "arch": f"sm_{cc}",
-                        "triton": _triton_identity()})  # fmt: skip
+                        "constexprs": constexprs, "attrs": sorted((list(k), v) for k, v in attrs.items()),
+                        "arch": f"sm_{cc}", "triton": _triton_identity()})  # fmt: skip
         cache = compile_cache()
         hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0)
         if hit is not None:
             return hit
-        src = ASTSource(self.kernel, signature=signature, constexprs=dict(self.constexprs), attrs=attrs)
+        src = ASTSource(self.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         try:
             ck = triton.compile(src, target=GPUTarget("cuda", cc, 32),
                                 options={"num_warps": self.num_warps, "num_stages": self.num_stages})  # fmt: skip
@@ -242,6 +274,17 @@ class TritonSource:
                             "trailing_params": binary.trailing_params}, binary.data)  # fmt: skip
         return binary
 
+    def _check_globals(self) -> None:
+        """A constexpr global the kernel reads changed since registration: this op's kernels would mix the
+        old and new values (Triton's own launcher refuses the same, "Global variable ... has changed")."""
+        now = _global_values(self.kernel)
+        if now != self._globals:
+            changed = sorted(k for k in set(now) | set(self._globals) if now.get(k) != self._globals.get(k))
+            raise SpecError(self.op_name, "kernel", f"the global constexprs {changed} that '{self.kernel_name}' reads "
+                            f"changed since the op was registered (then {[self._globals.get(k) for k in changed]}, now "
+                            f"{[now.get(k) for k in changed]}).", "register the op again under a new name after "
+                            "changing them, or restart the process.")  # fmt: skip
+
     # -- launching through Triton's own C launcher -------------------------------------------------------
     def c_launcher(self, spec: tuple = ()) -> Callable | None:
         """Triton's C launcher for this specialization, or None where it cannot be had (another Triton
@@ -258,7 +301,8 @@ class TritonSource:
             from triton.compiler import ASTSource
 
             signature, attrs = self._types(spec)
-            src = ASTSource(self.kernel, signature=signature, constexprs=dict(self.constexprs), attrs=attrs)
+            constexprs = {**self.constexprs, **self.static_values(spec)}
+            src = ASTSource(self.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
             # What CudaLauncher reads of a compiled kernel's metadata; build() refuses kernels needing more.
             md = SimpleNamespace(num_ctas=1, global_scratch_size=0, global_scratch_align=1, profile_scratch_size=0,
                                  profile_scratch_align=1, launch_cooperative_grid=False, launch_pdl=False,
@@ -273,11 +317,18 @@ class TritonSource:
         """Per kernel parameter, in order: its position among the runtime values, or None for a constexpr
         (the C launcher takes every parameter and ignores constexprs)."""
         pos = {n: k for k, n in enumerate(self.runtime_params)}
-        return [None if is_c else pos[name] for name, is_c, _ in self.params]
+        return [None if is_c else pos[name] for name, is_c, _ in self.params_]
 
-    # -- the visible implementation for torch.compile and the interpreter --------------------------------
-    def launch_kwargs(self) -> dict[str, Any]:
-        return {**self.constexprs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+def _global_values(kernel: Any) -> dict[str, str]:
+    """The current values of the global constexprs ``kernel`` and the jit functions it calls read, as Triton's
+    own dependency walk finds them (``used_global_vals``; it memoizes ``cache_key`` with the values seen
+    first, so a changed global must be read here)."""
+    if not hasattr(kernel, "used_global_vals"):  # interpreted: the interpreter reads globals when it runs
+        return {}
+    kernel.cache_key  # noqa: B018 (fills used_global_vals)
+    missing = object()
+    return {name: repr(d.get(name, missing)) for (name, _), (_, d) in sorted(kernel.used_global_vals.items())}
 
 
 def _triton_identity() -> dict:
@@ -335,20 +386,45 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
     return tuner.default if hit is None else hit
 
 
-def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False,
-                      refuse_grad: bool = False) -> Any:  # fmt: skip
+def _prepare(record: KernelRecord, args: list, outs: list) -> None:
+    """The eager code's layout rules on traced tensors: each input conformed to what the kernel addresses,
+    then tensors sharing one stride parameter made to agree (``layout.py``)."""
+    from ..layout import conform, share_strides
+
+    op = record.op_name
+    positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
+    for k in positions:
+        a = record.inputs[k]
+        args[k] = conform(op, a.name, args[k], a.strided, a.contiguous)
+    for e in record.extras:
+        if not e.same:
+            continue
+        group = [e.expr[1], *e.same]
+        ts = [args[positions[int(r[1:])]] if r[0] == "i" else outs[int(r[1:])] for r in group]
+        names = [
+            record.tensor_inputs[int(r[1:])].name if r[0] == "i" else record.outputs[int(r[1:])].name for r in group
+        ]
+        req = [r[0] == "i" and record.tensor_inputs[int(r[1:])].contiguous == "require" for r in group]
+        fixed = share_strides(op, names, ts, [r[0] == "i" for r in group], req, e.expr[2])
+        for r, t in zip(group, fixed, strict=True):
+            if r[0] == "i":
+                args[positions[int(r[1:])]] = t
+
+
+def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False) -> Any:
     """The op written as PyTorch calls plus ``wrap_triton(kernel)[grid](...)``: what torch.compile traces
     (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU. Grids and
-    extras are the op's own (``variants``), evaluated on the traced tensors."""
+    extras are the op's own (``variants``), evaluated on the traced tensors; arguments go by the kernel's
+    parameter names."""
     from ..fake import make_fake
-    from ..record import TensorArg as _T
 
     sources: list[TritonSource] = variants.sources
     tuner = variants.tuner
-    alloc = make_fake(record, refuse_grad)  # checks dtype, rank and shape, allocates the outputs (any tensor kind)
+    alloc = make_fake(record)  # checks dtype, rank, shape and sizes, allocates the outputs (any tensor kind)
     extras, grids = variants.extra_fns, variants.grids
     takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
     op = record.op_name
+    positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
     if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
         # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
         from triton.runtime.interpreter import InterpretedFunction
@@ -362,21 +438,16 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
     def impl(*args: Any) -> Any:
         args = list(args)
-        for k, a in enumerate(record.inputs):
-            if isinstance(a, _T) and not args[k].is_contiguous():
-                if a.contiguous == "require":
-                    from ..errors import InputError
-
-                    raise InputError(op, a.name, "a contiguous tensor (declared contiguous='require')",
-                                     f"strides {args[k].stride()}", f"Fix: pass {a.name}.contiguous().")  # fmt: skip
-                args[k] = args[k].contiguous()
+        _prepare(record, args, [])
         outs = alloc(*args)
         outs_l = [] if outs is None else [outs] if isinstance(outs, torch.Tensor) else list(outs)
-        tensors = [x for x, a in zip(args, record.inputs, strict=True) if isinstance(a, _T)]
-        t = tensors + outs_l
+        tensors = [args[k] for k in positions]
         written = outs_l + [x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
         if all(w.numel() == 0 for w in written):
             return outs
+        _prepare(record, args, outs_l)
+        tensors = [args[k] for k in positions]
+        t = tensors + outs_l
         c = _traced_config(record, tuner, tensors)
         src = sources[c]
         if grids and grids[c] is not None:
@@ -385,19 +456,25 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
             ins = {a.name: x for a, x in zip(record.inputs, args, strict=True)}
             onames = {o.name: x for o, x in zip(record.outputs, outs_l, strict=True)}
             grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
-        values = args + [f(*t) for f in extras] + outs_l
+        xvals = [f(*t) for f in extras]
+        kwargs = {name: args[p.index] if p.role == "input" else xvals[p.index] if p.role == "extra" else outs_l[p.index]
+                  for p, name in zip(record.params, src.runtime_params, strict=True)}  # fmt: skip
+        # A size compiled in becomes a constant of the traced graph: int() on a symbolic size adds the guard
+        # that recompiles for another value.
+        consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras}}
         kern = kernels[c]
         if kern is None:
             raise LaunchError(f"{op}: the kernel was defined with TRITON_INTERPRET=1, so torch.compile cannot trace "
                               "it. Fix: unset TRITON_INTERPRET to compile it.")  # fmt: skip
-        kern[grid](*values, **(src.constexprs if interpret else src.launch_kwargs()))
+        options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages}
+        kern[grid](**kwargs, **consts, **options)
         return outs
 
     return impl
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
-                     eager: Any, refuse_grad: bool = False) -> None:  # fmt: skip
+                     eager: Any) -> None:  # fmt: skip
     """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
     FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
     implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
@@ -425,7 +502,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
         if visible is None:
-            visible = make_visible_impl(record, variants, custom, refuse_grad=refuse_grad)
+            visible = make_visible_impl(record, variants, custom)
         with mode:
             return visible(*args, **kwargs)
 
@@ -437,7 +514,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
 
         if triton.knobs.runtime.interpret:
             if interpreted is None:
-                interpreted = make_visible_impl(record, variants, custom, interpret=True, refuse_grad=refuse_grad)
+                interpreted = make_visible_impl(record, variants, custom, interpret=True)
             return interpreted(*args)
         return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
 

@@ -60,14 +60,16 @@ def rmsnorm_bwd_kernel(dy_ptr, x_ptr, w_ptr, eps, partial_ptr, n, numel, dx_ptr,
         row = pid.to(tl.int64)
         # The next row's x and dy are loaded before this row's math (a two-row software pipeline): with
         # ~2 programs per SM, one row in flight per program leaves HBM idle half the time.
-        x_next = tl.load(x_ptr + row * n + offs, mask=m & (row < rows), other=0.0)
-        g_next = tl.load(dy_ptr + row * n + offs, mask=m & (row < rows), other=0.0)
+        # A row past the end loads nothing: its bound is 0. (``m & (row < rows)`` says the same, but Triton
+        # 3.9's interpreter gives that mask an int32 dtype and refuses it.)
+        x_next = tl.load(x_ptr + row * n + offs, mask=offs < tl.where(row < rows, n, 0), other=0.0)
+        g_next = tl.load(dy_ptr + row * n + offs, mask=offs < tl.where(row < rows, n, 0), other=0.0)
         while row < rows:
             x = x_next + zero
             g = g_next + zero
             nxt = row + step
-            x_next = tl.load(x_ptr + nxt * n + offs, mask=m & (nxt < rows), other=0.0)
-            g_next = tl.load(dy_ptr + nxt * n + offs, mask=m & (nxt < rows), other=0.0)
+            x_next = tl.load(x_ptr + nxt * n + offs, mask=offs < tl.where(nxt < rows, n, 0), other=0.0)
+            g_next = tl.load(dy_ptr + nxt * n + offs, mask=offs < tl.where(nxt < rows, n, 0), other=0.0)
             rstd = (1.0 / tl.sqrt(tl.sum(x * x, 0) / n + eps)).to(zero.dtype)
             c = (tl.sum(g * w * x, 0) / n * rstd * rstd * rstd).to(zero.dtype)
             tl.store(dx_ptr + row * n + offs, (rstd * g * w - x * c).to(dx_ptr.dtype.element_ty), mask=m)

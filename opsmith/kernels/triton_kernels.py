@@ -9,7 +9,8 @@ def relu_kernel(x_ptr, n, y_ptr, BLOCK: tl.constexpr = 1024):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     x = tl.load(x_ptr + offs, mask=m)
-    tl.store(y_ptr + offs, tl.maximum(x, 0.0).to(x.dtype), mask=m)
+    # Compared in float32: Triton 3.9's interpreter compares bf16 values by their raw bits (negative > 0).
+    tl.store(y_ptr + offs, tl.maximum(x.to(tl.float32), 0.0).to(x.dtype), mask=m)
 
 
 @triton.jit
