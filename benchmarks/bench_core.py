@@ -120,8 +120,8 @@ def warm_registration(cache: str) -> dict:
         t = time.perf_counter()
         import torch, opsmith
         from opsmith.catalog import register_all
-        from opsmith.flavors.cuda_cpp import nvrtc_version, toolkit_include_dir
-        torch.cuda.init(); torch.cuda.get_device_capability(); nvrtc_version(); toolkit_include_dir()
+        from opsmith.flavors.cuda_cpp import nvrtc_version, toolkit_include_dirs
+        torch.cuda.init(); torch.cuda.get_device_capability(); nvrtc_version(); toolkit_include_dirs()
         setup = time.perf_counter() - t
         t = time.perf_counter(); ex = register_all("warm"); dt = time.perf_counter() - t
         hits = sum(1 for e in ex.values() if e.op.kernel._binaries and

@@ -338,9 +338,24 @@ def _check_export(case: CheckCase, device: torch.device) -> str:
     ov = case.overload
     if ov is not None and not any(n.target is ov for n in ep.graph.nodes):
         raise AssertionError(f"the exported graph does not call {ov.name()}: {ep.graph}")
+    _check_exported_shapes(ep, case.op(*_clone(args)))
     for s in (first, second):
         _run_and_compare(case, case.inputs(s, dt, device), dt, f"exported, shape {s}", ep.module())
     return f"dynamic dims; the graph calls the op; ran shapes {first} and {second}"
+
+
+def _check_exported_shapes(ep: Any, eager_out: Any) -> None:
+    """The shapes the exported graph records for its outputs (from the op's fake implementation) must be the
+    shapes the op returns: a program built on a lying fake sizes everything after it wrongly."""
+    out_node = next(n for n in ep.graph.nodes if n.op == "output")
+    recorded = [a.meta.get("val") if hasattr(a, "meta") else None for a in torch.utils._pytree.tree_leaves(out_node.args)]
+    for k, (v, g) in enumerate(zip(recorded, _as_tuple(eager_out), strict=False)):
+        if not isinstance(v, torch.Tensor) or not isinstance(g, torch.Tensor):
+            continue
+        hints = [d.node.hint if isinstance(d, torch.SymInt) else int(d) for d in v.shape]
+        if None not in hints and tuple(hints) != tuple(g.shape):
+            raise AssertionError(f"the exported graph records output {k} with shape {tuple(hints)} (from the fake "
+                                 f"implementation), the op returns {tuple(g.shape)}")  # fmt: skip
 
 
 def _cuda_only(device: torch.device) -> None:

@@ -9,6 +9,7 @@ Expression forms (``ref`` is ``"i<k>"`` for the k-th tensor input or ``"o<k>"`` 
     ["numel", ref]           number of elements
     ["size", ref, axis]      one dimension (negative axis allowed)
     ["stride", ref, axis]    the stride of one dimension, in elements
+    ["pow2", a]              a rounded up to a power of two (1 for a <= 1)
     ["lead", ref, k]         product of all dimensions but the last k (1 for rank <= k)
     ["prod", ref, [axes]]    product of the listed dimensions
     ["cdiv", a, b] / ["div", a, b] / ["mul", a, b]
@@ -106,6 +107,8 @@ def to_python(expr: Expr, names: dict[str, str] | None = None) -> str:
         return f"{v}.shape[{args[1]}]"
     if op == "stride":
         return f"{v}.stride({args[1]})"
+    if op == "pow2":
+        return f"_pow2({to_python(args[0], names)})"
     if op == "lead":
         return f"_prod({v}.shape[:-{args[1]}])"
     if op == "prod":
@@ -127,9 +130,13 @@ def describe(expr: Expr, names: dict[str, str]) -> str:
     op, *args = expr
     if op in ("numel", "size", "stride"):
         return f"{op}({', '.join([names.get(args[0], args[0]), *map(str, args[1:])])})"
+    if op == "pow2":
+        return f"pow2({describe(args[0], names)})"
     return to_python(expr, names)
 
 
 def evaluate(expr: Expr, tensors: dict[str, Any]) -> int:
     """Evaluate ``expr`` against tensors named by ref; the slow reference used by tests and tools."""
-    return int(eval(to_python(expr), {"_prod": math.prod}, dict(tensors)))
+    from .autotune import pow2
+
+    return int(eval(to_python(expr), {"_prod": math.prod, "_pow2": pow2}, dict(tensors)))

@@ -33,7 +33,7 @@ from .spec import Autotune, Backward, Config, Custom, InputDecl, OutputDecl, Sca
 from .validate import check_autotune, check_op_name
 from .variants import Variants
 
-__all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops"]
+__all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops", "tuning_identity"]
 
 _REGISTRY: dict[str, Op] = {}
 _LOCK = threading.Lock()
@@ -232,9 +232,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
     ctypes_ = record.param_ctypes() if resolved is not None else _param_ctypes(params)
     tuner = None
     if record.tuned:
-        identity = {"op": op_name, "flavor": source.flavor, "sources": [s.fingerprint() for s in sources],
-                    "configs": list(record.configs), "launches": [p.to_json() if p else None for p in record.launches],
-                    "tune_key": list(record.tune_key), **_toolchain(source.flavor)}  # fmt: skip
+        identity = tuning_identity(op_name, source.flavor, sources, record)
         tuner = Tuner(op_name, identity, record.configs, record.tune_default)
     variants = Variants(record, sources, binary, ctypes_, tuner)
     if specialized and not getattr(source, "interpreted", False) and not record.static_extras and \
@@ -288,6 +286,14 @@ def _arity(fn: Callable) -> int:
         return len(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return 2
+
+
+def tuning_identity(op_name: str, flavor: str, sources: Sequence[KernelSource], record: KernelRecord) -> dict:
+    """What makes a stored tuning decision valid for this op: every config's kernel, the configs, their
+    launches, the key's shape, and the compiler versions (the device and torch version join in the Tuner)."""
+    return {"op": op_name, "flavor": flavor, "sources": [s.fingerprint() for s in sources],
+            "configs": list(record.configs), "launches": [p.to_json() if p else None for p in record.launches],
+            "tune_key": list(record.tune_key), **_toolchain(flavor)}  # fmt: skip
 
 
 def _toolchain(flavor: str) -> dict:

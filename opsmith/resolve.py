@@ -122,6 +122,10 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
         elif isinstance(e, DimSize):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             expr, label = ["size", f"i{idx}", _axis(op, field, e.axis)], f"size({e.input_name}, {e.axis})"
+            if e.bucket not in ("exact", "pow2"):
+                raise SpecError(op, field + ".bucket", f"{e.bucket!r} is not a bucket.", "use 'exact' or 'pow2'.")
+            if e.bucket == "pow2":
+                expr, label = ["pow2", expr], f"pow2({label})"
         elif isinstance(e, Stride):
             names = (e.tensor,) if isinstance(e.tensor, str) else tuple(e.tensor)
             if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
@@ -184,10 +188,11 @@ def _min_ranks(inputs: Sequence, out_args: list[OutputArg], extra_args: list[Ext
             for d in o.shape["dims"]:
                 need(o.shape["reduce"], d)
     for e in extra_args:
-        if isinstance(e.expr, list) and e.expr[0] in ("size", "stride"):
-            for r in (e.expr[1], *e.same):
+        x = e.expr[1] if isinstance(e.expr, list) and e.expr[0] == "pow2" else e.expr
+        if isinstance(x, list) and x[0] in ("size", "stride"):
+            for r in (x[1], *e.same):
                 if r.startswith("i"):
-                    need(int(r[1:]), e.expr[2])
+                    need(int(r[1:]), x[2])
     if geometry is not None:
         ref, rank = min_rank(geometry)  # type: ignore[arg-type]
         if ref == "i0":

@@ -151,12 +151,15 @@ class DimSize:
     """Pass ``inputs[input_name].shape[axis]`` as an integer extra (negative axis allowed).
 
     Named like a Triton ``tl.constexpr`` parameter, or like a ``{NAME}`` placeholder in a CUDA C++
-    ``kernel_name`` (a template argument), the size is compiled in: one specialization per distinct value."""
+    ``kernel_name`` (a template argument), the size is compiled in: one specialization per distinct value.
+    ``bucket="pow2"`` passes the size rounded up to a power of two (a Triton ``BLOCK_SIZE`` that must cover
+    a row: ``DimSize("x", -1, name="BLOCK_SIZE", bucket="pow2")``)."""
 
     input_name: str
     axis: int
     dtype: IndexType | None = None
     name: str | None = None
+    bucket: Literal["exact", "pow2"] = "exact"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 
 from . import env
-from .autotune import Tuner
+from .autotune import Tuner, pow2
 from .errors import InputError, LaunchError
 from .flavors.base import Binary, KernelSource
 from .geometry import LaunchPlan, to_python
@@ -122,7 +122,7 @@ class Variants:
     def _tensor_fn(self, body: str) -> Callable:
         """``lambda t0, t1, ...: body`` over the tensor inputs then the outputs (our own expression trees)."""
         args = ", ".join(f"t{k}" for k in range(len(self.record.tensor_inputs) + len(self.record.outputs)))
-        return eval(f"lambda {args}: {body}", {"_prod": math.prod})
+        return eval(f"lambda {args}: {body}", {"_prod": math.prod, "_pow2": pow2})
 
     def refs(self) -> dict[str, str]:
         """Geometry refs to the positional names of ``grids[c]`` arguments (tensor inputs, then outputs)."""

@@ -171,3 +171,37 @@ def test_sanitizer_summaries_are_parsed_and_a_missing_tool_is_reported(monkeypat
                                               "toolkit or set OPSMITH_COMPUTE_SANITIZER")]  # fmt: skip
     with pytest.raises(ValueError, match="unknown tools"):
         sz.sanitize("planted_oob:CASE", tools=["leakcheck"])
+
+
+lib.define("wrong_when_traced(Tensor x, float alpha) -> Tensor")
+lib.impl("wrong_when_traced", _scale, "CPU")
+torch.library.register_fake(f"{NS}::wrong_when_traced", _fake, lib=lib)
+
+
+def _traced_differently(mode, func, types, args, kwargs):
+    """Under functionalization (torch.compile's and torch.export's tracing) the op decomposes into other math:
+    eager is right, every traced program is wrong."""
+    x, alpha = args
+    with mode:
+        return x * (alpha + 1.0)
+
+
+torch.library.register_torch_dispatch(
+    f"{NS}::wrong_when_traced",
+    __import__("torch._subclasses.functional_tensor", fromlist=["FunctionalTensorMode"]).FunctionalTensorMode,
+    _traced_differently,
+    lib=lib,
+)
+
+
+def test_compile_and_export_checks_run_the_traced_program_and_can_fail():
+    """compile-static and compile-dynamic compare the compiled program with the reference (an op right in
+    eager but wrong when traced fails both); export checks the exported program's recorded output shapes
+    against the op's (a lying fake fails it). A check that ran nothing would pass."""
+    rows = _rows(ok.check(_case("wrong_when_traced"), only=["numerics", "compile-static", "compile-dynamic"], **FAST))
+    assert rows["numerics"][0] == "pass", rows
+    for c in ("compile-static", "compile-dynamic"):
+        assert rows[c][0] == "FAIL" and "Tensor-likes are not close" in rows[c][1], (c, rows[c])
+    export = _rows(ok.check(_case("bad_fake"), only=["export"], **FAST))["export"]
+    assert export[0] == "FAIL" and "records output 0 with shape (40,)" in export[1], export
+    assert _rows(ok.check(_case("good"), only=["export"], **FAST))["export"][0] == "pass"

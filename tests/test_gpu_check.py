@@ -134,3 +134,33 @@ def test_the_sanitizer_finds_a_correct_op_clean_under_every_tool(monkeypatch):
     report = sanitize("planted_oob:RELU")
     print(report.table())
     assert report.counts() == {"memcheck": 0, "racecheck": 0, "initcheck": 0, "synccheck": 0}, report.table()
+
+
+HALF_WRITER = r"""
+extern "C" __global__ void half_relu(const float* x, int n, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n / 2) y[i] = x[i] > 0.f ? x[i] : 0.f;  // the bug: the upper half of y is never written
+}
+"""
+
+
+@pytest.mark.parametrize("shape", [(7, 1000), (64, 4096), (3, 257)])
+def test_an_op_that_leaves_outputs_unwritten_fails_numerics(shape):
+    """The outputs land in a pool poisoned with 0xFF (NaN as float32), so the unwritten half cannot pass as
+    zeros or as stale copies of the reference (a fresh torch.empty of these shapes came back unpoisoned on an
+    H100 when the poison was a freed block of the caching allocator)."""
+    bad = ok.cuda_kernel_op(f"{NS}::half_writer_{shape[0]}", ok.KernelSpec(
+        kernel_source=HALF_WRITER, kernel_name="half_relu", inputs=[ok.InputDecl("x")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+    rows = _rows(ok.check(ok.CheckCase(bad, lambda s, d, dev: (torch.rand(s, device=dev, dtype=d) - 0.5,),
+                                       torch.relu, [shape]), only=["numerics"], examples=3))  # fmt: skip
+    assert rows["numerics"][0] == "FAIL" and "nan" in rows["numerics"][1].lower(), rows
+
+
+def test_the_poisoned_pool_hands_out_poisoned_memory():
+    from opsmith.check import poisoned
+
+    for n in (7 * 1000, 64 * 4096, 1 << 22):
+        with poisoned(torch.device("cuda"), 4 * n) as ok_:
+            t = torch.empty(n, device="cuda")
+        assert ok_ and torch.isnan(t).all(), n

@@ -31,7 +31,7 @@ from ..signature import SLOT_PREFIX, KernelParam, name_params, params_from_probe
 from ..spec import Config
 from .base import Binary
 
-__all__ = ["CudaSource", "nvrtc_version", "toolkit_include_dir"]
+__all__ = ["CudaSource", "nvrtc_version", "toolkit_include_dirs"]
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:[<"]([^>"]+)[>"]|(\S+))', re.M)
 _LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error|warning)", re.M)
@@ -49,23 +49,30 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 @functools.cache
-def toolkit_include_dir() -> str | None:
-    """The CUDA headers NVRTC needs for cuda_fp16.h and friends (a toolkit or the nvidia-cuda-runtime
-    wheel), found by cuda.pathfinder; None when neither is installed."""
+def toolkit_include_dirs() -> tuple[str, ...]:
+    """The CUDA headers NVRTC needs: cudart's (cuda_fp16.h and friends) and CCCL's (cooperative groups
+    include <nv/target>), from a toolkit or the nvidia-cuda-runtime / nvidia-cuda-cccl wheels, found by
+    cuda.pathfinder. Empty when none is installed: kernels without includes still compile."""
+    dirs: list[str] = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
+    except ImportError:
+        return ()
+    for lib in ("cudart", "cccl"):
+        try:
+            d = find_nvidia_header_directory(lib)
+        except Exception:  # this one is not installed
+            d = None
+        if d and d not in dirs:
+            dirs.append(d)
+    return tuple(dirs)
 
-        return find_nvidia_header_directory("cudart")
-    except Exception:  # pathfinder missing or no headers: kernels without includes still compile
-        return None
 
-
-@functools.cache
-def _hermetic() -> bool:
-    """Whether this cuda.core can tell NVRTC not to search the source's directory (the current one)."""
-    from cuda.core import ProgramOptions
-
-    return "no_source_include" in {f.name for f in dataclasses.fields(ProgramOptions)}
+# NVRTC searches the directory of the program's name for quoted includes: for a relative name, the current
+# one, so a compile would depend on where the process runs. A name in a directory that cannot exist makes
+# the top level hermetic, while headers still find the headers beside them (``no_source_include`` would
+# stop that too: cooperative groups include "info.h" from their own directory).
+_PROGRAM_DIR = "/.opsmith-hermetic-no-such-dir"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -74,27 +81,26 @@ def _file_digest(path: str, mtime_ns: int, size: int) -> tuple[str, str]:
     return hashlib.sha256(data).hexdigest(), data.decode("utf-8", "replace")
 
 
-def header_digests(source: str, user_dirs: list[str], toolkit: str | None) -> tuple[dict[str, str], bool]:
+def header_digests(source: str, user_dirs: list[str], toolkit: tuple[str, ...]) -> tuple[dict[str, str], bool]:
     """What identifies every header reachable from ``source``, and whether every include could be followed.
     User headers (next to the including file, or in ``user_dirs``, followed recursively) by sha256; toolkit
     headers by size and mtime (they change only with the toolkit; reading cuda_fp16.h's 16 files costs
-    ~8 ms). Where NVRTC cannot be told to skip it, the current directory counts as the source's own."""
+    ~8 ms). The source's own directory is none (``_PROGRAM_DIR``)."""
     seen: dict[str, str] = {}
     complete = True
-    top = [] if _hermetic() else [os.getcwd()]
-    todo: list[tuple[str, list[str]]] = [(source, top)]
+    todo: list[tuple[str, list[str]]] = [(source, [])]
     while todo:
         text, here = todo.pop()
         for name, computed in _INCLUDE.findall(text):
             if computed:  # #include MACRO: what it opens depends on the preprocessor
                 complete = False
                 continue
-            for d in here + user_dirs + ([toolkit] if toolkit else []):
+            for d in here + user_dirs + list(toolkit):
                 p = os.path.join(d, name)
                 if p in seen or not os.path.isfile(p):
                     continue
                 st = os.stat(p)
-                if d == toolkit:
+                if d in toolkit:
                     seen[p] = f"toolkit:{st.st_size}:{st.st_mtime_ns}"
                 else:
                     digest, body = _file_digest(p, st.st_mtime_ns, st.st_size)
@@ -104,11 +110,13 @@ def header_digests(source: str, user_dirs: list[str], toolkit: str | None) -> tu
     return seen, complete
 
 
-def source_excerpt(source: str, log: str, context: int = 2) -> str:
-    """The source lines the compiler log points at, numbered, with a marker on each offending line."""
+def source_excerpt(source: str, log: str, program: str | None = None, context: int = 2) -> str:
+    """The source lines the compiler log points at, numbered, with a marker on each offending line (errors
+    in headers are the log's to show: their line numbers are not the source's)."""
     lines = source.splitlines()
     bad = sorted({int(m.group("line")) for m in _LOG_LINE.finditer(log)
-                  if m.group("kind") != "warning" and m.group("file") != "__nv_name_map"})  # fmt: skip
+                  if m.group("kind") != "warning" and m.group("file") != "__nv_name_map"
+                  and (program is None or m.group("file") == program)})  # fmt: skip
     shown: list[str] = []
     last = 0
     for n in bad:
@@ -286,11 +294,9 @@ class CudaSource:
     def _options(self, arch: str):
         from cuda.core import ProgramOptions
 
-        toolkit = toolkit_include_dir()
-        extra = {"no_source_include": True} if _hermetic() else {}
-        return ProgramOptions(name=self.op_name.replace("::", "_") + ".cu", arch=arch, std=self.std,
-                              include_path=self.include_paths + ([toolkit] if toolkit else []) or None,
-                              define_macro=[(k, v) for k, v in self.defines.items()] or None, **extra)  # fmt: skip
+        return ProgramOptions(name=f"{_PROGRAM_DIR}/{self.op_name.replace('::', '_')}.cu", arch=arch, std=self.std,
+                              include_path=self.include_paths + list(toolkit_include_dirs()) or None,
+                              define_macro=[(k, v) for k, v in self.defines.items()] or None)  # fmt: skip
 
     def _expressions(self) -> tuple[str, str]:
         """(the kernel's name expression, the probe's)."""
@@ -309,13 +315,13 @@ class CudaSource:
             return binary
         arch = self.arch_override or arch
         target = "cubin" if probe_only else target or self.target
-        toolkit = toolkit_include_dir()
+        toolkit = toolkit_include_dirs()
         headers, complete = header_digests(self.source, self.include_paths, toolkit)
         key = make_key({
             "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(), "headers": headers,
             "kernel": self.kernel_name, "std": self.std, "include": self.include_paths, "toolkit": toolkit,
             "defines": self.defines, "arch": arch, "target": target, "probe_only": probe_only,
-            "hermetic": _hermetic(), "nvrtc": nvrtc_version(),
+            "program_dir": _PROGRAM_DIR, "nvrtc": nvrtc_version(),
         })  # fmt: skip
         cache = compile_cache() if complete else None
         t0 = time.perf_counter()
@@ -394,11 +400,12 @@ class CudaSource:
                     "there is no driver" if self.target == "ptx" else "check the CUDA installation")  # fmt: skip
             return ToolchainError(f"{self.op_name}: compiling '{self.kernel_name}' failed before NVRTC ran: "
                                   f"{type(e).__name__}: {text} Fix: {hint}.")  # fmt: skip
-        log = text.split("compilation log:", 1)[1].lstrip("\n").rstrip("\x00")
+        log = text.split("compilation log:", 1)[1].lstrip("\n").rstrip("\x00").replace(_PROGRAM_DIR + "/", "")
         errors = [m for m in _LOG_LINE.finditer(log) if m.group("kind") != "warning"]
         if errors and all(m.group("file") == "__nv_name_map" for m in errors):
             return self._name_error(log)
-        return CompileError(self.op_name, self.shown, log, source_excerpt(self.source, log))
+        program = f"{self.op_name.replace('::', '_')}.cu"
+        return CompileError(self.op_name, self.shown, log, source_excerpt(self.source, log, program))
 
     def _name_error(self, log: str) -> SpecError:
         defined = ", ".join(source_kernel_names(self.source)) or "none"

@@ -241,6 +241,7 @@ class TritonSource:
         hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0)
         if hit is not None:
             return hit
+        _refresh_triton_hash(self.kernel)
         src = ASTSource(self.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         try:
             ck = triton.compile(src, target=GPUTarget("cuda", cc, 32),
@@ -329,6 +330,15 @@ def _global_values(kernel: Any) -> dict[str, str]:
     kernel.cache_key  # noqa: B018 (fills used_global_vals)
     missing = object()
     return {name: repr(d.get(name, missing)) for (name, _), (_, d) in sorted(kernel.used_global_vals.items())}
+
+
+def _refresh_triton_hash(kernel: Any) -> None:
+    """Triton memoizes a kernel's ``cache_key`` with the global constexpr values it saw first, and its own
+    compile cache is keyed by it: after a global changed, ``triton.compile`` would return the kernel compiled
+    with the old value. Dropping the memo makes Triton hash the current values."""
+    vals = getattr(kernel, "used_global_vals", None)
+    if vals and any(repr(v) != repr(d.get(name)) for (name, _), (v, d) in vals.items()) and hasattr(kernel, "hash"):
+        kernel.hash = None
 
 
 def _triton_identity() -> dict:
@@ -537,7 +547,9 @@ def _kernel_excerpt(kernel: Any, err: Exception) -> str:
     lineno = getattr(node, "lineno", None)
     if src is None or lineno is None:
         return "".join(f"   {start + k:4d} | {line}" for k, line in enumerate(lines[:12]))
-    n = lineno - 1  # relative to the kernel's first line
+    # Triton numbers the lines of the function from its ``def`` (decorators stripped).
+    first = next((k for k, line in enumerate(lines) if line.lstrip().startswith("def ")), 0)
+    n = first + lineno - 1
     lo, hi = max(0, n - 2), min(len(lines), n + 3)
     return "".join(f"{'>>' if k == n else '  '} {start + k:4d} | {lines[k]}" for k in range(lo, hi))
 

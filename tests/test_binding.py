@@ -1,0 +1,180 @@
+"""Bringing a kernel unchanged (issue 14), on CPU: binding by name, C++ names and overloads, strides,
+constants, sizes compiled in, the override paths, and the ported public kernels' declarations."""
+
+import sys
+import warnings
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import opsmith as ok
+from opsmith import InputDecl as I
+from opsmith import OutputDecl as O
+from opsmith.layout import addressable
+
+sys.path.insert(0, str(Path(__file__).parent))
+import ported_kernels as pk  # noqa: E402
+
+NS = "t_bind"
+
+
+def _cuda(*shape, dtype=torch.float32):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+def _params(op):
+    return [(p.name, p.role, p.index, p.ctype) for p in op.record.params]
+
+
+def test_outputs_first_with_cpp_linkage_binds_by_name():
+    op = pk.register_gelu(NS)
+    assert _params(op) == [("out", "output", 0, "ptr"), ("inp", "input", 0, "ptr"), ("N", "extra", 0, "i32")]
+    assert op.record.symbol == "_Z20gelu_forward_kernel1PfPKfi"  # found by its C++ name
+    assert "x_ptr" not in op.impl_source and "_pack(_b, 0, _o0.data_ptr(), inp.data_ptr(), _x0)" in op.impl_source
+    with FakeTensorMode():
+        assert op(_cuda(3, 5)).shape == (3, 5)
+
+
+def test_a_template_over_the_data_type_binds_by_name_and_writes_in_place():
+    op = pk.register_norm(NS)
+    assert _params(op) == [("out", "input", 0, "ptr"), ("data", "input", 1, "ptr"), ("count", "extra", 0, "u64")]
+    assert op.schema == f"{NS}::llmc_norm(Tensor(a!) out, Tensor data) -> ()"
+    assert op.record.tensor_inputs[0].dtype == "float32" and op.record.tensor_inputs[1].dtype is None
+
+
+def test_triton_kernel_with_ptr_suffixes_a_shared_stride_and_sizes_compiled_in():
+    pytest.importorskip("triton")
+    op = pk.register_swiglu(NS)
+    assert _params(op) == [("a_ptr", "input", 0, "ptr"), ("b_ptr", "input", 1, "ptr"), ("c_ptr", "output", 0, "ptr"),
+                           ("stride", "extra", 0, "i32"), ("gate_multiplier", "input", 2, "f32")]  # fmt: skip
+    assert op.record.static_extras == (1, 2) and op.record.extras[2].expr == ["pow2", ["size", "i0", -1]]
+    assert ("static", 1) in op.variants.spec_layout and ("static", 2) in op.variants.spec_layout
+    with FakeTensorMode():
+        a = _cuda(4, 96)
+        assert op(a, _cuda(4, 96), 1.0).shape == (4, 96)
+
+
+def test_positional_convention_still_binds_kernels_whose_names_only_partly_match():
+    from opsmith.catalog import register_all
+
+    relu = register_all(f"{NS}_cat")["relu"].op  # my_relu(const float* x, int n, float* y), Numel unnamed
+    assert _params(relu) == [("x", "input", 0, "ptr"), ("n", "extra", 0, "i32"), ("y", "output", 0, "ptr")]
+
+
+def test_a_kernel_reached_only_by_its_overload_signature():
+    src = "__global__ void ov(const float* x, int n, float* y) {}\n__global__ void ov(const double* x, int n, double* y) {}"
+    op = ok.cuda_kernel_op(f"{NS}::ov", ok.KernelSpec(
+        kernel_source=src, kernel_name="ov(const double*, int, double*)", inputs=[I("x")],
+        outputs=[O("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+    assert op.record.tensor_inputs[0].dtype == "float64" and op.record.symbol == "_Z2ovPKdiPd"
+
+
+def test_ptx_binds_by_an_explicit_parameter_order():
+    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()  # scale_f32(x, alpha, n, y)
+    op = ok.ptx_op(f"{NS}::ptx_order", ptx, "scale_f32", inputs=[ok.ScalarInput("alpha", float), I("x", torch.float32)],
+                   outputs=[O("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(),
+                   param_order=["x", "alpha", "n", "y"])  # fmt: skip
+    assert _params(op) == [("", "input", 1, "ptr"), ("", "input", 0, "f32"), ("", "extra", 0, "u32"), ("", "output", 0, "ptr")]
+    assert op.schema == f"{NS}::ptx_order(float alpha, Tensor x) -> Tensor"
+
+
+def test_constants_fill_parameters_the_call_does_not():
+    src = 'extern "C" __global__ void k(const float* x, int n, float scale, long long seed, float* y) {}'
+    op = ok.cuda_kernel_op(f"{NS}::consts", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[I("x")], outputs=[O("y", ok.SameAs("x"))],
+        extras=[ok.Numel("x", name="n"), ok.Const(0.5, name="scale"), ok.Const(1234, name="seed")],
+        geometry=ok.Elementwise()))  # fmt: skip
+    assert [p.ctype for p in op.record.params] == ["ptr", "i32", "f32", "i64", "ptr"]
+    assert "_x1 = 0.5" in op.impl_source and "_x2 = 1234" in op.impl_source
+
+
+def test_a_template_argument_bound_to_a_size_is_compiled_per_value():
+    src = "template <int N> __global__ void rowsum(const float* x, float* y) {}"
+    op = ok.cuda_kernel_op(f"{NS}::per_size", ok.KernelSpec(
+        kernel_source=src, kernel_name="rowsum<{N}>", inputs=[I("x", ndim=2)],
+        outputs=[O("y", ok.ReduceDims("x", (-1,)))], extras=[ok.DimSize("x", -1, name="N")],
+        geometry=ok.Reduction((-1,))))  # fmt: skip
+    assert op.record.static_extras == (0,) and op.variants.spec_layout == [("static", 0)]
+    assert op.variants.kernel(0, (64,)).binary_for("sm_90").symbol == "_Z6rowsumILi64EEvPKfPf"
+    assert op.variants.kernel(0, (128,)).binary_for("sm_90").symbol == "_Z6rowsumILi128EEvPKfPf"
+
+
+def test_too_many_compiled_in_values_warn_then_refuse(monkeypatch):
+    monkeypatch.setenv("OPSMITH_SPECIALIZE_WARN", "2")
+    monkeypatch.setenv("OPSMITH_SPECIALIZE_LIMIT", "3")
+    src = "template <int N> __global__ void rowsum(const float* x, float* y) {}"
+    op = ok.cuda_kernel_op(f"{NS}::limit", ok.KernelSpec(
+        kernel_source=src, kernel_name="rowsum<{N}>", inputs=[I("x", ndim=2)],
+        outputs=[O("y", ok.ReduceDims("x", (-1,)))], extras=[ok.DimSize("x", -1, name="N")],
+        geometry=ok.Reduction((-1,))))  # fmt: skip
+    op.variants.kernel(0, (8,))
+    with pytest.warns(UserWarning, match=r"size\(x, -1\) has taken 2 values"):
+        op.variants.kernel(0, (16,))
+    op.variants.kernel(0, (32,))
+    with pytest.raises(ok.InputError, match=r"one of the 3 values already compiled in"):
+        op.variants.kernel(0, (64,))
+    op.variants.kernel(0, (16,))  # a value already compiled is fine
+
+
+def test_strided_layouts_the_kernel_can_address():
+    wide = torch.randn(6, 10)
+    assert addressable(wide[:, :4], (0,))  # rows at stride 10, columns dense: no copy needed
+    assert not addressable(wide[:, ::2], (0,))  # columns strided: the kernel assumes them dense
+    assert not addressable(wide.t(), (0,))
+    assert addressable(wide.t(), (0, 1))
+    b = torch.randn(2, 3, 10)[:, :, :4]  # the leading axes fold into rows at stride 10: addressable
+    assert addressable(b, (-2,)) and addressable(b, (0, 1))
+    folded_wrong = torch.randn(3, 2, 10).transpose(0, 1)[:, :, :4]  # rows do not fold: axis 0 strides by 10
+    assert not addressable(folded_wrong, (-2,)) and addressable(folded_wrong, (0, 1))
+    assert addressable(torch.randn(0, 5), ())
+
+
+def test_a_stride_declares_which_inputs_may_arrive_strided():
+    src = 'extern "C" __global__ void k(const float* x, long long stride, int rows, int cols, float* y) {}'
+    op = ok.cuda_kernel_op(f"{NS}::stride", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[I("x", ndim=2)], outputs=[O("y", ok.SameAs("x"))],
+        extras=[ok.Stride("x", 0, name="stride"), ok.DimSize("x", 0, name="rows"), ok.DimSize("x", 1, name="cols")],
+        geometry=ok.Elementwise()))  # fmt: skip
+    assert op.record.tensor_inputs[0].strided == (0,)
+    assert "not _fits(x, (0,))" in op.impl_source and "x.is_contiguous()" not in op.impl_source
+    assert "memory_format=torch.contiguous_format" in op.impl_source  # the output stays dense
+
+
+def test_meta_fn_allocates_outputs_for_a_declared_launch():
+    """Seed 002: with meta_fn, outputs may be omitted; the generated launch allocates them with meta_fn."""
+    src = 'extern "C" __global__ void transpose(const float* x, int rows, int cols, float* y) {}'
+
+    def meta(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty(x.shape[1], x.shape[0])
+
+    op = ok.cuda_kernel_op(f"{NS}::transpose", ok.KernelSpec(
+        kernel_source=src, kernel_name="transpose", inputs=[I("x", ndim=2)], outputs=None,
+        extras=[ok.DimSize("x", 0, name="rows"), ok.DimSize("x", 1, name="cols")],
+        geometry=ok.Elementwise(block=(16, 16), layout="nd")), meta_fn=meta)  # fmt: skip
+    assert op.schema == f"{NS}::transpose(Tensor x) -> Tensor" and op.record.outputs[0].shape == {"meta": True}
+    assert "_r = _meta(x)" in op.impl_source
+    with FakeTensorMode():
+        assert op(_cuda(3, 5)).shape == (5, 3)
+
+
+def test_the_kernel_for_a_declared_output_dtype_is_checked_against_meta_fn():
+    src = 'extern "C" __global__ void k(const float* x, int n, double* y) {}'
+
+    def meta(x: torch.Tensor) -> torch.Tensor:
+        return torch.empty_like(x)  # float32, but the kernel writes doubles
+
+    op = ok.cuda_kernel_op(f"{NS}::meta_dtype", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[I("x")], outputs=None, extras=[ok.Numel("x")],
+        geometry=ok.Elementwise()), meta_fn=meta)  # fmt: skip
+    assert op.record.outputs[0].dtype == "float64"
+    with FakeTensorMode(), pytest.raises(ok.InputError, match=r"meta_fn output 0.*dtype torch.float64"):
+        op.eager(_cuda(8))
+
+
+def test_binding_by_name_keeps_a_warning_free_registration():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pk.register_gelu(f"{NS}_quiet")
