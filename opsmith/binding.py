@@ -58,21 +58,20 @@ def declared_items(inputs: Sequence[tuple[str, str]], extras: Sequence[ExtraArg]
 def _order_by_names(op: str, items: list[Item], names: list[str]) -> list[Item] | None:
     """The items in the kernel's order when every parameter name matches exactly one item; None when names
     match only in part; raises for an ambiguous match."""
-    order: list[Item] = []
     for n in names:
         hits = [d for d in items if d.matches(n)]
         if len(hits) > 1:
             raise SpecError(op, "kernel signature", f"the kernel's parameter '{n}' matches several declared names "
                             f"({', '.join(d.label for d in hits)}).", "give each input, output and extra its own name.")  # fmt: skip
-        if not hits:
-            return None
-        order.append(hits[0])
     for d in items:
         taken = [n for n in names if d.matches(n)]
         if len(taken) > 1:
             raise SpecError(op, "kernel signature", f"'{d.name}' matches the kernel's parameters {taken}.",
                             "rename one of them, or declare param_order=[...] in the kernel's order.")  # fmt: skip
-    return order if len({id(d) for d in order}) == len(items) == len(order) else None
+    order = [next((d for d in items if d.matches(n)), None) for n in names]
+    if any(d is None for d in order) or len({id(d) for d in order}) != len(items) or len(order) != len(items):
+        return None
+    return order  # type: ignore[return-value]
 
 
 def _explicit(op: str, items: list[Item], param_order: Sequence[str]) -> list[Item]:

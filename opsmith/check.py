@@ -348,7 +348,9 @@ def _check_exported_shapes(ep: Any, eager_out: Any) -> None:
     """The shapes the exported graph records for its outputs (from the op's fake implementation) must be the
     shapes the op returns: a program built on a lying fake sizes everything after it wrongly."""
     out_node = next(n for n in ep.graph.nodes if n.op == "output")
-    recorded = [a.meta.get("val") if hasattr(a, "meta") else None for a in torch.utils._pytree.tree_leaves(out_node.args)]
+    recorded = [
+        a.meta.get("val") if hasattr(a, "meta") else None for a in torch.utils._pytree.tree_leaves(out_node.args)
+    ]
     for k, (v, g) in enumerate(zip(recorded, _as_tuple(eager_out), strict=False)):
         if not isinstance(v, torch.Tensor) or not isinstance(g, torch.Tensor):
             continue

@@ -280,8 +280,9 @@ def _shape_guards(targs: tuple, tnames: list[str]) -> list[str]:
         if a.shape is None:
             continue
         n = a.name
-        want = [str(e) if isinstance(e, int) else f"{tnames[e[0]]}.shape[{e[1]}]" for e in a.shape]
-        conds = [f"{n}.dim() != {len(want)}"] + [f"{n}.shape[{i}] != {w}" for i, w in enumerate(want)]
+        want = ["None" if e is None else str(e) if isinstance(e, int) else f"{tnames[e[0]]}.shape[{e[1]}]"
+                for e in a.shape]  # fmt: skip
+        conds = [f"{n}.dim() != {len(want)}"] + [f"{n}.shape[{i}] != {w}" for i, w in enumerate(want) if w != "None"]
         lines.append(f"if {' or '.join(conds)}: raise _E.shape({n!r}, {n}, ({', '.join(want)},))")
     return lines
 

@@ -130,8 +130,8 @@ def make_fake(record: KernelRecord) -> Callable:
                                      "both with one template parameter)", f"{t.dtype}")  # fmt: skip
         for a, t in zip(targs, tensors, strict=True):
             if a.shape is not None:
-                want = tuple(e if isinstance(e, int) else tensors[e[0]].shape[e[1]] for e in a.shape)
-                if t.dim() != len(want) or any(s != w for s, w in zip(t.shape, want, strict=True)):
+                want = tuple(e if e is None or isinstance(e, int) else tensors[e[0]].shape[e[1]] for e in a.shape)
+                if t.dim() != len(want) or any(w is not None and s != w for s, w in zip(t.shape, want, strict=True)):
                     raise InputError(op, a.name, f"shape {want}", f"shape {tuple(t.shape)}")
         if narrow:  # static sizes only: a symbolic one would add a guard (and a recompile) to every graph
             for a, t in zip(targs, tensors, strict=True):

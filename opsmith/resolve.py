@@ -67,10 +67,10 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
             raise SpecError(op, field + ".mutates", f"{d.mutates!r} is not a bool.", "pass True or False.")
         if d.shape is not None:
             if not isinstance(d.shape, tuple | list) or not all(
-                    (isinstance(e, int) and not isinstance(e, bool) and e >= 0) or isinstance(e, DimSize)
+                    e is None or (isinstance(e, int) and not isinstance(e, bool) and e >= 0) or isinstance(e, DimSize)
                     for e in d.shape):  # fmt: skip
                 raise SpecError(op, field + ".shape", f"{d.shape!r} is not a shape.",
-                                "use a tuple of ints and DimSize(other_input, axis).")  # fmt: skip
+                                "use a tuple of ints, DimSize(other_input, axis) and None (any size).")  # fmt: skip
             if d.ndim is not None and d.ndim != len(d.shape):
                 raise SpecError(op, field + ".ndim", f"ndim={d.ndim} disagrees with shape={d.shape!r}.",
                                 "drop ndim; shape implies it.")  # fmt: skip
@@ -218,7 +218,7 @@ def _shapes(op: str, inputs: Sequence, tensors: list[str], min_nd: list[int]) ->
             continue
         entries: list = []
         for e in d.shape:
-            if isinstance(e, int):
+            if e is None or isinstance(e, int):
                 entries.append(e)
                 continue
             if e.input_name not in tensors or e.input_name == d.name:

@@ -53,8 +53,8 @@ class InputDecl:
     mutates: the kernel writes this tensor in place (schema ``Tensor(a!)``). The caller's tensor must be
         contiguous, since a contiguous copy would take the writes instead (so ``contiguous`` must be
         ``"require"``); the autotuner restores it between trial runs.
-    shape: if set, the exact shape calls must pass: each entry an int or ``DimSize(other_input, axis)``
-        (a norm's weight: ``shape=(DimSize("x", -1),)``). Implies ``ndim``. A kernel that indexes this
+    shape: if set, the exact shape calls must pass: each entry an int, ``DimSize(other_input, axis)`` (a
+        norm's weight: ``shape=(DimSize("x", -1),)``) or None (any size). Implies ``ndim``. A kernel that indexes this
         tensor by another's sizes would read out of bounds without it.
     """
 
@@ -63,7 +63,7 @@ class InputDecl:
     contiguous: Literal["make", "require"] = "make"
     ndim: int | None = None
     mutates: bool = False
-    shape: tuple[int | DimSize, ...] | None = None
+    shape: tuple[int | DimSize | None, ...] | None = None
 
 
 @dataclass(frozen=True)

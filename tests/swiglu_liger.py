@@ -40,4 +40,3 @@ def _swiglu_forward_kernel(
     b_row = tl.load(b_ptr + col_offsets, mask=mask, other=0)
     c_row = silu(a_row).cast(b_row.dtype) * b_row
     tl.store(c_ptr + col_offsets, c_row, mask=mask)
-

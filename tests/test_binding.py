@@ -16,7 +16,7 @@ from opsmith import OutputDecl as O
 from opsmith.layout import addressable
 
 sys.path.insert(0, str(Path(__file__).parent))
-import ported_kernels as pk  # noqa: E402
+import ported_kernels as pk
 
 NS = "t_bind"
 
@@ -77,7 +77,12 @@ def test_ptx_binds_by_an_explicit_parameter_order():
     op = ok.ptx_op(f"{NS}::ptx_order", ptx, "scale_f32", inputs=[ok.ScalarInput("alpha", float), I("x", torch.float32)],
                    outputs=[O("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(),
                    param_order=["x", "alpha", "n", "y"])  # fmt: skip
-    assert _params(op) == [("", "input", 1, "ptr"), ("", "input", 0, "f32"), ("", "extra", 0, "u32"), ("", "output", 0, "ptr")]
+    assert _params(op) == [
+        ("", "input", 1, "ptr"),
+        ("", "input", 0, "f32"),
+        ("", "extra", 0, "u32"),
+        ("", "output", 0, "ptr"),
+    ]
     assert op.schema == f"{NS}::ptx_order(float alpha, Tensor x) -> Tensor"
 
 

@@ -177,7 +177,7 @@ def test_7_compiles_are_hermetic_and_key_every_header(tmp_path, monkeypatch):
     (tmp_path / "h.h").write_text("#define VAL 1\n")
     src = '#include "h.h"\nextern "C" __global__ void k(int* p) { *p = VAL; }'
     monkeypatch.chdir(tmp_path)  # a header next to the process is not found: compiles do not depend on it
-    with pytest.raises(ok.CompileError, match="h.h"):
+    with pytest.raises(ok.CompileError, match=r"h\.h"):
         CudaSource(f"{NS}::hdr", src, "k").build("sm_90")
     first = CudaSource(f"{NS}::hdr", src, "k", include_paths=[str(tmp_path)]).build("sm_90")
     assert not first.from_cache
@@ -266,7 +266,7 @@ def test_13_op_names_torch_cannot_reach_are_refused(name):
 
 
 def test_13_a_namespace_shadowed_by_torch_ops_is_refused():
-    with pytest.raises(ok.SpecError, match="attribute of torch.ops"):
+    with pytest.raises(ok.SpecError, match=r"attribute of torch\.ops"):
         ok.cuda_kernel_op("load_library::k", ok.KernelSpec(kernel_source=COPY, kernel_name="k", inputs=[I("x")],
                           outputs=[O("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
 
@@ -290,7 +290,8 @@ def _notebook_cell(scale):
         return (g * factor,) if all(n for n in needs_input_grad) else None
 
     return ok.Custom(lambda i, o: (((i["x"].numel() + 255) // 256,), (256,))), ok.Backward(
-        backward, args=("grad_y",), grads=("x",))
+        backward, args=("grad_y",), grads=("x",)
+    )
 
 
 def test_15_rerunning_an_identical_cell_returns_the_op_and_a_changed_closure_is_refused():
@@ -314,7 +315,7 @@ def test_15_rerunning_an_identical_cell_returns_the_op_and_a_changed_closure_is_
 
     _reg("cell_default", COPY, "k", geometry=ok.Custom(with_default))
 
-    def with_default(i, o, block=128):  # noqa: F811 (the re-run cell, edited)
+    def with_default(i, o, block=128):
         return (((i["x"].numel() + block - 1) // block,), (block,))
 
     with pytest.raises(ok.RegistrationError):
