@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""Planted bugs: does the test suite catch each one?
+
+Each mutant is one textual change to the library (a guard removed, a key part dropped, a refusal made
+lenient), applied to a copy of the repository; the tests meant to catch it run there, and the mutant is
+*caught* when they fail. The report lists every mutant and the survival rate (survivors / valid mutants).
+A mutant whose text no longer matches the source is reported as stale, never silently skipped.
+
+    python scripts/mutants.py            # the CPU mutants (~10 minutes on 2 cores)
+    python scripts/mutants.py --gpu      # also the ones only a GPU can catch (run on the GPU machine)
+    python scripts/mutants.py -k cache   # the mutants whose id contains "cache"
+
+The mutants cover the adversarial review's sixteen defects, its list of blind spots in the suite, and the
+binding and layout rules added with them (issues 14 and 17).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    breaks: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    gpu: bool = False
+
+
+H, B, C, M = "tests/test_hardening.py", "tests/test_binding.py", "tests/test_check_cpu.py", "tests/test_error_matrix.py"
+MUTANTS = [
+    # -- the suite's blind spots ------------------------------------------------------------------------------
+    Mutant(
+        "poison-noop",
+        "outputs are not poisoned before numerics",
+        "opsmith/check.py",
+        "            b.fill_(255)",
+        "            pass",
+        ("tests/test_gpu_check.py",),
+        gpu=True,
+    ),
+    Mutant(
+        "compile-static-runs-nothing",
+        "compile-static compares nothing",
+        "opsmith/check.py",
+        '    for s in shapes:\n        _run_and_compare(case, case.inputs(s, dt, device), dt, f"compiled, shape {s}", fn)',
+        '    for s in shapes[:0]:\n        _run_and_compare(case, case.inputs(s, dt, device), dt, f"compiled, shape {s}", fn)',
+        (C,),
+    ),
+    Mutant(
+        "export-runs-nothing",
+        "export checks nothing of the exported program",
+        "opsmith/check.py",
+        "    _check_exported_shapes(ep, case.op(*_clone(args)))\n    for s in (first, second):",
+        "    for s in ():",
+        (C,),
+    ),
+    Mutant(
+        "fingerprint-drops-source",
+        "re-registering another kernel under a name returns the old op",
+        "opsmith/registration.py",
+        '"source": source.fingerprint(), "inputs"',
+        '"inputs"',
+        (H,),
+    ),
+    Mutant(
+        "cache-key-drops-target",
+        "a cubin answers a PTX request from the cache",
+        "opsmith/flavors/cuda_cpp.py",
+        '"target": target, "probe_only"',
+        '"probe_only"',
+        (H,),
+    ),
+    Mutant(
+        "tuning-ignores-stale-config",
+        "a stored decision for another config is used",
+        "opsmith/autotune.py",
+        ' and entry["config"] == self.configs[winner]',
+        "",
+        (H, "tests/test_autotune.py"),
+    ),
+    Mutant(
+        "tuning-key-drops-dtypes",
+        "one decision serves every dtype",
+        "opsmith/autotune.py",
+        'parts = [f"{r}.dtype" for r in dtype_refs]',
+        "parts = []",
+        (H,),
+    ),
+    Mutant(
+        "tuning-identity-op-only",
+        "decisions survive a changed kernel or configs",
+        "opsmith/registration.py",
+        '    return {"op": op_name, "flavor": flavor, "sources": [s.fingerprint() for s in sources],',
+        '    return {"op": op_name}\n    return {"op": op_name, "flavor": flavor, "sources": [s.fingerprint() for s in sources],',
+        (H,),
+    ),
+    Mutant(
+        "int32-guard-weakened",
+        "2^31 elements reach a 32-bit kernel",
+        "opsmith/fake.py",
+        "if isinstance(n, int) and n > INT32_MAX:",
+        "if isinstance(n, int) and n > 2 * INT32_MAX:",
+        (M, "tests/test_faults_cpu.py"),
+    ),
+    Mutant(
+        "eager-int32-guard-weakened",
+        "2^31 elements reach a 32-bit kernel eagerly",
+        "opsmith/eager.py",
+        "f'{n} > {INT32_MAX}' for n in ns",
+        "f'{n} > {2 * INT32_MAX}' for n in ns",
+        (H, "tests/test_faults_cpu.py"),
+    ),
+    Mutant(
+        "missing-backward-not-refused",
+        "an op without backward gives zero gradients",
+        "opsmith/autograd.py",
+        '        raise DifferentiationError(ctx.op_name, "a gradient reached it, but it declares no backward.",',
+        "        return tuple(None for _ in ctx.needs_input_grad)\n"
+        '        raise DifferentiationError(ctx.op_name, "a gradient reached it, but it declares no backward.",',
+        (H, M),
+    ),
+    Mutant(
+        "double-backward-not-refused",
+        "create_graph=True differentiates an undeclared backward",
+        "opsmith/autograd.py",
+        "if torch.is_grad_enabled() and not double:",
+        "if False:",
+        (M,),
+    ),
+    Mutant(
+        "rmsnorm-ignores-needs-input-grad",
+        "the weight gradient is computed when nobody needs it",
+        "opsmith/rmsnorm.py",
+        "        if not needs_input_grad[1]:",
+        "        if False:",
+        (H,),
+    ),
+    Mutant(
+        "zero-size-launches",
+        "a zero-size call launches the kernel",
+        "opsmith/eager.py",
+        "body += [f\"if {' and '.join(f'{w} == 0' for w in dict.fromkeys(written))}: return {ret}\"]",
+        "pass",
+        (H,),
+    ),
+    Mutant(
+        "import-touches-gpu",
+        "registering initializes CUDA",
+        "opsmith/registration.py",
+        "    arch = default_arch()\n    binary = None",
+        "    torch.cuda.init()\n    arch = default_arch()\n    binary = None",
+        (H,),
+    ),
+    # -- the sixteen defects -------------------------------------------------------------------------------------
+    Mutant(
+        "1-first-text-definition",
+        "the first #ifdef branch's names are taken whatever was compiled",
+        "opsmith/signature.py",
+        "        if len(cand) != len(params):",
+        "        if len(agree) or len(cand) != len(params):",
+        (H, "tests/test_signature_record.py"),
+    ),
+    Mutant(
+        "1-compiler-types-ignored",
+        "a declared dtype is not checked against the kernel",
+        "opsmith/binding.py",
+        "if elem is not None and declared is not None and elem != declared:",
+        "if False:",
+        (M,),
+    ),
+    Mutant(
+        "3-output-template-ignored",
+        "an output typed by a template parameter takes the first input's dtype",
+        "opsmith/binding.py",
+        "    elif p.slot is not None:\n        typing.out_like[d.index] = p.slot",
+        "    elif False:\n        pass",
+        (H,),
+    ),
+    Mutant(
+        "3-instantiation-unchecked",
+        "a compiled instantiation's pointer types are not checked",
+        "opsmith/binding.py",
+        "        if elem is not None and elem != have:",
+        "        if False:",
+        (H,),
+    ),
+    Mutant(
+        "4-float-grid-truncated",
+        "a float grid from Custom is truncated",
+        "opsmith/eager.py",
+        "    if bad:  # int() would truncate",
+        "    if False:  # int() would truncate",
+        (H, M),
+    ),
+    Mutant(
+        "5-float2-as-scalar",
+        "a float scalar fills a float2 parameter",
+        "opsmith/signature.py",
+        '_SCALAR_CLASS = {"__half": "f16", "__nv_bfloat16": "bf16"}',
+        '_SCALAR_CLASS = {"__half": "f16", "__nv_bfloat16": "bf16", "float2": "f32"}',
+        (H, M),
+    ),
+    Mutant(
+        "6-launch-extent-unchecked",
+        "a 32-bit launch whose top index wraps is accepted",
+        "opsmith/fake.py",
+        "        if isinstance(v, int) and v > limit:",
+        "        if False:",
+        (H, M),
+    ),
+    Mutant(
+        "6-eager-extent-unchecked",
+        "a 32-bit launch whose top index wraps is accepted eagerly",
+        "opsmith/eager.py",
+        '            body += [f"if {v} > {limit}: raise _E.extent({label!r}, {v}, {limit})"]',
+        "            pass",
+        (H,),
+    ),
+    Mutant(
+        "7-user-headers-unkeyed",
+        "editing an included header does not recompile",
+        "opsmith/flavors/cuda_cpp.py",
+        "            for d in here + user_dirs + list(toolkit):",
+        "            for d in here + list(toolkit):",
+        (H, "tests/test_compile_cache.py"),
+    ),
+    Mutant(
+        "8-unsafe-dir-read",
+        "a cache directory others can write is read",
+        "opsmith/cache.py",
+        "        if not self._usable(create=False):\n            return None",
+        "        pass",
+        (H,),
+    ),
+    Mutant(
+        "9-triton-globals-unkeyed",
+        "a changed Triton constexpr global reuses the old cubin",
+        "opsmith/flavors/triton.py",
+        '"globals": self._globals, ',
+        "",
+        (H,),
+    ),
+    Mutant(
+        "10-no-backward-silent",
+        "differentiating an op without backward passes a zero gradient",
+        "opsmith/eager.py",
+        'refuse = "_refuse_inplace(_op)" if mutated else f"return _nograd({\', \'.join(names)})"',
+        'refuse = "_refuse_inplace(_op)" if mutated else f"return _below(_ks, {\', \'.join(names)})"',
+        (H, M),
+    ),
+    Mutant(
+        "11-empty-axis-unrefused",
+        "an empty reduced axis reaches the grid arithmetic",
+        "opsmith/fake.py",
+        "    if results and any(n == 0 for n in numels) and any(_static(r.numel()) for r in results):",
+        "    if False:",
+        (H, M),
+    ),
+    Mutant(
+        "12-float-range-unchecked",
+        "an out-of-range float scalar gets a bare OverflowError",
+        "opsmith/fake.py",
+        '    if m is not None and arg.py_type == "float" and',
+        "    if False and",
+        (H, M),
+    ),
+    Mutant(
+        "13-keyword-op-name",
+        "op names torch cannot reach are accepted",
+        "opsmith/validate.py",
+        "        if keyword.iskeyword(part):",
+        "        if False:",
+        (H, M),
+    ),
+    Mutant(
+        "14-driver-error-as-compile-error",
+        "a missing driver is reported as a source error",
+        "opsmith/flavors/cuda_cpp.py",
+        '        if "compilation log:" not in text:',
+        "        if False:",
+        (H, M),
+    ),
+    Mutant(
+        "15-closure-unfingerprinted",
+        "a changed closure value returns the old op",
+        "opsmith/fingerprint.py",
+        '    d["closure"] = cells',
+        '    d["closure"] = []',
+        (H,),
+    ),
+    Mutant(
+        "15-code-by-address",
+        "a lambda's code object is described by its address",
+        "opsmith/fingerprint.py",
+        "        _code(c, seen, depth) if isinstance(c, types.CodeType) else describe(c, seen, depth) for c in code.co_consts",
+        "        repr(c) for c in code.co_consts",
+        (H,),
+    ),
+    Mutant(
+        "16-opcheck-nothing-ran",
+        "opsmith check passes opcheck when no sample ran",
+        "opsmith/check.py",
+        "    if not samples:\n        raise AssertionError",
+        "    if False:\n        raise AssertionError",
+        (H,),
+    ),
+    Mutant(
+        "16-launch-error-as-refusal",
+        "a LaunchError counts as a clear refusal",
+        "opsmith/check.py",
+        "            except InputError as e:  # a clear refusal",
+        "            except Exception as e:  # a clear refusal",
+        (H,),
+    ),
+    # -- binding and layout ------------------------------------------------------------------------------------
+    Mutant(
+        "bind-by-name-off",
+        "kernels are bound by position only",
+        "opsmith/binding.py",
+        "        if by_name is not None:",
+        "        if False:",
+        (B,),
+    ),
+    Mutant(
+        "bind-clash-unchecked",
+        "a partial name match binds x to the kernel's y",
+        "opsmith/binding.py",
+        "    if clashes:",
+        "    if False:",
+        (M,),
+    ),
+    Mutant(
+        "layout-any-strides",
+        "a strided input the kernel cannot address reaches it",
+        "opsmith/layout.py",
+        "            if shape[a] > 1 and stride[a] != s:",
+        "            if False:",
+        (B,),
+    ),
+    Mutant(
+        "like-dtype-unchecked",
+        "two tensors of one template parameter may differ in dtype",
+        "opsmith/fake.py",
+        "            if a.dtype_like is not None:",
+        "            if False:",
+        (B, M),
+    ),
+    Mutant(
+        "specialize-unlimited",
+        "a size compiled in may take any number of values",
+        "opsmith/variants.py",
+        "            if len(seen) >= env.SPECIALIZE_LIMIT.get():",
+        "            if False:",
+        (B,),
+    ),
+]
+
+
+def _copy_repo(dst: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()  # fmt: skip
+    for f in files:
+        src = ROOT / f
+        if src.is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst / f)
+
+
+def run(m: Mutant, timeout: int) -> tuple[str, float, str]:
+    """(verdict, seconds, detail): verdict in caught / SURVIVED / stale / invalid / timeout."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{m.id}-") as tmp:
+        work = Path(tmp)
+        _copy_repo(work)
+        path = work / m.file
+        text = path.read_text()
+        if text.count(m.old) != 1:
+            return "stale", 0.0, f"the text to change occurs {text.count(m.old)} times in {m.file}"
+        path.write_text(text.replace(m.old, m.new))
+        compiled = subprocess.run([sys.executable, "-m", "py_compile", str(path)], capture_output=True, text=True)
+        if compiled.returncode:
+            return "invalid", 0.0, compiled.stderr.strip().splitlines()[-1]
+        env = {**os.environ, "PYTHONPATH": str(work), "OPSMITH_CACHE_DIR": str(work / ".cache")}
+        t0 = time.perf_counter()
+        try:
+            out = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *m.tests],
+                                 cwd=work, env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return "timeout", time.perf_counter() - t0, f"no verdict in {timeout} s"
+        dt = time.perf_counter() - t0
+        last = (out.stdout.strip().splitlines() or [""])[-1]
+        if out.returncode == 0:
+            return "SURVIVED", dt, last
+        failed = next((line for line in out.stdout.splitlines() if line.startswith("FAILED")), last)
+        return "caught", dt, failed[:110]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpu", action="store_true", help="also run the mutants only a GPU can catch")
+    ap.add_argument("-k", default="", help="only mutants whose id contains this")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per mutant")
+    args = ap.parse_args()
+    chosen = [m for m in MUTANTS if args.k in m.id and (args.gpu or not m.gpu)]
+    verdicts: dict[str, int] = {}
+    print(f"{'mutant':38} {'verdict':9} {'s':>6}  detail")
+    for m in chosen:
+        verdict, dt, detail = run(m, args.timeout)
+        verdicts[verdict] = verdicts.get(verdict, 0) + 1
+        print(f"{m.id:38} {verdict:9} {dt:6.1f}  {detail}", flush=True)
+    valid = sum(verdicts.get(v, 0) for v in ("caught", "SURVIVED", "timeout"))
+    survived = verdicts.get("SURVIVED", 0) + verdicts.get("timeout", 0)
+    print(f"\n{valid} valid mutants: {verdicts.get('caught', 0)} caught, {survived} survived "
+          f"(survival rate {survived / max(valid, 1):.1%}); {verdicts.get('stale', 0)} stale, "
+          f"{verdicts.get('invalid', 0)} invalid")  # fmt: skip
+    return 1 if survived or verdicts.get("stale") or verdicts.get("invalid") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
