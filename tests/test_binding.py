@@ -183,3 +183,16 @@ def test_binding_by_name_keeps_a_warning_free_registration():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pk.register_gelu(f"{NS}_quiet")
+
+
+def test_ported_triton_kernel_runs_in_the_interpreter_with_strided_inputs():
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "binding_interpreter_check.py")],
+                         capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "checked 12 cases" in out.stdout

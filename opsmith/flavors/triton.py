@@ -396,16 +396,19 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
     return tuner.default if hit is None else hit
 
 
-def _prepare(record: KernelRecord, args: list, outs: list) -> None:
-    """The eager code's layout rules on traced tensors: each input conformed to what the kernel addresses,
-    then tensors sharing one stride parameter made to agree (``layout.py``)."""
+def _prepare(record: KernelRecord, args: list, outs: list | None) -> None:
+    """The eager code's layout rules on traced tensors: each input conformed to what the kernel addresses
+    (``outs`` None), then, once the outputs exist, tensors sharing one stride parameter made to agree
+    (``layout.py``)."""
     from ..layout import conform, share_strides
 
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
-    for k in positions:
-        a = record.inputs[k]
-        args[k] = conform(op, a.name, args[k], a.strided, a.contiguous)
+    if outs is None:
+        for k in positions:
+            a = record.inputs[k]
+            args[k] = conform(op, a.name, args[k], a.strided, a.contiguous)
+        return
     for e in record.extras:
         if not e.same:
             continue
@@ -448,7 +451,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
     def impl(*args: Any) -> Any:
         args = list(args)
-        _prepare(record, args, [])
+        _prepare(record, args, None)
         outs = alloc(*args)
         outs_l = [] if outs is None else [outs] if isinstance(outs, torch.Tensor) else list(outs)
         tensors = [args[k] for k in positions]
