@@ -172,6 +172,8 @@ def poisoned(device: torch.device, nbytes: int) -> Iterator[bool]:
     if device.type != "cuda" or not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
         yield False
         return
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device=device):
         small = [torch.empty(_MIB, dtype=torch.uint8, device=device) for _ in range(2 * (nbytes // (2 * _MIB)) + 4)]

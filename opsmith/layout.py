@@ -60,7 +60,7 @@ def share_strides(op: str, names: Sequence[str], tensors: list[torch.Tensor], in
 
     def agree(ts: list[torch.Tensor]) -> bool:
         live = [t.stride(axis) for t in ts if t.dim() and t.shape[axis] > 1]
-        return len(set(live)) <= 1
+        return all(s == live[0] for s in live)  # no set(): symbolic strides (torch.compile) do not hash
 
     if agree(tensors):
         return tensors
