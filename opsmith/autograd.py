@@ -92,9 +92,11 @@ def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tu
     if not isinstance(backward, Backward):
         raise SpecError(op_name, "backward", f"{type(backward).__name__} is not a Backward.",
                         "pass backward=Backward(fn, args=[...], grads=[...]).")  # fmt: skip
-    if not callable(backward.fn):
+    from .backward_program import is_program
+
+    if not callable(backward.fn) and not is_program(backward.fn):
         raise SpecError(op_name, "backward.fn", f"{backward.fn!r} is not callable.",
-                        "pass an opsmith op or a Python function.")  # fmt: skip
+                        "pass an opsmith op, a Python function or a program (a tuple of Buffer and Step).")  # fmt: skip
     if record.mutated:
         raise SpecError(op_name, "backward", "the op writes an input in place, and opsmith cannot differentiate "
                         "in-place ops.", "return a new output instead of mutating an input.")  # fmt: skip
@@ -126,6 +128,12 @@ def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tu
         grad_of.append(k)
     if not grad_of:
         raise SpecError(op_name, "backward.grads", "no gradient is declared.", "name the inputs fn differentiates.")
+    if is_program(backward.fn):
+        if len(backward.returns) != len(grad_of):
+            raise SpecError(op_name, "backward.returns", f"{list(backward.returns)} do not name one value per "
+                            f"gradient {list(backward.grads)}.", "list, in the order of grads, the program's names "
+                            "for them.")  # fmt: skip
+        _program(record, backward)  # its steps are checked now: a bad one leaves no op
     rec = getattr(backward.fn, "record", None)  # an opsmith op: its declaration must fit
     if isinstance(rec, KernelRecord) and rec.inputs and (len(rec.inputs) != len(sources)
                                                          or len(rec.outputs) != len(grad_of)):  # fmt: skip
@@ -133,6 +141,18 @@ def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tu
                             f"returns {len(rec.outputs)}, but args has {len(sources)} names and grads "
                             f"{len(grad_of)}.", "make args and grads match the backward op's declaration.")  # fmt: skip
     return sources, grad_of
+
+
+def _program(record: KernelRecord, backward: Backward) -> Any:
+    """The checked program of a backward written as one (None for an op or a function)."""
+    from .backward_program import Program, is_program
+
+    if not is_program(backward.fn):
+        return None
+    outs = {o.name for o in record.outputs}
+    tensors = {a for a in backward.args if a.startswith("grad_") or a in outs or
+               any(t.name == a for t in record.tensor_inputs)}  # fmt: skip
+    return Program(record.op_name, backward.fn, backward.args, tensors, backward.returns)
 
 
 def _takes_needs(fn: Callable) -> bool:
@@ -148,7 +168,8 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
     sources, grad_of = check_backward(op, record, backward)
     n_in, n_out = len(record.inputs), len(record.outputs)
     fn, double = backward.fn, backward.double_backward
-    pass_needs = _takes_needs(fn)
+    program = _program(record, backward)
+    pass_needs = program is None and _takes_needs(fn)
     kept_in = sorted({k for kind, k in sources if kind == "in"})
     kept_out = sorted({k for kind, k in sources if kind == "out"})
     graded_out = {k for kind, k in sources if kind == "grad"}
@@ -187,7 +208,10 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
                 args.append(g.contiguous())
             else:
                 args.append(where[(kind, k)])
-        got = fn(*args, needs_input_grad=needs) if pass_needs else fn(*args)
+        if program is not None:
+            got = program.run(dict(zip(backward.args, args, strict=True)), needs)
+        else:
+            got = fn(*args, needs_input_grad=needs) if pass_needs else fn(*args)
         got = got if isinstance(got, tuple | list) else (got,)
         if len(got) != len(grad_of):
             raise DifferentiationError(op, f"the backward returned {len(got)} gradients, the declaration names "

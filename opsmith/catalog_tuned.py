@@ -11,9 +11,9 @@ import torch
 from . import (
     Autotune,
     Config,
-    Custom,
     DimSize,
     Elementwise,
+    Grid,
     InputDecl,
     KernelSpec,
     Numel,
@@ -141,7 +141,7 @@ def _register_triton(ns: str, only: tuple[str, ...] | None = None) -> dict[str, 
             triton_op(f"{ns}::axpy_tt", tk.axpy_kernel,
                       inputs=[InputDecl("x", mutates=True), InputDecl("y"), ScalarInput("alpha", float)], outputs=[],
                       extras=[Numel("x")],
-                      geometry=Custom(lambda ins, outs, p: ((ins["x"].numel() + p["BLOCK"] - 1) // p["BLOCK"],)),
+                      geometry=Grid(grid=("cdiv(numel(x), BLOCK)",)),
                       autotune=Autotune([Config({"BLOCK": b}) for b in (256, 1024)])),
             _axpy_inputs, _axpy_ref, ((5000,), (7, 300)))  # fmt: skip
     return ex

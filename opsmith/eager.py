@@ -19,7 +19,6 @@ from collections.abc import Callable
 
 import torch
 
-from .autotune import pow2
 from .errors import InputError
 from .fake import (
     FLOAT_MAX,
@@ -31,7 +30,7 @@ from .fake import (
     large_tensor_error,
     out_shape,
 )
-from .geometry import describe, to_python
+from .geometry import EXPR_GLOBALS, describe, to_python
 from .launch import bf16_bits
 from .launch_code import _reuse, inline_simple, variant_launch
 from .layout import addressable, layout_error, share_strides
@@ -156,10 +155,11 @@ def make_eager(record: KernelRecord, variants: Variants, custom: Callable | None
     refs.update({f"o{k}": f"_o{k}" for k in range(len(record.outputs))})
     if not record.outputs:
         refs["o0"] = mutated[0]
+    refs["sm_count"] = "_sms(_dev)"
     errors = _Errors(record.op_name)
-    g: dict[str, object] = {"torch": torch, "_E": errors, "_out_shape": out_shape, "_prod": math.prod,
+    g: dict[str, object] = {**EXPR_GLOBALS, "torch": torch, "_E": errors, "_out_shape": out_shape,
                             "_bf16": bf16_bits, "_norm": _norm_geo, "_custom": custom, "_op": record.op_name,
-                            "_pow2": pow2, "_fits": addressable, "_share": share_strides, "_meta": meta_fn,
+                            "_fits": addressable, "_share": share_strides, "_meta": meta_fn,
                             "_extent": _check_extent}  # fmt: skip
     first = tnames[0] if tnames else None
     body = _guards(record, g, tnames)

@@ -158,7 +158,7 @@ def _static(v: object) -> int | None:
 def _static_checks(op: str, record: KernelRecord, tensors: list, results: list, limits: list) -> None:
     """What eager refuses on sizes, applied where the sizes are static: non-empty outputs from an empty
     input, and a 32-bit launch whose thread indices would wrap."""
-    from .geometry import describe, to_python
+    from .geometry import EXPR_GLOBALS, describe, to_python
 
     numels = [_static(t.numel()) for t in tensors]
     if results and any(n == 0 for n in numels) and any(_static(r.numel()) for r in results):
@@ -168,14 +168,14 @@ def _static_checks(op: str, record: KernelRecord, tensors: list, results: list, 
                          f"(shapes {shapes}) and the kernel cannot fill them from no data", "an empty tensor")  # fmt: skip
     written = results or [t for t, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
     refs = {f"i{k}": f"t[{k}]" for k in range(len(tensors))}
-    refs.update({f"o{k}": f"w[{k}]" for k in range(len(written))})
+    refs.update({f"o{k}": f"w[{k}]" for k in range(len(written))}, sm_count="_sms(t[0])")
     names = {f"i{k}": a.name for k, a in enumerate(record.tensor_inputs)}
     names.update({f"o{k}": o.name for k, o in enumerate(record.outputs)})
     if not record.outputs and written:
         names["o0"] = next(a.name for a in record.tensor_inputs if a.mutates)
     for expr, limit in limits:
         try:
-            v = eval(to_python(expr, refs), {}, {"t": tensors, "w": written})  # our own expression trees
+            v = eval(to_python(expr, refs), EXPR_GLOBALS, {"t": tensors, "w": written})  # our own expression trees
         except (IndexError, TypeError):
             continue
         if isinstance(v, int) and v > limit:

@@ -10,6 +10,8 @@ Expression forms (``ref`` is ``"i<k>"`` for the k-th tensor input or ``"o<k>"`` 
     ["size", ref, axis]      one dimension (negative axis allowed)
     ["stride", ref, axis]    the stride of one dimension, in elements
     ["pow2", a]              a rounded up to a power of two (1 for a <= 1)
+    ["add"|"sub"|"min"|"max", a, b]
+    ["sm_count"]             the multiprocessor count of the call's device
     ["lead", ref, k]         product of all dimensions but the last k (1 for rank <= k)
     ["prod", ref, [axes]]    product of the listed dimensions
     ["cdiv", a, b] / ["div", a, b] / ["mul", a, b]
@@ -17,13 +19,14 @@ Expression forms (``ref`` is ``"i<k>"`` for the k-th tensor input or ``"o<k>"`` 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from .spec import Custom, Elementwise, Reduction
+from .spec import Custom, Elementwise, Grid, Reduction
 
-__all__ = ["LaunchPlan", "describe", "evaluate", "lower_geometry", "min_rank", "to_python"]
+__all__ = ["EXPR_GLOBALS", "LaunchPlan", "describe", "evaluate", "lower_geometry", "min_rank", "to_python"]
 
 Expr = Any  # int | list
 
@@ -57,10 +60,48 @@ def _limit(block: int) -> int:
     return _INDEX_SPAN // block * block
 
 
-def lower_geometry(geometry: Elementwise | Reduction | Custom, params: dict | None = None) -> LaunchPlan | None:
+def _sms(t: Any) -> int:
+    """Multiprocessors of the device ``t`` is on (one query per device)."""
+    import torch
+
+    return _sm_count(t.get_device() if t.is_cuda else -1) if isinstance(t, torch.Tensor) else _sm_count(int(t))
+
+
+@functools.cache
+def _sm_count(device: int) -> int:
+    import torch
+
+    if device < 0 or not torch.cuda.is_available():
+        return 132  # no GPU (tracing on CPU, fake tensors): an H100/H200's count, so sizes stay realistic
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _sym(op: str) -> Any:
+    def f(a: Any, b: Any) -> Any:
+        import torch
+
+        return (torch.sym_min if op == "min" else torch.sym_max)(a, b)
+
+    return f
+
+
+def _pow2(n: Any) -> Any:
+    from .autotune import pow2
+
+    return pow2(n)
+
+
+#: What the Python printing of expressions needs (eager code, fake implementations, grids).
+EXPR_GLOBALS: dict[str, Any] = {"_prod": math.prod, "_pow2": _pow2, "_sms": _sms, "_min": _sym("min"),
+                                "_max": _sym("max")}  # fmt: skip
+
+
+def lower_geometry(geometry: Elementwise | Reduction | Grid | Custom, params: dict | None = None,
+                   tensors: dict[str, str] | None = None) -> LaunchPlan | None:  # fmt: skip
     """The plan for a declarative geometry; ``None`` for ``Custom`` (its launch is Python code).
 
-    Block entries that name a config parameter take its value from ``params``."""
+    Block entries that name a config parameter take its value from ``params``; a ``Grid``'s expressions
+    name tensors by ``tensors`` (name -> ref)."""
     params = params or {}
 
     def num(v: int | str) -> int:
@@ -83,10 +124,18 @@ def lower_geometry(geometry: Elementwise | Reduction | Custom, params: dict | No
     if isinstance(geometry, Reduction):
         rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
         return LaunchPlan((rows, 1, 1), (num(geometry.block_size), 1, 1), geometry.shared_mem)
+    if isinstance(geometry, Grid):
+        from .expr import parse_size
+
+        grid = [parse_size(g, tensors or {}, params) for g in geometry.grid]
+        block = tuple(num(b) for b in geometry.block) or (0,)
+        # The x axis's threads, for a 32-bit kernel's `blockIdx.x * blockDim.x + threadIdx.x` (Triton: unknown).
+        limits = ((["mul", grid[0], block[0]], _INDEX_SPAN),) if block[0] else ()
+        return LaunchPlan(tuple((*grid, 1, 1)[:3]), tuple((*block, 1, 1)[:3]), num(geometry.shared_mem), limits)  # type: ignore[arg-type]
     return None
 
 
-def min_rank(geometry: Elementwise | Reduction | Custom) -> tuple[str, int]:
+def min_rank(geometry: Elementwise | Reduction | Grid | Custom) -> tuple[str, int]:
     """(``"i0"`` or ``"o0"``, the least rank the referenced tensor needs for the plan to make sense)."""
     if isinstance(geometry, Elementwise) and geometry.layout == "nd":
         return "o0", len(geometry.block)
@@ -113,7 +162,15 @@ def to_python(expr: Expr, names: dict[str, str] | None = None) -> str:
         return f"_prod({v}.shape[:-{args[1]}])"
     if op == "prod":
         return "(" + " * ".join(f"{v}.shape[{a}]" for a in args[1]) + ")" if args[1] else "1"
+    if op == "sm_count":
+        return (names or {}).get("sm_count", "_sms(i0)")
     a, b = (to_python(x, names) for x in args)
+    if op in ("min", "max"):  # sym_min / sym_max: symbolic sizes (tracing) without a guard
+        return f"_{op}({a}, {b})"
+    if op == "add":
+        return f"({a} + {b})"
+    if op == "sub":
+        return f"({a} - {b})"
     if op == "cdiv":
         return f"(({a} + {b} - 1) // {b})"
     if op == "div":
@@ -137,6 +194,4 @@ def describe(expr: Expr, names: dict[str, str]) -> str:
 
 def evaluate(expr: Expr, tensors: dict[str, Any]) -> int:
     """Evaluate ``expr`` against tensors named by ref; the slow reference used by tests and tools."""
-    from .autotune import pow2
-
-    return int(eval(to_python(expr), {"_prod": math.prod, "_pow2": pow2}, dict(tensors)))
+    return int(eval(to_python(expr), EXPR_GLOBALS, dict(tensors)))

@@ -175,7 +175,7 @@ def register_kernel_op(
         lib.define(name + record.schema)
         impl, impl_source = _define(lib, name, record, variants, custom, meta_fn, eager_fn, backward, resolved)
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
-        op.eager, op.differentiable = impl, backward is not None
+        op.eager, op.differentiable, op.backward = impl, backward is not None, backward
         _REGISTRY[op_name] = op
         return op
 

@@ -329,10 +329,22 @@ def resolve(
                                          len(d.shape) if d.shape is not None else d.ndim, nd_min, d.mutates,
                                          shapes[ti], typing.like[ti], tuple(strided[ti])))  # fmt: skip
         ti += 1
-    launches = tuple(lower_geometry(geometry, c.params) if geometry is not None else None  # type: ignore[arg-type]
-                     for c in configs)  # fmt: skip
+    launches = tuple(_lower(op, geometry, c.params, tensors, out_names) for c in configs)
     key = tune_key_entries(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound)
+
+
+def _lower(op: str, geometry: object, params: dict, tensors: list[str], out_names: list[str]) -> LaunchPlan | None:
+    if geometry is None:
+        return None
+    from .expr import ExprError
+
+    refs = {**{n: f"i{k}" for k, n in enumerate(tensors)}, **{n: f"o{k}" for k, n in enumerate(out_names)}}
+    try:
+        return lower_geometry(geometry, params, refs)  # type: ignore[arg-type]
+    except ExprError as e:
+        raise SpecError(op, "geometry.grid", f"{e}.", "write sizes like 'cdiv(numel(x), 256)' or "
+                        "'min(size(p, 0), sm_count * MINB)' (see opsmith/expr.py).") from None  # fmt: skip
 
 
 def _convention(items: list[Item], extras: list[ExtraArg], typing: Typing) -> tuple[Param, ...]:

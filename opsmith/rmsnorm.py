@@ -12,7 +12,6 @@ write) and returns ``dx`` plus per-program partial sums of ``dweight``, which on
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 from collections.abc import Sequence
@@ -25,9 +24,10 @@ from .registration import Op
 from .spec import (
     Autotune,
     Backward,
+    Buffer,
     Config,
-    Custom,
     DimSize,
+    Grid,
     InputDecl,
     KernelSpec,
     Numel,
@@ -35,6 +35,7 @@ from .spec import (
     Reduction,
     SameAs,
     ScalarInput,
+    Step,
     TuneDim,
 )
 
@@ -69,44 +70,24 @@ def reference_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float)
     return y.to(x.dtype)
 
 
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
+def _partial_rows(flavor: str) -> str:
+    """Rows of the backward's partial-sum buffer, as a size expression: one per persistent program, within the
+    rows of x (``_partials_per_sm`` programs per SM)."""
+    n, least = "max(size(x, -1), 1)", 2 if flavor == "cuda" else 1
+    return f"min(numel(x) // {n}, sm_count * max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n})))"
 
 
-@functools.cache
-def _sm_count(device: int) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _partial_rows(x: torch.Tensor, flavor: str = "triton") -> int:
-    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    if rows == 0:
-        return 0
-    per_device = _sm_count(x.get_device()) * _partials_per_sm(x.shape[-1], flavor) if x.is_cuda else 8
-    return min(rows, per_device)
-
-
-def _cuda_grid(partial: torch.Tensor, blocks_per_sm: int) -> int:
-    """Blocks of the CUDA backward: the config's resident blocks per SM (its launch bounds), within the partial."""
-    if not partial.is_cuda:
-        return partial.shape[0]
-    return max(1, min(partial.shape[0], _sm_count(partial.get_device()) * blocks_per_sm))
-
-
-def _make_backward(bwd: Op, dweight: Op, flavor: str):
-    def backward(grad_y: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float,
-                 needs_input_grad: Sequence[bool] = (True, True)):  # fmt: skip
-        partial = torch.empty((_partial_rows(x, flavor), x.shape[-1]), dtype=_acc_dtype(x.dtype), device=x.device)
-        dx = bwd(grad_y, x, weight, eps, partial)
-        if not needs_input_grad[1]:
-            return dx, None
-        if not partial.shape[0]:  # no rows: no partial rows either, and the sum over them is zero
-            return dx, torch.zeros_like(weight)
-        dw = torch.empty_like(weight)
-        dweight(partial, dw)
-        return dx, dw
-
-    return backward
+def _backward(bwd: Op, dweight: Op, flavor: str) -> Backward:
+    """The backward as a program (plain data, so a native library runs it without Python): the backward kernel
+    writes dx and per-program partial sums of dweight into a float32 (float64) buffer, then the dweight kernel
+    sums the partial rows in a fixed order and casts to the weight's dtype. The second step runs only when the
+    weight needs its gradient."""
+    return Backward(
+        fn=(Buffer("partial", shape=(_partial_rows(flavor), "size(x, -1)"), dtype="acc:x"),
+            Step(bwd, ("grad_y", "x", "weight", "eps", "partial"), ("dx",)),
+            Buffer("dweight", like="weight"),
+            Step(dweight, ("partial", "dweight"))),
+        args=("grad_y", "x", "weight", "eps"), grads=("x", "weight"), returns=("dx", "dweight"))  # fmt: skip
 
 
 def _decl() -> dict:
@@ -137,16 +118,20 @@ def _register_triton() -> tuple[Op, Op]:
     bwd = triton_op("opsmith::rmsnorm_triton_backward", rmsnorm_bwd_kernel, inputs=d["bwd_inputs"],
                     outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
                     extras=[DimSize("x", -1), Numel("x", "int64")],
-                    geometry=Custom(lambda i, o: (i["partial"].shape[0],)),
+                    geometry=Grid(grid=("size(partial, 0)",)),  # one persistent program per partial row
                     autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default))  # fmt: skip
     dweight = triton_op("opsmith::rmsnorm_triton_dweight", rmsnorm_dw_kernel, inputs=d["dw_inputs"], outputs=[],
-                        extras=d["dw_extras"], geometry=Custom(lambda i, o: ((i["partial"].shape[-1] + 31) // 32,)))  # fmt: skip
-    fwd = triton_op("opsmith::rmsnorm_triton", rmsnorm_fwd_kernel, inputs=d["fwd_inputs"],
-                    outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
-                    geometry=Reduction(reduce_dims=(-1,)),
-                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
-                    backward=Backward(_make_backward(bwd, dweight, "triton"), args=("grad_y", "x", "weight", "eps"),
-                                      grads=("x", "weight")))  # fmt: skip
+                        extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",)))  # fmt: skip
+    fwd = triton_op(
+        "opsmith::rmsnorm_triton",
+        rmsnorm_fwd_kernel,
+        inputs=d["fwd_inputs"],
+        outputs=[OutputDecl("y", SameAs("x"))],
+        extras=[DimSize("x", -1)],
+        geometry=Reduction(reduce_dims=(-1,)),
+        autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
+        backward=_backward(bwd, dweight, "triton"),
+    )
     return fwd, bwd
 
 
@@ -171,18 +156,25 @@ def _register_cuda() -> tuple[Op, Op]:
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
-        geometry=Custom(lambda i, o, p: ((_cuda_grid(i["partial"], p["MINB"]),), (p["THREADS"],))),
+        # The config's resident blocks per SM (its launch bounds), within the partial rows.
+        geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",)),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0)))  # fmt: skip
     dweight = cuda_kernel_op("opsmith::rmsnorm_cuda_dweight", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_dw<{T_partial}, {T_dweight}, 1024>", inputs=d["dw_inputs"],
-        outputs=[], extras=d["dw_extras"],
-        geometry=Custom(lambda i, o: (((i["partial"].shape[-1] + 31) // 32,), (1024,)))))  # fmt: skip
-    fwd = cuda_kernel_op("opsmith::rmsnorm_cuda", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>", inputs=d["fwd_inputs"],
-        outputs=[OutputDecl("y", SameAs("x"))], extras=[DimSize("x", -1)],
-        geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
-        autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=1)),
-        backward=Backward(_make_backward(bwd, dweight, "cuda"), args=("grad_y", "x", "weight", "eps"), grads=("x", "weight")))  # fmt: skip
+        outputs=[], extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",), block=(1024,))))  # fmt: skip
+    fwd = cuda_kernel_op(
+        "opsmith::rmsnorm_cuda",
+        KernelSpec(
+            kernel_source=src,
+            kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>",
+            inputs=d["fwd_inputs"],
+            outputs=[OutputDecl("y", SameAs("x"))],
+            extras=[DimSize("x", -1)],
+            geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
+            autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=1),
+        ),
+        backward=_backward(bwd, dweight, "cuda"),
+    )
     return fwd, bwd
 
 

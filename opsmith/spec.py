@@ -21,11 +21,13 @@ import torch
 __all__ = [
     "Autotune",
     "Backward",
+    "Buffer",
     "Config",
     "Const",
     "Custom",
     "DimSize",
     "Elementwise",
+    "Grid",
     "InputDecl",
     "KernelSpec",
     "Numel",
@@ -34,6 +36,7 @@ __all__ = [
     "Reduction",
     "SameAs",
     "ScalarInput",
+    "Step",
     "Stride",
     "TuneDim",
 ]
@@ -110,14 +113,40 @@ class OutputDecl:
 
 
 @dataclass(frozen=True)
+class Buffer:
+    """A tensor a backward program allocates (see ``Backward``): a scratch buffer or a gradient an op writes
+    in place. ``like``: the shape and dtype of that tensor; else ``shape`` (ints or size expressions over the
+    program's tensors, ``opsmith/expr.py``) and ``dtype`` (a torch.dtype, ``"like:<name>"``, or
+    ``"acc:<name>"``: float32 for a 16-bit float tensor, its own dtype otherwise)."""
+
+    name: str
+    shape: tuple[int | str, ...] = ()
+    dtype: torch.dtype | str | None = None
+    like: str | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op call of a backward program: ``op`` (an opsmith op) on ``args`` (names of the backward's
+    arguments, buffers and earlier steps' outputs); its outputs take the names ``outputs``."""
+
+    op: Callable[..., Any]
+    args: Sequence[str]
+    outputs: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
 class Backward:
     """How to differentiate an op: ``fn`` computes the gradients of some tensor inputs.
 
-    fn: another opsmith op (any flavor) or a Python function.
+    fn: another opsmith op (any flavor), a Python function, or a program: a tuple of ``Buffer`` and ``Step``
+        (allocations and op calls, run in order; plain data, so a native library runs it in C++). A step
+        runs only when a gradient someone needs depends on it.
     args: what ``fn`` takes, in order: names of the op's inputs (tensors or scalars) and outputs, and
         ``"grad_<output>"`` for the gradient arriving at an output (zeros when that output was unused).
         Only what is named is kept for the backward pass.
     grads: the tensor inputs whose gradients ``fn`` returns, in order (one tensor, or a tuple).
+    returns: for a program, the names of the values holding those gradients, aligned with ``grads``.
     double_backward: ``fn`` is itself differentiable (made of torch ops, or of opsmith ops that declare a
         backward), so ``create_graph=True`` may differentiate through it; otherwise that is refused.
 
@@ -126,10 +155,11 @@ class Backward:
     ``fn`` is not called when none is needed.
     """
 
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | tuple
     args: Sequence[str]
     grads: Sequence[str]
     double_backward: bool = False
+    returns: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -235,7 +265,26 @@ class Custom:
     fn: Callable[[dict[str, Any], dict[str, torch.Tensor]], tuple]
 
 
-Geometry = Elementwise | Reduction | Custom
+@dataclass(frozen=True)
+class Grid:
+    """A launch written as size expressions (see ``opsmith/expr.py``), for what ``Elementwise`` and
+    ``Reduction`` do not say: ``Grid(grid=("cdiv(size(p, -1), 32)",), block=(1024,))``, a persistent grid
+    ``Grid(grid=("min(size(p, 0), sm_count * MINB)",), block=("THREADS",))``. Unlike ``Custom`` it is plain
+    data: the launch needs no Python, so the op can be built into a native library.
+
+    grid: 1 to 3 entries, ints or expressions over ``numel``/``size``/``stride`` of named inputs and
+        outputs, config parameters and ``sm_count``.
+    block: the threads per block (CUDA C++ and PTX; ints or config parameter names); empty for Triton, whose
+        compiler fixes the block.
+    shared_mem: dynamic shared memory per block in bytes (an int or a config parameter name).
+    """
+
+    grid: tuple[int | str, ...]
+    block: tuple[int | str, ...] = ()
+    shared_mem: int | str = 0
+
+
+Geometry = Elementwise | Reduction | Grid | Custom
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from .errors import SpecError
-from .spec import Autotune, Config, Custom, Elementwise, Reduction, TuneDim
+from .spec import Autotune, Config, Custom, Elementwise, Grid, Reduction, TuneDim
 
 __all__ = ["check_autotune", "check_geometry", "check_op_name", "ident", "ref_index", "tune_key_entries"]
 
@@ -112,13 +112,23 @@ def check_geometry(op: str, geometry: object) -> None:
         if not isinstance(geometry.shared_mem, int) or geometry.shared_mem < 0:
             raise SpecError(op, "geometry.shared_mem", f"{geometry.shared_mem!r} is not a byte count.",
                             "pass a non-negative int.")  # fmt: skip
+    elif isinstance(geometry, Grid):
+        g, b = geometry.grid, geometry.block
+        if not isinstance(g, tuple | list) or not 1 <= len(g) <= 3 or not all(
+                isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in g):  # fmt: skip
+            raise SpecError(op, "geometry.grid", f"{g!r} is not 1 to 3 grid entries.",
+                            "pass ints or size expressions, e.g. grid=('cdiv(numel(x), 256)',).")  # fmt: skip
+        if not isinstance(b, tuple | list) or len(b) > 3 or not all(
+                isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in b):  # fmt: skip
+            raise SpecError(op, "geometry.block", f"{b!r} is not a block of up to 3 positive ints or config names.",
+                            "pass e.g. block=(256,) or block=('THREADS',) (empty for Triton).")  # fmt: skip
     elif isinstance(geometry, Custom):
         if not callable(geometry.fn):
             raise SpecError(op, "geometry.fn", f"Custom.fn is {type(geometry.fn).__name__}, not callable.",
                             "pass fn(inputs, outputs) -> (grid, block[, shared_mem]).")  # fmt: skip
     elif geometry is not None:
         raise SpecError(op, "geometry", f"{type(geometry).__name__} is not a geometry.",
-                        "use Elementwise, Reduction or Custom.")  # fmt: skip
+                        "use Elementwise, Reduction, Grid or Custom.")  # fmt: skip
 
 
 def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, triton: bool,
@@ -168,6 +178,14 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
         names = [v for v in geometry.block if isinstance(v, str)]
     elif isinstance(geometry, Reduction) and isinstance(geometry.block_size, str):
         names = [geometry.block_size]
+    elif isinstance(geometry, Grid):
+        if triton and geometry.block:
+            raise SpecError(op, "geometry.block", "a Triton kernel's block is its num_warps, fixed by the compiler.",
+                            "leave Grid.block empty for Triton; set num_warps in the configs.")  # fmt: skip
+        if not triton and not geometry.block:
+            raise SpecError(op, "geometry.block", "a CUDA kernel needs its threads per block.",
+                            "pass Grid(grid=..., block=(256,)).")  # fmt: skip
+        names = [v for v in (*geometry.block, geometry.shared_mem) if isinstance(v, str)]
     for n in names:
         for k, c in enumerate(configs):
             v = c.params.get(n)

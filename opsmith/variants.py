@@ -8,17 +8,16 @@ needs it. Every one of them shares the op's parameter layout, so they launch thr
 
 from __future__ import annotations
 
-import math
 import struct
 import threading
 import warnings
 from collections.abc import Callable, Sequence
 
 from . import env
-from .autotune import Tuner, pow2
+from .autotune import Tuner
 from .errors import InputError, LaunchError
 from .flavors.base import Binary, KernelSource
-from .geometry import LaunchPlan, to_python
+from .geometry import EXPR_GLOBALS, LaunchPlan, to_python
 from .launch import DeviceKernel, _Params, pack_format
 from .record import KernelRecord, TensorArg
 
@@ -122,12 +121,13 @@ class Variants:
     def _tensor_fn(self, body: str) -> Callable:
         """``lambda t0, t1, ...: body`` over the tensor inputs then the outputs (our own expression trees)."""
         args = ", ".join(f"t{k}" for k in range(len(self.record.tensor_inputs) + len(self.record.outputs)))
-        return eval(f"lambda {args}: {body}", {"_prod": math.prod, "_pow2": pow2})
+        return eval(f"lambda {args}: {body}", EXPR_GLOBALS)
 
     def refs(self) -> dict[str, str]:
         """Geometry refs to the positional names of ``grids[c]`` arguments (tensor inputs, then outputs)."""
         n_in = len(self.record.tensor_inputs)
         refs = {f"i{k}": f"t{k}" for k in range(n_in)}
+        refs["sm_count"] = "_sms(t0)"
         refs.update({f"o{k}": f"t{n_in + k}" for k in range(len(self.record.outputs))})
         if not self.record.outputs:  # the geometry spans the first in-place input
             first = next(k for k, a in enumerate(self.record.tensor_inputs) if isinstance(a, TensorArg) and a.mutates)
