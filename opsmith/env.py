@@ -89,6 +89,9 @@ COMPUTE_SANITIZER: Knob[str | None] = Knob(
     None,
     "Path of compute-sanitizer for `opsmith check --sanitize`. Default: PATH, then $CUDA_HOME/bin, /usr/local/cuda/bin.",
 )
+CXX: Knob[str | None] = Knob(
+    "OPSMITH_CXX", None, "C++ compiler for native op libraries (`opsmith build`). Default: c++, g++ or clang++ on PATH."
+)
 
 
 def cache_dir() -> Path:

@@ -173,8 +173,12 @@ def register_kernel_op(
         custom = geometry.fn if isinstance(geometry, Custom) else None
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + record.schema)
-        impl, impl_source = _define(lib, name, record, variants, custom, meta_fn, eager_fn, backward, resolved)
+        # The implementations in a library of their own: opsmith.native.use() replaces them with a native
+        # library's kernels and keeps the schema.
+        impl_lib = torch.library.Library(ns, "FRAGMENT")
+        impl, impl_source = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward, resolved)
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
+        op.impl_lib = impl_lib
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
         _REGISTRY[op_name] = op
         return op

@@ -1,0 +1,87 @@
+"""Native op libraries: opsmith ops as a C++ library that serves them without opsmith's Python.
+
+``build(ops, path)`` generates one C++ source from the ops' kernel records (``codegen.py``,
+``autograd_cpp.py``, ``library.py``), embeds their kernels, and compiles it against the installed torch
+(``build.py``). ``torch.ops.load_library(path)`` in any process, with or without opsmith, then gives the
+same ops: eager, ``torch.compile``, ``torch.export`` and AOTInductor packages, CUDA graphs, autograd.
+``use(ops)`` serves already registered ops through their native kernels in this process (no Python per
+call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library
+
+__all__ = ["BuildReport", "NativeBuildError", "build", "source", "use"]
+
+
+def _archs(archs: Sequence[str] | None) -> list[str]:
+    if archs:
+        return list(archs)
+    from ..registration import default_arch
+
+    return [default_arch()]
+
+
+def source(ops: Iterable[Any], *, archs: Sequence[str] | None = None,
+           dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES) -> str:  # fmt: skip
+    """The generated C++ of a library for ``ops`` (what ``build`` compiles), for reading."""
+    return build_source(list(ops), _archs(archs), dtypes)[0]
+
+
+def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None = None,
+          dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, object_only: bool = False) -> BuildReport:  # fmt: skip
+    """Compile a native library serving ``ops`` (and the ops their backwards call) to ``path``.
+
+    archs: GPU architectures to embed cubins for ("sm_90"); default: this machine's GPU (or
+        ``OPSMITH_DEFAULT_ARCH``). PTX ops embed their PTX, which the driver compiles for any newer GPU.
+    dtypes: for ops generic over dtypes ({T_x} kernels, Triton), the dtypes embedded besides those this
+        process already ran; a guess that does not compile is skipped and listed in the report.
+    object_only: compile to an object file without linking (what a machine without a GPU checks).
+
+    Kernels: every specialization this process compiled (call the ops with the dtypes and compiled-in sizes
+    you deploy first) under every config the tuning decisions made so far, and the default config, name.
+    Raises NativeBuildError (listing every op that cannot be native, and why), or ToolchainError.
+    """
+    t0 = time.perf_counter()
+    ops = list(ops)
+    text, images, natives, skipped = build_source(ops, _archs(archs), dtypes)
+    cached, _ = compile_library(text, images, Path(path), object_only=object_only)
+    return BuildReport(Path(path), cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
+                       {n.record.op_name: len(n.variants) for n in natives}, skipped, text)  # fmt: skip
+
+
+def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -> BuildReport:
+    """Serve ``ops`` (registered in this process) through a native library from now on: same op names,
+    same results, no Python per call. The library is built (or taken from the cache) at ``path`` (default:
+    in opsmith's cache directory); the ops' Python implementations are removed and the library's kernels
+    registered in their place. Not undone; a new process starts with the Python ones again."""
+    from .. import env
+
+    ops = closure(list(ops))
+    if path is None:
+        names = ",".join(o.record.op_name for o in ops)
+        path = env.cache_dir() / "native-libs" / f"ops-{hashlib.sha256(names.encode()).hexdigest()[:16]}.so"
+    report = build(ops, path, **build_args)
+    for op in ops:
+        lib = getattr(op, "impl_lib", None)
+        if lib is not None:
+            lib._destroy()
+            op.impl_lib = None
+        with contextlib.suppress(ImportError):  # Inductor's view of a Triton op: the native kernel replaces it
+            from torch._library.triton import triton_ops_to_kernels
+
+            triton_ops_to_kernels.pop(op.record.op_name, None)
+    torch.ops.load_library(str(report.path))
+    for op in ops:
+        op.native = report.path
+    return report

@@ -1,0 +1,258 @@
+"""The Autograd kernels of the native library: ``autograd.py``'s behaviour in C++.
+
+An op without a backward: a call outside a graph goes below autograd to the op's kernel; a call whose
+inputs require grad goes through a ``torch::autograd::Function`` whose backward refuses (an in-place op is
+refused at once). An op whose backward is another opsmith op or a program of them: a Function that keeps
+what ``Backward.args`` names and, in its backward, calls that op (or runs the steps the needed gradients
+depend on) through the dispatcher, so the backward kernels are this library's too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..autograd import _program, check_backward
+from ..backward_program import _Alloc
+from ..record import KernelRecord, TensorArg
+from .codegen import cpp_signature
+from .cpp import AT_DTYPE, cpp_expr, cpp_str, ident
+
+__all__ = ["autograd_source", "caller_source"]
+
+_NO_BACKWARD_FIX = ("declare backward=Backward(...) for the op, or detach its inputs (x.detach()) where no gradient "
+                    "should flow.")  # fmt: skip
+
+
+def caller_source(record: KernelRecord) -> str:
+    """``<op>_call``: the op through the dispatcher, with the C++ types its kernels were registered with."""
+    ret, types, names = cpp_signature(record)
+    params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
+    fn = ident(record.op_name)
+    return "\n".join([
+        f"{ret} {fn}_call({params}) {{",
+        f"  static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow({cpp_str(record.op_name)}, \"\")",
+        f"      .typed<{ret}({', '.join(types)})>();",
+        f"  return handle.call({', '.join(names)});",
+        "}",
+    ]) + "\n"  # fmt: skip
+
+
+def _as_list(record: KernelRecord, expr: str) -> str:
+    """The outputs of a call as a variable_list."""
+    n = len(record.outputs)
+    if n == 1:
+        return f"torch::autograd::variable_list{{{expr}}}"
+    items = ", ".join(f"std::get<{k}>(r)" for k in range(n))
+    return f"[&] {{ auto r = {expr}; return torch::autograd::variable_list{{{items}}}; }}()"
+
+
+def _from_list(record: KernelRecord, var: str) -> str:
+    n = len(record.outputs)
+    if n == 1:
+        return f"return {var}[0];"
+    return f"return std::make_tuple({', '.join(f'{var}[{k}]' for k in range(n))});"
+
+
+def autograd_source(op: Any) -> str:
+    """The Autograd-key kernel of ``op`` (and its Function), refusing or differentiating."""
+    record: KernelRecord = op.record
+    if getattr(op, "backward", None) is None:
+        return _no_backward(record)
+    return _backward(record, op.backward)
+
+
+def _no_backward(r: KernelRecord) -> str:
+    ret, types, names = cpp_signature(r)
+    fn = ident(r.op_name)
+    params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
+    args = ", ".join(names)
+    tnames = [a.name for a in r.tensor_inputs]
+    grad = " || ".join(f"{t}.requires_grad()" for t in tnames)
+    L = []
+    if not r.mutated:
+        L += [
+            f"struct {fn}_no_backward : public torch::autograd::Function<{fn}_no_backward> {{",
+            f"  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, {params}) {{",
+            "    at::AutoDispatchBelowADInplaceOrView below;",
+            f"    torch::autograd::variable_list outs = {_as_list(r, f'{fn}_call({args})')};",
+            "    for (const at::Tensor& o : outs)",
+            "      if (!o.is_floating_point() && !o.is_complex()) ctx->mark_non_differentiable({o});",
+            "    return outs;",
+            "  }",
+            "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, "
+            "torch::autograd::variable_list) {",
+            f"    opsmith::differentiation_error({cpp_str(r.op_name)}, \"a gradient reached it, but it declares no "
+            f"backward.\", {cpp_str(_NO_BACKWARD_FIX)});",
+            "  }",
+            "};",
+            "",
+        ]  # fmt: skip
+    L += [f"{ret} {fn}_autograd({params}) {{"]
+    if r.mutated:
+        L += [f"  if (at::GradMode::is_enabled() && ({grad}))",
+              f"    opsmith::differentiation_error({cpp_str(r.op_name)}, \"it writes an input in place and declares no "
+              "backward, and an input requires grad: gradients through it would be silently wrong.\", \"call it under "
+              "torch.no_grad() (as optimizer steps do), or declare backward=.\");"]  # fmt: skip
+        # The dispatcher's ADInplaceOrView step does this for built-in in-place ops: autograd then refuses a
+        # backward that reads a tensor this op overwrote.
+        L += [f"  torch::autograd::impl::bump_version({a.name});" for a in r.mutated]
+    else:
+        L += [f"  if (at::GradMode::is_enabled() && ({grad})) {{",
+              f"    auto outs = {fn}_no_backward::apply({args});",
+              f"    {_from_list(r, 'outs')}",
+              "  }"]  # fmt: skip
+    L += ["  at::AutoDispatchBelowADInplaceOrView below;", f"  return {fn}_call({args});", "}"]
+    return "\n".join(L) + "\n"
+
+
+def _backward(r: KernelRecord, backward: Any) -> str:
+    ret, types, names = cpp_signature(r)
+    fn = ident(r.op_name)
+    sources, grad_of = check_backward(r.op_name, r, backward)
+    program = _program(r, backward)
+    kept_in = sorted({k for kind, k in sources if kind == "in"})
+    kept_out = sorted({k for kind, k in sources if kind == "out"})
+    graded = {k for kind, k in sources if kind == "grad"}
+    ctype = dict(zip(names, types, strict=True))
+    params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
+    tpos = {k: j for j, k in enumerate(k for k, a in enumerate(r.inputs) if isinstance(a, TensorArg))}
+    save_t = [names[k] for k in kept_in if isinstance(r.inputs[k], TensorArg)] + [f"outs[{k}]" for k in kept_out]
+    call = f"{fn}_call({', '.join(names)})"
+    fwd = [
+        "    at::AutoDispatchBelowADInplaceOrView below;",
+        f"    torch::autograd::variable_list outs = {_as_list(r, call)};",
+        f"    ctx->save_for_backward({{{', '.join(save_t)}}});",
+    ]
+    fwd += [
+        f'    ctx->saved_data["{names[k]}"] = {names[k]};' for k in kept_in if not isinstance(r.inputs[k], TensorArg)
+    ]
+    nondiff = [f"outs[{k}]" for k in range(len(r.outputs)) if k not in graded]
+    if nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
+        fwd.append(f"    ctx->mark_non_differentiable({{{', '.join(nondiff)}}});")
+    fwd.append("    return outs;")
+    # Backward: what Backward.args names, in order (gradients are materialized zeros where unused).
+    bwd = ["    const auto saved = ctx->get_saved_variables();"]
+    slot = {("in", k): j for j, k in enumerate(k for k in kept_in if isinstance(r.inputs[k], TensorArg))}
+    slot.update({("out", k): len(slot) + j for j, k in enumerate(kept_out)})
+    values = []
+    for kind, k in sources:
+        if kind == "grad":
+            values.append((f"grads[{k}].contiguous()", "at::Tensor"))
+        elif kind == "in" and not isinstance(r.inputs[k], TensorArg):
+            t = ctype[names[k]]
+            get = {"double": "toDouble()", "bool": "toBool()", "int64_t": "toInt()", "c10::SymInt": "toSymInt()"}[t]
+            values.append((f'ctx->saved_data["{names[k]}"].{get}', t))
+        else:
+            values.append((f"saved[{slot[(kind, k)]}]", "at::Tensor"))
+    needs = ", ".join(f"ctx->needs_input_grad({tpos[k]})" for k in grad_of)
+    bwd.append(f"    const std::array<bool, {len(grad_of)}> needs = {{{needs}}};")
+    n_in = len(r.inputs)
+    bwd.append(f"    torch::autograd::variable_list result({n_in});")
+    bwd.append("    if (std::none_of(needs.begin(), needs.end(), [](bool b) { return b; })) return result;")
+    if not backward.double_backward:
+        bwd.append(f"    if (at::GradMode::is_enabled()) opsmith::differentiation_error({cpp_str(r.op_name)}, \"double "
+                   "backward (create_graph=True) reached its backward, which is not declared differentiable.\", "
+                   "\"declare Backward(..., double_backward=True) if fn is differentiable, or call backward without "
+                   "create_graph.\");")  # fmt: skip
+    env = {}
+    for j, (name, (expr, t)) in enumerate(zip(backward.args, values, strict=True)):
+        var = f"v{j}"
+        bwd.append(f"    {'const ' if t != 'at::Tensor' else ''}{t} {var} = {expr};  // {name}")
+        env[name] = (var, t)
+    if program is None:
+        got = _call(backward.fn.record, [env[a] for a in backward.args])
+        bwd.append(f"    auto got = {_as_list(backward.fn.record, got)};")
+        for j, k in enumerate(grad_of):
+            bwd.append(f"    if (needs[{j}]) result[{k}] = got[{j}];")
+    else:
+        bwd += _program_lines(program, env, backward.args)
+        for j, (k, name) in enumerate(zip(grad_of, program.returns, strict=True)):
+            bwd.append(f"    if (needs[{j}]) result[{k}] = {env[name][0]};")
+    bwd.append("    return result;")
+    L = [
+        f"struct {fn}_function : public torch::autograd::Function<{fn}_function> {{",
+        f"  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, {params}) {{",
+        *fwd,
+        "  }",
+        "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx, "
+        "torch::autograd::variable_list grads) {",
+        *bwd,
+        "  }",
+        "};",
+        "",
+        f"{ret} {fn}_autograd({params}) {{",
+        f"  auto outs = {fn}_function::apply({', '.join(names)});",
+        f"  {_from_list(r, 'outs')}",
+        "}",
+    ]  # fmt: skip
+    return "\n".join(L) + "\n"
+
+
+def _convert(value: tuple[str, str], want: str) -> str:
+    """A value of C++ type ``value[1]`` passed where ``want`` is taken."""
+    expr, have = value
+    if have == want or want == "const at::Tensor&":
+        return expr
+    if have == "c10::SymInt" and want == "int64_t":
+        return f"{expr}.expect_int()"
+    if have == "int64_t" and want == "c10::SymInt":
+        return f"c10::SymInt({expr})"
+    return f"static_cast<{want}>({expr})"
+
+
+def _call(record: KernelRecord, args: list[tuple[str, str]]) -> str:
+    _, types, _ = cpp_signature(record)
+    return f"{ident(record.op_name)}_call({', '.join(_convert(a, t) for a, t in zip(args, types, strict=True))})"
+
+
+def _program_lines(program: Any, env: dict[str, tuple[str, str]], args: Any) -> list[str]:
+    """The steps the needed gradients depend on (``Program.plan`` for every combination, as a table)."""
+    n = len(program.returns)
+    masks = [tuple(bool(m >> j & 1) for j in range(n)) for m in range(1 << n)]
+    table = [[k in program.plan(m) for k in range(len(program.items))] for m in masks]
+    rows = ", ".join("{" + ", ".join("true" if v else "false" for v in row) + "}" for row in table)
+    L = [f"    static constexpr bool plan[{1 << n}][{len(program.items)}] = {{{rows}}};",
+         "    int mask = 0;",
+         f"    for (int j = 0; j < {n}; ++j) mask |= int(needs[j]) << j;",
+         "    const bool* run = plan[mask];"]  # fmt: skip
+    first = next(var for name, (var, t) in env.items() if t == "at::Tensor")
+    for k, it in enumerate(program.items):
+        if isinstance(it, _Alloc):
+            var = f"b{k}"
+            env[it.name] = (var, "at::Tensor")
+            L.append(f"    at::Tensor {var};  // {it.name}")
+            L.append(f"    if (run[{k}]) {var} = {_allocate(it, env, first)};")
+            continue
+        rec = it.op.record
+        outs = [f"s{k}_{j}" for j in range(len(it.outputs))]
+        for o, name in zip(outs, it.outputs, strict=True):
+            L.append(f"    at::Tensor {o};  // {name}")
+        call = _call(rec, [env[a] for a in it.args])
+        if not outs:
+            L.append(f"    if (run[{k}]) {call};")
+        elif len(outs) == 1:
+            L.append(f"    if (run[{k}]) {outs[0]} = {call};")
+        else:
+            L.append(f"    if (run[{k}]) std::tie({', '.join(outs)}) = {call};")
+        for o, name in zip(outs, it.outputs, strict=True):
+            env[name] = (o, "at::Tensor")
+    return L
+
+
+def _allocate(a: _Alloc, env: dict[str, tuple[str, str]], first: str) -> str:
+    """backward_program._allocate in C++: symbolic sizes stay symbolic (torch.compile traces backwards)."""
+    if a.like is not None:
+        return f"at::empty_like({env[a.like][0]}, at::MemoryFormat::Contiguous)"
+    kind, _, ref = a.dtype.partition(":")
+    if kind == "fixed":
+        import torch
+
+        dt = AT_DTYPE[getattr(torch, ref)]
+    elif kind == "like":
+        dt = f"{env[ref][0]}.scalar_type()"
+    else:
+        dt = f"opsmith::accumulate_dtype({env[ref][0]}.scalar_type())"
+    refs = {name: var for name, (var, _) in env.items()}
+    refs["sm_count"] = f"opsmith::sm_count({first}.is_cuda() ? {first}.get_device() : -1)"
+    sizes = ", ".join(cpp_expr(e, refs, sym=True) for e in a.shape)
+    return f"at::empty_symint({{{sizes}}}, {first}.options().dtype({dt}))"

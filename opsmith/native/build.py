@@ -1,0 +1,296 @@
+"""Building a native op library: which ops and kernels go in, the compile, the cache.
+
+``collect`` walks the requested ops and every op their backwards call, refuses what cannot be native (all
+refusals together, before anything is compiled), and gathers each op's kernels: every config the tuning
+decisions and the default name, for every specialization the process compiled (plus, for dtype-generic
+ops, the listed dtypes; for Triton, the variant compiled with alignment and divisibility off, which serves
+any call). ``compile_library`` writes the source and images, compiles with the host C++ compiler against
+the installed torch, and keeps the result in opsmith's disk cache keyed by everything that went in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import env
+from ..cache import DiskCache, make_key
+from ..errors import CompileError, LaunchError, SpecError, ToolchainError
+from ..record import KernelRecord
+from .codegen import NativeOp, Variant
+from .cpp import AT_DTYPE
+from .library import Image, image_label, library_source
+
+__all__ = ["BuildReport", "NativeBuildError", "collect", "compile_library"]
+
+DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+class NativeBuildError(SpecError):
+    """Some ops cannot be served by a native library; ``refusals`` lists (op, reason, fix) for each."""
+
+    def __init__(self, refusals: list[tuple[str, str, str]]) -> None:
+        self.refusals = refusals
+        lines = "\n".join(f"  {op}: {why} Fix: {fix}" for op, why, fix in refusals)
+        ValueError.__init__(self, f"opsmith build: {len(refusals)} op(s) cannot be native; nothing was built.\n{lines}")
+
+
+@dataclass
+class BuildReport:
+    """What a build did: the library, whether it came from the cache, seconds spent, the kernels embedded
+    per op, and guessed variants that did not compile (skipped)."""
+
+    path: Path
+    cached: bool
+    seconds: float
+    ops: list[str] = field(default_factory=list)
+    kernels: dict[str, int] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def summary(self) -> str:
+        how = "cache hit" if self.cached else "compiled"
+        kernels = sum(self.kernels.values())
+        return f"{self.path}: {len(self.ops)} ops, {kernels} kernels, {how} in {self.seconds:.1f} s"
+
+
+def _refusal(op: Any) -> tuple[str, str] | None:
+    """(why, fix) when ``op`` cannot be native."""
+    r: KernelRecord = op.record
+    if getattr(op, "impl_source", None) is None:
+        return ("its implementation is a Python eager_fn.", "declare a geometry (Elementwise, Reduction or Grid) "
+                "instead of eager_fn, so the launch is data.")  # fmt: skip
+    if r.launch is None:
+        return ("its Custom geometry is a Python function.", "write the launch as Grid(grid=(...), block=(...)) "
+                "with size expressions ('cdiv(numel(x), 256)').")  # fmt: skip
+    if r.outputs and "meta" in r.outputs[0].shape:
+        return ("its outputs are allocated by a Python meta_fn.", "declare outputs=[OutputDecl(...)] with SameAs or "
+                "ReduceDims.")  # fmt: skip
+    if getattr(op.variants.sources[0], "interpreted", False):
+        return ("its Triton kernel runs in the interpreter (TRITON_INTERPRET=1).", "build without TRITON_INTERPRET.")
+    bw = getattr(op, "backward", None)
+    if bw is not None:
+        from ..backward_program import is_program
+
+        if not is_program(bw.fn) and not hasattr(bw.fn, "record"):
+            return ("its backward is a Python function.", "write the backward as another opsmith op, or as a program "
+                    "of Buffer and Step (see Backward).")  # fmt: skip
+    return None
+
+
+def closure(ops: Iterable[Any]) -> list[Any]:
+    """The ops and every op their backwards call, callees first."""
+    from ..backward_program import is_program
+    from ..spec import Step
+
+    order: list[Any] = []
+    seen: set[str] = set()
+
+    def visit(op: Any) -> None:
+        if op.record.op_name in seen:
+            return
+        seen.add(op.record.op_name)
+        bw = getattr(op, "backward", None)
+        if bw is not None:
+            if is_program(bw.fn):
+                for s in bw.fn:
+                    if isinstance(s, Step):
+                        visit(s.op)
+            elif hasattr(bw.fn, "record"):
+                visit(bw.fn)
+        order.append(op)
+
+    for op in ops:
+        if not hasattr(op, "record"):
+            raise SpecError(
+                "opsmith build", "ops", f"{op!r} is not an opsmith op.", "pass ops that opsmith registered."
+            )
+        visit(op)
+    return order
+
+
+def _spec_cpp(layout: Sequence[tuple[str, int]], spec: tuple) -> tuple[str, ...]:
+    out = []
+    for (kind, _), v in zip(layout, spec, strict=True):
+        if kind == "dtype":
+            out.append(f"static_cast<int64_t>({AT_DTYPE[v]})")
+        elif kind in ("align", "div16"):
+            out.append("1" if v else "0")
+        else:
+            out.append(str(int(v)))
+    return tuple(out)
+
+
+def _key_cpp(key: tuple) -> tuple[str, ...]:
+    return tuple(f"static_cast<int64_t>({AT_DTYPE[k]})" if isinstance(k, torch.dtype) else f"{int(k)}LL" for k in key)
+
+
+def _specs(op: Any, dtypes: Sequence[torch.dtype]) -> tuple[list[tuple], set[tuple]]:
+    """(the specializations to embed, those guessed rather than compiled by this process)."""
+    v = op.variants
+    if not v.specialized:
+        return [()], set()
+    layout = v.spec_layout
+    seen = list(dict.fromkeys(spec for _, spec in v.kernels))
+    guessed: list[tuple] = []
+    if not any(kind == "static" for kind, _ in layout):
+        for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible
+            guessed.append(tuple(dt if kind == "dtype" else True for kind, _ in layout))
+    specs = list(dict.fromkeys(seen + guessed))
+    if any(kind in ("align", "div16") for kind, _ in layout):
+        specs += [tuple(False if kind in ("align", "div16") else x for (kind, _), x in zip(layout, s, strict=True))
+                  for s in specs]  # fmt: skip
+    specs = list(dict.fromkeys(specs))
+    return specs, set(specs) - set(seen)
+
+
+def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES) -> tuple:
+    """(NativeOps callee first, images, skipped variants) for ``ops``. Raises NativeBuildError listing every
+    op that cannot be native."""
+    order = closure(ops)
+    refusals = [(op.record.op_name, *why) for op in order if (why := _refusal(op)) is not None]
+    if refusals:
+        raise NativeBuildError(refusals)
+    images: dict[str, Image] = {}
+    natives, skipped = [], []
+    for op in order:
+        r = op.record
+        v = op.variants
+        configs = [0]
+        decisions: list[tuple[tuple[str, ...], int]] = []
+        if r.tuned:
+            decided = dict(v.tuner.decisions)
+            configs = sorted(set(decided.values()) | {r.tune_default})
+            decisions = [(_key_cpp(k), c) for k, c in decided.items()]
+        specs, guessed = _specs(op, dtypes)
+        variants = []
+        for c in configs:
+            for spec in specs:
+                try:
+                    kd = v.kernel(c, spec)
+                    binaries = [kd.binary_for(a) for a in archs]
+                except (CompileError, SpecError, LaunchError) as e:
+                    if spec not in guessed:
+                        raise
+                    skipped.append(f"{r.op_name} config {c} {spec}: {str(e).splitlines()[0]}")
+                    continue
+                imgs = []
+                for b in dict.fromkeys(binaries):
+                    im = Image(b.data)
+                    images.setdefault(im.digest, im)
+                    arch = 0 if b.fmt == "ptx" else int(b.arch.removeprefix("sm_").rstrip("af"))
+                    imgs.append((arch, image_label(im)))
+                block = kd.block or (1, 1, 1)
+                variants.append(Variant(c, _spec_cpp(v.spec_layout, spec), binaries[0].symbol, imgs,
+                                        tuple(block), kd.shared_mem))  # fmt: skip
+        fallback = any(kind in ("align", "div16") for kind, _ in v.spec_layout)
+        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback))
+    return natives, list(images.values()), skipped
+
+
+# -- the compile --------------------------------------------------------------------------------------------
+def _compiler() -> str:
+    cxx = env.CXX.get() or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    if not cxx:
+        raise ToolchainError("opsmith build: no C++ compiler found (c++, g++ or clang++ on PATH). Fix: install one "
+                             f"(apt install g++) or set {env.CXX.name}.")  # fmt: skip
+    return cxx
+
+
+def _cuda_include() -> str:
+    """The directory holding cuda.h (the driver API's declarations; the library loads the driver itself)."""
+    from ..flavors.cuda_cpp import toolkit_include_dirs
+
+    for d in [*toolkit_include_dirs(), os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/include"]:
+        if (Path(d) / "cuda.h").is_file():
+            return d
+    raise ToolchainError("opsmith build: cuda.h not found (the CUDA driver API header). Fix: pip install "
+                         "nvidia-cuda-runtime (or a CUDA toolkit) so cuda.pathfinder finds it, or set CUDA_HOME.")  # fmt: skip
+
+
+def compile_flags(object_only: bool = False) -> tuple[list[str], list[str]]:
+    """(compile flags, link flags) for a library against the installed torch; the link flags go after the
+    source (linkers that drop unused libraries read them in order)."""
+    from torch.utils.cpp_extension import include_paths
+
+    torch_lib = str(Path(torch.__file__).parent / "lib")
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+             "-DTORCH_EXTENSION_NAME=opsmith_native", "-w"]  # fmt: skip
+    flags += [f"-I{d}" for d in include_paths()] + [f"-I{_cuda_include()}", f"-I{sysconfig.get_paths()['include']}"]
+    if object_only:
+        return [*flags, "-c"], []
+    return [*flags, "-shared"], [f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ldl", f"-Wl,-rpath,{torch_lib}"]
+
+
+def _compiler_version(cxx: str) -> str:
+    try:
+        return subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return cxx
+
+
+def compile_library(source: str, images: Sequence[Image], out: Path, *, object_only: bool = False,
+                    use_cache: bool = True) -> tuple[bool, float]:  # fmt: skip
+    """Compile ``source`` with ``images`` into ``out`` (a shared library, or an object file). Returns
+    (from the cache, seconds). Raises ToolchainError with the compiler's log when it fails."""
+    t0 = time.perf_counter()
+    cxx = _compiler()
+    flags, link = compile_flags(object_only)
+    key = make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
+                    "compile": flags, "link": link, "compiler": _compiler_version(cxx), "torch": torch.__version__,
+                    "python": sys.version_info[:2]})  # fmt: skip
+    cache = None if (env.DISABLE_DISK_CACHE.get() or not use_cache) else DiskCache(env.cache_dir(), "native")
+    hit = cache.get(key) if cache else None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if hit is not None:
+        _write_atomic(out, hit[1])
+        return True, time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(prefix="opsmith-native-") as tmp:
+        src = Path(tmp) / "ops.cpp"
+        src.write_text(source)
+        for im in images:
+            (Path(tmp) / im.file).write_bytes(im.data)
+        target = Path(tmp) / ("ops.o" if object_only else "ops.so")
+        cmd = [cxx, *flags, f"-Wa,-I,{tmp}", str(src), "-o", str(target), *link]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ToolchainError(f"opsmith build: the C++ compiler failed (exit {proc.returncode}).\n--- command ---\n"
+                                 f"{' '.join(cmd)}\n--- log ---\n{proc.stderr[-20000:]}\nFix: a missing header means "
+                                 "torch's development headers or cuda.h are not installed; anything else is an "
+                                 "opsmith bug (please report it with this log).")  # fmt: skip
+        data = target.read_bytes()
+    if cache:
+        cache.put(key, {"kind": "native-object" if object_only else "native-library"}, data)
+    _write_atomic(out, data)
+    return False, time.perf_counter() - t0
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def build_source(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES) -> tuple:
+    """(source, images, natives, skipped) for ``ops``."""
+    natives, images, skipped = collect(ops, archs, dtypes)
+    return library_source(natives, images, torch.__version__), images, natives, skipped
