@@ -18,11 +18,13 @@ import sys
 import tempfile
 import textwrap
 import time
+from pathlib import Path
 
 import torch
 
 import opsmith as ok
 from opsmith.catalog import RELU, register_all
+from opsmith.catalog_tuned import register_tuned, triton_available
 
 VEC4 = r"""
 extern "C" __global__ void relu4(const float* x, long long n, float* y) {
@@ -63,8 +65,46 @@ def host_time(fns: dict, x: torch.Tensor, calls: int = 2_000, rounds: int = 60, 
 def _impl_alone(op):
     from opsmith.eager import make_eager
 
-    impl, _ = make_eager(op.record, op.variants)
+    impl, _, _ = make_eager(op.record, op.variants)
     return impl
+
+
+def _native_relus(x: torch.Tensor) -> dict:
+    """relu (CUDA C++) and, with Triton, relu_tt registered under ``benchnat`` and served natively."""
+    from opsmith import native
+
+    ops = {"relu": register_all("benchnat")["relu"].op}
+    if triton_available():
+        ops["relu_tt"] = register_tuned("benchnat", only=("relu_tt",))["relu_tt"].op
+    for op in ops.values():
+        op(x)  # the JIT op compiles the kernel this call needs; the library embeds it
+    native.use(list(ops.values()))
+    for op in ops.values():
+        torch.testing.assert_close(op(x), torch.relu(x), rtol=0, atol=0)
+    return ops
+
+
+def native_build_times() -> dict:
+    """Building the library of every shipped example op (but repeat2, whose eager_fn cannot be native): once
+    with an empty disk cache, once more from it."""
+    from opsmith import native
+
+    with tempfile.TemporaryDirectory() as d:
+        old = os.environ.get("OPSMITH_CACHE_DIR")
+        os.environ["OPSMITH_CACHE_DIR"] = d
+        try:
+            cases = {**register_all("benchlib"), **register_tuned("benchlib")}
+            ops = [c.op for name, c in sorted(cases.items()) if name != "repeat2"]
+            cold = native.build(ops, Path(d) / "cold.so")
+            cached = native.build(ops, Path(d) / "cached.so")
+        finally:
+            if old is None:
+                os.environ.pop("OPSMITH_CACHE_DIR", None)
+            else:
+                os.environ["OPSMITH_CACHE_DIR"] = old
+    assert cached.cached and not cold.cached
+    return {"ops": len(cold.ops), "kernels": sum(cold.kernels.values()), "cold_s": cold.seconds,
+            "cached_s": cached.seconds}  # fmt: skip
 
 
 def device_time(fn, warmup: int = 10, reps: int = 50) -> float:
@@ -145,15 +185,24 @@ def main() -> int:
     ex = register_all("bench")
     relu = ex["relu"].op
     x = torch.randn(1024, device="cuda")
+    # The same ops under a second namespace, served by a native library (opsmith.native.use): JIT and native
+    # side by side in one run.
+    native_ops = _native_relus(x)
+    jit_tt = register_tuned("bench", only=("relu_tt",))["relu_tt"].op if triton_available() else None
     # The op as returned, as the seed calls it (torch.ops.<ns>.<name>) and the overload; and, for the anatomy,
     # the generated implementation called directly: the difference is PyTorch's dispatcher crossing into a
     # Python kernel and back, which only a C++ implementation avoids.
     spread: dict = {}
-    h = host_time({"torch.relu": torch.relu, "opsmith relu": relu, "torch.ops.bench.relu": torch.ops.bench.relu,
-                   "torch.ops.bench.relu.default": relu.overload,
-                   "generated impl alone (no dispatcher)": _impl_alone(relu)}, x, spread=spread)  # fmt: skip
+    fns = {"torch.relu": torch.relu, "opsmith relu": relu, "opsmith relu (native)": native_ops["relu"],
+           "torch.ops.bench.relu": torch.ops.bench.relu, "torch.ops.bench.relu.default": relu.overload,
+           "generated impl alone (no dispatcher)": _impl_alone(relu)}  # fmt: skip
+    if jit_tt is not None:
+        fns |= {"opsmith Triton relu": jit_tt, "opsmith Triton relu (native)": native_ops["relu_tt"]}
+    h = host_time(fns, x, spread=spread)
     results["host_us"], results["host_us_quartiles"] = h, spread
     results["host_ratio"] = h["opsmith relu"] / h["torch.relu"]
+    results["host_ratio_native"] = h["opsmith relu (native)"] / h["torch.relu"]
+    results["native_build"] = native_build_times()
 
     with tempfile.TemporaryDirectory() as d:
         results["compile"] = compile_times(d)
@@ -191,7 +240,13 @@ def main() -> int:
         print(f"  host {k:38s} {v:6.2f} us ({v / h['torch.relu']:.2f}x; quartiles {q1:.2f}-{q3:.2f})")
     print(
         f"host time, 1,024 floats (median of 60 rounds x 2,000 calls): torch.relu {h['torch.relu']:.2f} us, "
-        f"opsmith relu {h['opsmith relu']:.2f} us -> {results['host_ratio']:.2f}x (target <= 1.5x)"
+        f"opsmith relu {h['opsmith relu']:.2f} us -> {results['host_ratio']:.2f}x (target <= 1.5x); native "
+        f"{h['opsmith relu (native)']:.2f} us -> {results['host_ratio_native']:.2f}x (target <= 1.10x)"
+    )
+    nb = results["native_build"]
+    print(
+        f"native library of the {nb['ops']} shipped example ops ({nb['kernels']} kernels): build {nb['cold_s']:.1f} s "
+        f"cold, {nb['cached_s']:.2f} s cached"
     )
     print(
         f"NVRTC compile: first in a fresh process {c['first_compile_s'] * 1e3:.0f} ms, first after CUDA init "

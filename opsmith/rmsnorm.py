@@ -43,7 +43,7 @@ __all__ = ["LlamaRMSNorm", "RMSNorm", "check_cases", "reference_rms_norm", "rms_
 
 Impl = Literal["triton", "cuda", "torch"]
 _LOCK = threading.Lock()
-_OPS: dict[str, tuple[Op, Op]] = {}
+_OPS: dict[tuple[str, str], tuple[Op, Op]] = {}
 
 #: Elements of rows that the persistent backward keeps in flight per SM: programs per SM are this over the
 #: hidden size, within 1-8. Triton, bf16, 32,768 rows on an H200 (``bwd`` kernel alone): hidden 1,024 ran in
@@ -102,7 +102,7 @@ def _decl() -> dict:
             "dw_extras": [DimSize("partial", 0, "int64"), DimSize("partial", -1, "int64")]}  # fmt: skip
 
 
-def _register_triton() -> tuple[Op, Op]:
+def _register_triton(ns: str) -> tuple[Op, Op]:
     from .api import triton_op
     from .kernels.rmsnorm_triton import rmsnorm_bwd_kernel, rmsnorm_dw_kernel, rmsnorm_fwd_kernel
 
@@ -115,15 +115,15 @@ def _register_triton() -> tuple[Op, Op]:
               (8192, 16), (8192, 32), (16384, 8), (16384, 16), (16384, 32)]  # fmt: skip
     configs = [Config({"BLOCK": b}, num_warps=w) for b, w in shapes]
     default = shapes.index((4096, 8))
-    bwd = triton_op("opsmith::rmsnorm_triton_backward", rmsnorm_bwd_kernel, inputs=d["bwd_inputs"],
+    bwd = triton_op(f"{ns}::rmsnorm_triton_backward", rmsnorm_bwd_kernel, inputs=d["bwd_inputs"],
                     outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
                     extras=[DimSize("x", -1), Numel("x", "int64")],
                     geometry=Grid(grid=("size(partial, 0)",)),  # one persistent program per partial row
                     autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default))  # fmt: skip
-    dweight = triton_op("opsmith::rmsnorm_triton_dweight", rmsnorm_dw_kernel, inputs=d["dw_inputs"], outputs=[],
+    dweight = triton_op(f"{ns}::rmsnorm_triton_dweight", rmsnorm_dw_kernel, inputs=d["dw_inputs"], outputs=[],
                         extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",)))  # fmt: skip
     fwd = triton_op(
-        "opsmith::rmsnorm_triton",
+        f"{ns}::rmsnorm_triton",
         rmsnorm_fwd_kernel,
         inputs=d["fwd_inputs"],
         outputs=[OutputDecl("y", SameAs("x"))],
@@ -135,7 +135,7 @@ def _register_triton() -> tuple[Op, Op]:
     return fwd, bwd
 
 
-def _register_cuda() -> tuple[Op, Op]:
+def _register_cuda(ns: str) -> tuple[Op, Op]:
     from .api import cuda_kernel_op
 
     src = resources.files("opsmith.kernels").joinpath("rmsnorm.cu").read_text()
@@ -152,18 +152,18 @@ def _register_cuda() -> tuple[Op, Op]:
     bwd_configs = [
         Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes
     ]
-    bwd = cuda_kernel_op("opsmith::rmsnorm_cuda_backward", KernelSpec(
+    bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
         # The config's resident blocks per SM (its launch bounds), within the partial rows.
         geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",)),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0)))  # fmt: skip
-    dweight = cuda_kernel_op("opsmith::rmsnorm_cuda_dweight", KernelSpec(
+    dweight = cuda_kernel_op(f"{ns}::rmsnorm_cuda_dweight", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_dw<{T_partial}, {T_dweight}, 1024>", inputs=d["dw_inputs"],
         outputs=[], extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",), block=(1024,))))  # fmt: skip
     fwd = cuda_kernel_op(
-        "opsmith::rmsnorm_cuda",
+        f"{ns}::rmsnorm_cuda",
         KernelSpec(
             kernel_source=src,
             kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>",
@@ -178,21 +178,22 @@ def _register_cuda() -> tuple[Op, Op]:
     return fwd, bwd
 
 
-def rmsnorm_ops(impl: Literal["triton", "cuda"]) -> tuple[Op, Op]:
-    """(forward op, backward op) of ``impl``, registered on first use (the modules register in their
-    constructor, so ``torch.compile`` only ever sees the dictionary lookup)."""
-    ops = _OPS.get(impl)
+def rmsnorm_ops(impl: Literal["triton", "cuda"], ns: str = "opsmith") -> tuple[Op, Op]:
+    """(forward op, backward op) of ``impl``, registered on first use under namespace ``ns`` (the modules
+    register in their constructor, so ``torch.compile`` only ever sees the dictionary lookup). Another
+    ``ns`` gives a second copy, e.g. to serve one natively beside the JIT one."""
+    ops = _OPS.get((impl, ns))
     if ops is not None:
         return ops
     with _LOCK:
-        if impl not in _OPS:
+        if (impl, ns) not in _OPS:
             if impl == "triton":
-                _OPS[impl] = _register_triton()
+                _OPS[impl, ns] = _register_triton(ns)
             elif impl == "cuda":
-                _OPS[impl] = _register_cuda()
+                _OPS[impl, ns] = _register_cuda(ns)
             else:
                 raise ValueError(f"rmsnorm_ops: impl={impl!r} is not a kernel; use 'triton' or 'cuda'.")
-        return _OPS[impl]
+        return _OPS[impl, ns]
 
 
 def _check_inputs(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> tuple:

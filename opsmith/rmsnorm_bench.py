@@ -32,6 +32,7 @@ __all__ = ["main", "run", "summary", "table"]
 MAIN = (8, 4096, 4096)
 SWEEP = [(32768, 1024), (32768, 2048), (32768, 4096), (16384, 8192), (8192, 16384), (2048, 65536)]
 EPS = 1e-6
+HOST_SHAPE = (64, 4096)  # decode-sized: the host sets the pace
 
 
 def hf_eager(x, w):
@@ -57,6 +58,32 @@ def implementations() -> dict:
     except Exception as e:  # not installed (or incompatible): reported, not fatal
         print(f"Liger-Kernel not available ({type(e).__name__}: {e}); skipped", file=sys.stderr)
     return impls
+
+
+def native_implementations(shapes: list[tuple]) -> dict:
+    """Both kernels served by a native library (opsmith.native.use), beside the JIT ops: a second copy of
+    each op under namespace ``opsmith_native``, given the JIT ops' tuning decisions (so both run the same
+    configs), run once per shape (forward and backward) to compile what the library embeds, then served
+    natively."""
+    from . import native
+
+    out, ops = {}, []
+    for impl in ("triton", "cuda"):
+        jit_fwd, jit_bwd = rmsnorm_ops(impl)
+        fwd, bwd = rmsnorm_ops(impl, ns="opsmith_native")
+        for shape in shapes:  # the JIT ops tune (or read their cached decisions) for these shapes first
+            for op in (jit_fwd, fwd):
+                x = torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                if op is fwd:
+                    fwd.tuner.decisions.update(jit_fwd.tuner.decisions)
+                    bwd.tuner.decisions.update(jit_bwd.tuner.decisions)
+                torch.autograd.grad(op(x, w, EPS), (x, w), torch.randn_like(x))
+        ops.append(fwd)
+        out[f"opsmith {impl} (native)"] = lambda x, w, f=fwd: f(x, w, EPS)
+    report = native.use(ops)
+    print(f"  native library: {report.summary()}", flush=True)
+    return out
 
 
 def bench(fn, reps: int) -> float:
@@ -117,7 +144,7 @@ def back_to_back(shape: tuple, dtype: torch.dtype, impls: dict, rounds: int = 15
     return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
 
 
-def host_times(impls: dict, shape: tuple = (64, 4096), calls: int = 300, rounds: int = 7) -> dict:
+def host_times(impls: dict, shape: tuple = HOST_SHAPE, calls: int = 300, rounds: int = 7) -> dict:
     """Host time per call where the GPU work is a few us, so the host sets the pace: the forward without
     grad, with inputs that require grad (autograd records the graph), and forward+backward. Median over
     ``rounds`` of ``calls`` calls, each round ended by a synchronize; us per call."""
@@ -194,13 +221,17 @@ def run(out: str | None, quick: bool = False) -> dict:
     reps = 50 if quick else 200
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "main": None, "sweep": []}
 
+    shapes = [MAIN, HOST_SHAPE] + ([] if quick else list(SWEEP))
+    native = native_implementations(shapes)
+
     def fresh() -> dict:
         # torch.compile gets a fresh start per shape: one compiled function over seven shapes, with and
         # without grad, reaches Dynamo's recompile limit (8) and silently falls back to eager.
         import torch._dynamo
 
         torch._dynamo.reset()
-        return implementations()
+        impls = implementations()
+        return {**dict(list(impls.items())[:2]), **native, **dict(list(impls.items())[2:])}
 
     impls = fresh()
     res["main"] = measure(MAIN, torch.bfloat16, impls, reps)
@@ -239,6 +270,21 @@ def summary(res: dict) -> str:
             f"{m['HF eager']['fwd_ms'] / r['fwd_ms']:.1f}x faster than HF eager fwd (target >= 10x); "
             f"best other fwd {best_f} {others[best_f]['fwd_ms'] * 1e3:.1f} us, bwd {best_b} "
             f"{others[best_b]['bwd_ms'] * 1e3:.1f} us")  # fmt: skip
+    h = res.get("host_us", {})
+    base = h.get("F.rms_norm eager")
+    for impl in ("triton", "cuda"):
+        jit, nat = m.get(f"opsmith {impl}"), m.get(f"opsmith {impl} (native)")
+        if not (jit and nat and base):
+            continue
+        hn = h[f"opsmith {impl} (native)"]
+        lines.append(
+            f"  opsmith {impl} native vs JIT: fwd {nat['fwd_ms'] * 1e3:.1f} / {jit['fwd_ms'] * 1e3:.1f} us "
+            f"({nat['fwd_ms'] / jit['fwd_ms'] - 1:+.1%}), bwd {nat['bwd_ms'] * 1e3:.1f} / {jit['bwd_ms'] * 1e3:.1f} us "
+            f"({nat['bwd_ms'] / jit['bwd_ms'] - 1:+.1%}; target within 1%); host at {HOST_SHAPE}: fwd {hn['fwd']:.1f} us "
+            f"= {hn['fwd'] / base['fwd']:.2f}x F.rms_norm (target <= 1.2x, JIT "
+            f"{h[f'opsmith {impl}']['fwd'] / base['fwd']:.2f}x), fwd+bwd {hn['fwd+bwd']:.1f} us = "
+            f"{hn['fwd+bwd'] / base['fwd+bwd']:.2f}x (target <= 1.3x, JIT "
+            f"{h[f'opsmith {impl}']['fwd+bwd'] / base['fwd+bwd']:.2f}x)")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -46,7 +46,7 @@ struct Driver {
       d.GetErrorName = reinterpret_cast<decltype(d.GetErrorName)>(sym("cuGetErrorName"));
       d.CtxGetCurrent = reinterpret_cast<decltype(d.CtxGetCurrent)>(sym("cuCtxGetCurrent"));
       d.CtxSetCurrent = reinterpret_cast<decltype(d.CtxSetCurrent)>(sym("cuCtxSetCurrent"));
-      d.PrimaryCtxRetain = reinterpret_cast<decltype(d.PrimaryCtxRetain)>(sym("cuDevicePrimaryCtxRetain_v2"));
+      d.PrimaryCtxRetain = reinterpret_cast<decltype(d.PrimaryCtxRetain)>(sym("cuDevicePrimaryCtxRetain"));
       d.StreamIsCapturing = reinterpret_cast<decltype(d.StreamIsCapturing)>(sym("cuStreamIsCapturing"));
       return d;
     }();

@@ -1,0 +1,48 @@
+"""The call-time rows of the bad-input matrix, walked through native kernels (run in its own process, since
+``opsmith.native.use`` replaces the matrix ops' Python implementations for good).
+
+    python tests/native_matrix.py    prints JSON {case id: "ErrorClass: first line"} on its last line
+
+Rows whose op cannot be native (a ``Custom`` geometry, a Python backward) are reported as "not native";
+rows needing hardware missing here as "not here".
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import error_matrix as em
+
+from opsmith import native
+
+# The op kinds behind the call rows, and the rows whose op cannot be native.
+KINDS = ("plain", "shaped", "inplace", "flat768", "rows", "like", "scalar")
+NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward"}
+
+
+def main() -> dict:
+    native.use([em.op(k) for k in KINDS])
+    out = {}
+    for cid, when, _, thunk, _cls, where in em.cases():
+        if when != "call":
+            continue
+        if cid in NOT_NATIVE:
+            out[cid] = "not native"
+            continue
+        if where == "nodriver" or (where == "gpu" and not em.runs_here(cid)):
+            out[cid] = "not here"
+            continue
+        try:
+            thunk()
+            out[cid] = "no error"
+        except Exception as e:  # what the native kernel raised, compared with the Python path's text
+            out[cid] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main()))
