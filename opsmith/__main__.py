@@ -1,4 +1,4 @@
-"""``python -m opsmith check MODULE:NAME``: see opsmith/cli.py."""
+"""``python -m opsmith check|build MODULE:NAME``: see opsmith/cli.py."""
 
 import sys
 

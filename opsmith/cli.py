@@ -1,7 +1,11 @@
-"""The ``opsmith`` command line: ``opsmith check MODULE:NAME [--sanitize]``.
+"""The ``opsmith`` command line.
 
-``NAME`` is a ``CheckCase``, a list of them, or a function returning either (so a module can register its
-ops on demand). Exit status: 0 when every check passed, 1 when one failed, 2 for a bad target or usage.
+    opsmith check MODULE:NAME [--sanitize]      NAME: a CheckCase, a list of them, or a function returning either
+    opsmith build MODULE:NAME -o libops.so      NAME: an op, a list of ops (or CheckCases), or a function
+                                                returning them (it may run the ops first: see opsmith.native)
+
+Exit status: 0 on success (every check passed, the library built), 1 when a check failed or a build was
+refused, 2 for a bad target or usage.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["load_cases", "main"]
+__all__ = ["load_cases", "load_ops", "main"]
 
 
 class TargetError(Exception):
@@ -68,6 +72,55 @@ def _check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def load_ops(target: str) -> list:
+    """The ops named by ``MODULE:NAME`` (an op, CheckCases, a list of either, or a function returning them)."""
+    from .check import CheckCase
+    from .registration import Op
+
+    module, sep, name = target.partition(":")
+    if not sep or not module or not name:
+        raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name an op or a list of ops, e.g. mypkg.ops:OPS.")
+    if "" not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        obj = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise TargetError(f"cannot load '{target}': {e}") from None
+    if callable(obj) and not isinstance(obj, Op):
+        obj = obj()
+    items = list(obj) if isinstance(obj, list | tuple) else [obj]
+    ops = [i.op if isinstance(i, CheckCase) else i for i in items]
+    if not ops or not all(isinstance(o, Op) for o in ops):
+        raise TargetError(f"'{target}' is not an opsmith op, a list of them or a function returning them. Fix: "
+                          "point at the ops opsmith.cuda_kernel_op / ptx_op / triton_op returned.")  # fmt: skip
+    return ops
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .errors import SpecError, ToolchainError
+    from .native import build
+
+    try:
+        ops = load_ops(args.target)
+    except TargetError as e:
+        print(f"opsmith build: {e}", file=sys.stderr)
+        return 2
+    import torch
+
+    dtypes = [getattr(torch, d) for d in args.dtypes.split(",") if d]
+    try:
+        report = build(ops, args.output, archs=args.arch or None, dtypes=dtypes, object_only=args.object_only)
+    except (SpecError, ToolchainError) as e:
+        print(e, file=sys.stderr)
+        return 1
+    print(report.summary())
+    for op, n in report.kernels.items():
+        print(f"  {op}: {n} kernel{'s' * (n != 1)}")
+    for line in report.skipped:
+        print(f"  skipped (did not compile): {line}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="opsmith", description="opsmith: kernels as first-class PyTorch ops.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -84,7 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the eager GPU checks under compute-sanitizer memcheck, racecheck, initcheck, synccheck",
     )
     c.add_argument("--tools", default="memcheck,racecheck,initcheck,synccheck", help="sanitizer tools (--sanitize)")
-    return _check(p.parse_args(argv))
+    b = sub.add_parser("build", help="compile ops into a native library (no Python needed to use it)",
+                       description="Generate and compile a C++ op library serving MODULE:NAME's ops.")  # fmt: skip
+    b.add_argument("target", help="MODULE:NAME of an op, a list of ops or CheckCases, or a function returning them")
+    b.add_argument("-o", "--output", required=True, help="the library to write, e.g. libmyops.so")
+    b.add_argument("--arch", action="append", help="GPU architecture to embed (repeatable; default: this GPU's)")
+    b.add_argument("--dtypes", default="float32,float16,bfloat16", help="dtypes embedded for dtype-generic ops")
+    b.add_argument("--object-only", action="store_true", help="compile to an object file, do not link")
+    args = p.parse_args(argv)
+    return _check(args) if args.command == "check" else _build(args)
 
 
 if __name__ == "__main__":

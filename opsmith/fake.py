@@ -112,6 +112,7 @@ def make_fake(record: KernelRecord) -> Callable:
     outs = [(o, dtype_from_name(o.dtype)) for o in record.outputs]
     narrow = record.index_dtype == "int32"
     limits = [lim for plan in (record.launches or (record.launch,)) if plan is not None for lim in plan.limits]
+    checks = _limit_checks(record, limits if narrow else [])
 
     scalars = [(k, a) for k, a in enumerate(record.inputs) if isinstance(a, ScalarArg)]
 
@@ -143,7 +144,7 @@ def make_fake(record: KernelRecord) -> Callable:
             k = o.shape.get("same_as", o.shape.get("reduce"))
             shape = out_shape(op, o.shape, tensors[k], targs[k].name)
             results.append(tensors[k].new_empty(shape, dtype=dt or tensors[o.dtype_from].dtype))
-        _static_checks(op, record, tensors, results, limits if narrow else [])
+        _static_checks(op, record, tensors, results, checks)
         if not results:
             return None  # in-place only
         return results[0] if len(results) == 1 else tuple(results)
@@ -155,11 +156,25 @@ def _static(v: object) -> int | None:
     return v if isinstance(v, int) else None
 
 
-def _static_checks(op: str, record: KernelRecord, tensors: list, results: list, limits: list) -> None:
-    """What eager refuses on sizes, applied where the sizes are static: non-empty outputs from an empty
-    input, and a 32-bit launch whose thread indices would wrap."""
+def _limit_checks(record: KernelRecord, limits: list) -> list:
+    """(``lambda t, w: size``, limit, label) per 32-bit launch limit, compiled once (evaluating the printed
+    expressions per call cost ~100 us of every traced call)."""
     from .geometry import EXPR_GLOBALS, describe, to_python
 
+    n_written = len(record.outputs) or len(record.mutated)
+    refs = {f"i{k}": f"t[{k}]" for k in range(len(record.tensor_inputs))}
+    refs.update({f"o{k}": f"w[{k}]" for k in range(n_written)}, sm_count="_sms(t[0])")
+    names = {f"i{k}": a.name for k, a in enumerate(record.tensor_inputs)}
+    names.update({f"o{k}": o.name for k, o in enumerate(record.outputs)})
+    if not record.outputs and record.mutated:
+        names["o0"] = record.mutated[0].name
+    return [(eval(f"lambda t, w: {to_python(expr, refs)}", EXPR_GLOBALS), limit, describe(expr, names))  # our trees
+            for expr, limit in limits]  # fmt: skip
+
+
+def _static_checks(op: str, record: KernelRecord, tensors: list, results: list, checks: list) -> None:
+    """What eager refuses on sizes, applied where the sizes are static: non-empty outputs from an empty
+    input, and a 32-bit launch whose thread indices would wrap."""
     numels = [_static(t.numel()) for t in tensors]
     if results and any(n == 0 for n in numels) and any(_static(r.numel()) for r in results):
         name = record.tensor_inputs[numels.index(0)].name
@@ -167,16 +182,10 @@ def _static_checks(op: str, record: KernelRecord, tensors: list, results: list, 
         raise InputError(op, name, "a non-empty tensor, since the outputs are non-empty "
                          f"(shapes {shapes}) and the kernel cannot fill them from no data", "an empty tensor")  # fmt: skip
     written = results or [t for t, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
-    refs = {f"i{k}": f"t[{k}]" for k in range(len(tensors))}
-    refs.update({f"o{k}": f"w[{k}]" for k in range(len(written))}, sm_count="_sms(t[0])")
-    names = {f"i{k}": a.name for k, a in enumerate(record.tensor_inputs)}
-    names.update({f"o{k}": o.name for k, o in enumerate(record.outputs)})
-    if not record.outputs and written:
-        names["o0"] = next(a.name for a in record.tensor_inputs if a.mutates)
-    for expr, limit in limits:
+    for size, limit, label in checks:
         try:
-            v = eval(to_python(expr, refs), EXPR_GLOBALS, {"t": tensors, "w": written})  # our own expression trees
+            v = size(tensors, written)
         except (IndexError, TypeError):
             continue
         if isinstance(v, int) and v > limit:
-            raise extent_error(op, describe(expr, names), v, limit)
+            raise extent_error(op, label, v, limit)

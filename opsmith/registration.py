@@ -46,6 +46,8 @@ class Op(torch._ops.OpOverload):
     is how a hand-written ``eager_fn`` launches; None for Triton ops, whose kernels are built per call
     specialization). ``variants``: every kernel of the op. ``tuner``: its autotuning decisions (None when
     not tuned). ``impl_source``: the generated eager implementation. ``overload``: the OpOverload itself.
+    ``impl_lib``: the torch.library.Library holding its implementations (None once ``opsmith.native.use``
+    replaced them); ``native``: the path of the native library serving it, or None.
 
     Why an OpOverload subclass: ``OpOverload.__call__`` is a Python frame that only forwards to the C++
     entry ``_op``; it cost 0.44 us of a ~10 us eager call on the H200 host (4% of the host-time budget). Each
@@ -178,7 +180,7 @@ def register_kernel_op(
         impl_lib = torch.library.Library(ns, "FRAGMENT")
         impl, impl_source = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward, resolved)
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
-        op.impl_lib = impl_lib
+        op.impl_lib, op.native = impl_lib, None
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
         _REGISTRY[op_name] = op
         return op

@@ -24,8 +24,13 @@ KINDS = ("plain", "shaped", "inplace", "flat768", "rows", "like", "scalar")
 NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward"}
 
 
+def ops() -> list:
+    """The matrix's call-time ops (also what test_native.py builds with `python -m opsmith build`)."""
+    return [em.op(k) for k in KINDS]
+
+
 def main() -> dict:
-    native.use([em.op(k) for k in KINDS])
+    native.use(ops())
     out = {}
     for cid, when, _, thunk, _cls, where in em.cases():
         if when != "call":

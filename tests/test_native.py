@@ -148,3 +148,18 @@ def test_bad_input_matrix_through_native_kernels():
         walked += 1
     assert got["custom-float-grid"] == "not native" and got["double-backward"] == "not native"
     assert walked >= 11 + (2 if torch.cuda.device_count() >= 2 else torch.cuda.is_available())
+
+
+def test_cli_builds_a_library_and_lists_refusals(tmp_path):
+    """`python -m opsmith build MODULE:NAME -o lib.so`: the matrix ops build (a cache hit after the matrix
+    test built the same library); the shipped cases include repeat2, whose eager_fn is refused."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent)]))
+    ok_run = subprocess.run([sys.executable, "-m", "opsmith", "build", "native_matrix:ops", "-o", str(tmp_path / "m.so")],
+                            capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert ok_run.returncode == 0, ok_run.stderr[-3000:]
+    assert f"{tmp_path / 'm.so'}: 7 ops, 7 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
+    refused = subprocess.run([sys.executable, "-m", "opsmith", "build", "opsmith.catalog:shipped_cases", "-o",
+                              str(tmp_path / "s.so")], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert refused.returncode == 1
+    assert "opsmith_examples::repeat2: its implementation is a Python eager_fn." in refused.stderr
+    assert not (tmp_path / "s.so").exists()

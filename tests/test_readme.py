@@ -10,13 +10,14 @@ import torch
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def test_readme_examples(tmp_path):
+def test_readme_examples(tmp_path, monkeypatch):
     """Every python block, in order, as one file (later blocks use the first one's import; @triton.jit
     reads its kernel's source from a real file). Without a GPU, lines that touch one are left out and
     everything else (registration included) runs."""
     pytest.importorskip("triton", reason="the README's Triton examples need Triton, which installs on Linux x86-64")
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 5
+    assert len(blocks) == 6
+    monkeypatch.chdir(tmp_path)  # the native library example writes libmyops.so here
     code = "\n".join(blocks)
     if not torch.cuda.is_available():
         code = "\n".join(
@@ -30,6 +31,7 @@ def test_readme_examples(tmp_path):
     assert len(scope["scale"].record.configs) == 4
     assert scope["rmsnorm"].record.op_name == "myns::rmsnorm" and scope["norm"].impl == "triton"
     assert scope["case"].label == "myns::relu"
+    assert scope["report"].ops == ["myns::relu"] and (tmp_path / "libmyops.so").is_file()
     if torch.cuda.is_available():
         from opsmith.rmsnorm import reference_rms_norm
 
