@@ -140,6 +140,9 @@ def _c_type(dtype) -> str | None:
             torch.uint8: "unsigned char", torch.bool: "bool"}.get(dtype)  # fmt: skip
 
 
+_TYPE_HEADERS = {"__half": "cuda_fp16.h", "__nv_bfloat16": "cuda_bf16.h"}
+
+
 def _split_signature(kernel_name: str) -> tuple[str, str | None]:
     """``"k<float>(const float*, int)"`` -> ("k<float>", "const float*, int"); no parentheses -> (name, None)."""
     if "(" not in kernel_name:
@@ -162,7 +165,7 @@ class CudaSource:
     def __init__(self, op_name: str, source: str, kernel_name: str, *, std: str = "c++17",
                  include_paths: list[str] | None = None, defines: dict[str, str | int] | None = None,
                  arch_override: str | None = None, target: str = "cubin", static: frozenset[str] = frozenset(),
-                 shown: str | None = None) -> None:  # fmt: skip
+                 shown: str | None = None, pre_include: tuple[str, ...] = ()) -> None:  # fmt: skip
         if not isinstance(source, str) or not source.strip():
             raise SpecError(op_name, "kernel_source", "the source is empty.", "pass the CUDA C++ source text.")
         if not isinstance(kernel_name, str) or not kernel_name.strip():
@@ -179,6 +182,7 @@ class CudaSource:
         self.shown = shown or self.kernel_name  # the name as the user wrote it, for messages
         self.std, self.include_paths = std, [os.path.abspath(p) for p in include_paths or []]
         self.defines = {str(k): str(v) for k, v in (defines or {}).items()}
+        self.pre_include = tuple(pre_include)  # headers an instantiation's types need (cuda_bf16.h for bf16)
         self.arch_override, self.target = arch_override, target
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
@@ -263,14 +267,18 @@ class CudaSource:
     def instantiate(self, spec: tuple) -> CudaSource:
         """This source with every placeholder filled from ``spec`` (or the declared dtypes)."""
         fill, _ = self._fill(spec)
+        # A kernel generic over T, called with bf16 or fp16 tensors, is instantiated with __nv_bfloat16 or
+        # __half: their headers come with the instantiation, as they would in an nvcc build of a .cu that
+        # dispatches on dtype (a source without them otherwise fails with "__nv_bfloat16 is undefined").
+        headers = tuple(dict.fromkeys(_TYPE_HEADERS[v] for v in fill.values() if v in _TYPE_HEADERS))
         return CudaSource(self.op_name, self.source, self.kernel_name.format_map(fill), std=self.std,
                           include_paths=self.include_paths, defines=self.defines, arch_override=self.arch_override,
-                          target=self.target, shown=self.shown)  # fmt: skip
+                          target=self.target, shown=self.shown, pre_include=headers)  # fmt: skip
 
     def fingerprint(self) -> str:
         return make_key({"flavor": "cuda", "source": self.source, "kernel": self.kernel_name, "std": self.std,
                          "include": self.include_paths, "defines": self.defines, "arch": self.arch_override,
-                         "target": self.target})  # fmt: skip
+                         "target": self.target, "pre_include": list(self.pre_include)})  # fmt: skip
 
     # -- the kernel's parameters -----------------------------------------------------------------------
     def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam], str]:
@@ -296,7 +304,8 @@ class CudaSource:
 
         return ProgramOptions(name=f"{_PROGRAM_DIR}/{self.op_name.replace('::', '_')}.cu", arch=arch, std=self.std,
                               include_path=self.include_paths + list(toolkit_include_dirs()) or None,
-                              define_macro=[(k, v) for k, v in self.defines.items()] or None)  # fmt: skip
+                              define_macro=[(k, v) for k, v in self.defines.items()] or None,
+                              pre_include=list(self.pre_include) or None)  # fmt: skip
 
     def _expressions(self) -> tuple[str, str]:
         """(the kernel's name expression, the probe's)."""
@@ -418,6 +427,12 @@ class CudaSource:
             return SpecError(self.op_name, "kernel_name", f"NVRTC cannot tell which instantiation of the template '{name}' "
                              "names (a template argument is missing or does not fit).",
                              "give every template argument that cannot be deduced, e.g. 'k<{T_x}, {T_w}>' or 'k<float, 4>'.")  # fmt: skip
+        undefined = re.search(r'identifier "(\w+)" is undefined', log)
+        base = _split_signature(self.kernel_name)[0].split("<")[0].split("::")[-1].strip()
+        if undefined and undefined.group(1) != base:
+            return SpecError(self.op_name, "kernel_name", f"'{name}' uses '{undefined.group(1)}', which the source "
+                             "does not declare.", "declare it or include its header in the source, or fix the "
+                             "template arguments.")  # fmt: skip
         if "is undefined" in log:
             return SpecError(self.op_name, "kernel_name", f"'{name}' is not a kernel of the source (it defines: "
                              f"{defined}).", "name a __global__ function of the source, with its namespace and template "
