@@ -164,7 +164,7 @@ _MIB = 1 << 20
 
 
 @contextlib.contextmanager
-def poisoned(device: torch.device, nbytes: int) -> Iterator[bool]:
+def poisoned(device: torch.device, nbytes: int | Sequence[int]) -> Iterator[bool]:
     """Allocations inside come from a private memory pool whose every byte was set to 0xFF first, so an
     element a kernel never writes reads NaN (floats) or all-ones bits (integers). Yields whether it could
     (a CUDA device and ``torch.cuda.MemPool``).
@@ -178,11 +178,18 @@ def poisoned(device: torch.device, nbytes: int) -> Iterator[bool]:
         return
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
+    sizes = [nbytes] if isinstance(nbytes, int) else list(nbytes)
+    total = sum(sizes)
     pool = torch.cuda.MemPool()
     with torch.cuda.use_mem_pool(pool, device=device):
-        small = [torch.empty(_MIB, dtype=torch.uint8, device=device) for _ in range(2 * (nbytes // (2 * _MIB)) + 4)]
-        large = torch.empty(max(20 * _MIB, 2 * nbytes + 2 * _MIB), dtype=torch.uint8, device=device)
-        for b in (*small, large):
+        small = [torch.empty(_MIB, dtype=torch.uint8, device=device) for _ in range(2 * (total // (2 * _MIB)) + 4)]
+        # Besides one block for everything, one of each large request's own rounded size: on the H200 a 16 MiB
+        # request came from fresh (zeroed) memory rather than from a poisoned 34 MiB free block.
+        exact = [-(-n // (2 * _MIB)) * 2 * _MIB for n in sizes if n > _MIB]
+        large = [
+            torch.empty(n, dtype=torch.uint8, device=device) for n in (*exact, max(20 * _MIB, 2 * total + 2 * _MIB))
+        ]
+        for b in (*small, *large):
             b.fill_(255)
         del small, large  # back to the pool's free lists, poisoned
         yield True
@@ -213,7 +220,7 @@ def _run_and_compare(case: CheckCase, args: Sequence, dtype: torch.dtype, what: 
     want = case.reference(*ref_args)
     outs = [t for t in (*_as_tuple(want), *args) if isinstance(t, torch.Tensor)]
     device = next((t.device for t in outs), torch.device("cpu"))
-    with poisoned(device, sum(t.numel() * t.element_size() for t in outs)) as poison:
+    with poisoned(device, [t.numel() * t.element_size() for t in outs]) as poison:
         got = (fn or case.op)(*args)
     _compare(case, got, args, want, ref_args, dtype, what)
     return poison
