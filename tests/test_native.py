@@ -164,3 +164,28 @@ def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     assert refused.returncode == 1
     assert "opsmith_examples::repeat2: its implementation is a Python eager_fn." in refused.stderr
     assert not (tmp_path / "s.so").exists()
+
+
+def test_a_library_built_for_another_torch_refuses_at_the_first_call(catalog, tmp_path):
+    from opsmith.native.build import build_source, compile_library
+
+    relu = next(op for op in catalog["ops"] if op.record.op_name == f"{NS}::relu")
+    text, images, _, _ = build_source([relu], ["sm_90"])
+    built_for = torch.__version__.split("+")[0]
+    assert f'#define OPSMITH_BUILT_FOR_TORCH "{built_for}"' in text
+    text = text.replace(f'#define OPSMITH_BUILT_FOR_TORCH "{built_for}"', '#define OPSMITH_BUILT_FOR_TORCH "1.0.0"')
+    compile_library(text, images, tmp_path / "old.so")
+    code = (f"import torch; torch.ops.load_library({str(tmp_path / 'old.so')!r})\n"
+            f"try:\n    torch.ops.{NS}.relu(torch.empty(4, device='meta'))\n"
+            "except RuntimeError as e:\n    print(str(e).splitlines()[0])")  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip() == (f"this opsmith op library was built for torch 1.0.0, but this process runs torch "
+                                   f"{built_for}. Fix: rebuild it against the installed torch (python -m opsmith "
+                                   "build ..., or opsmith.native.build).")  # fmt: skip
+
+
+def test_a_missing_compiler_is_a_clear_error(catalog, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPSMITH_CXX", "/nonexistent/g++")
+    monkeypatch.setenv("OPSMITH_DISABLE_DISK_CACHE", "1")
+    with pytest.raises(ok.ToolchainError, match=r"OPSMITH_CXX='/nonexistent/g\+\+' is not an executable compiler"):
+        native.build(catalog["ops"][:1], tmp_path / "x.so")

@@ -202,7 +202,11 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
 
 # -- the compile --------------------------------------------------------------------------------------------
 def _compiler() -> str:
-    cxx = env.CXX.get() or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+    chosen = env.CXX.get()
+    if chosen and not shutil.which(chosen):
+        raise ToolchainError(f"opsmith build: {env.CXX.name}={chosen!r} is not an executable compiler. Fix: point it "
+                             "at one (e.g. /usr/bin/g++) or unset it to use c++ from PATH.")  # fmt: skip
+    cxx = chosen or shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
     if not cxx:
         raise ToolchainError("opsmith build: no C++ compiler found (c++, g++ or clang++ on PATH). Fix: install one "
                              f"(apt install g++) or set {env.CXX.name}.")  # fmt: skip

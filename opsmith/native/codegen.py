@@ -353,7 +353,7 @@ def _cuda(n: NativeOp) -> list[str]:
         refs["o0"] = r.mutated[0].name
     refs["sm_count"] = "opsmith::sm_count(dev.index())"
     params = ", ".join(f"{t} {a}_in" if a in tnames else f"{t} {a}" for t, a in zip(types, names, strict=True))
-    body = [f"constexpr const char* op = {cpp_str(r.op_name)};"]
+    body = [f"constexpr const char* op = {cpp_str(r.op_name)};", "opsmith::require_torch();"]
     body += [f"at::Tensor {t} = {t}_in;" for t in tnames]
     body += _guards(r, "op")
     if r.index_dtype == "int32":
@@ -372,7 +372,7 @@ def _meta(n: NativeOp) -> list[str]:
     r = n.record
     ret, types, names = cpp_signature(r)
     tnames = [a.name for a in r.tensor_inputs]
-    body = [f"constexpr const char* op = {cpp_str(r.op_name)};"]
+    body = [f"constexpr const char* op = {cpp_str(r.op_name)};", "opsmith::require_torch();"]
     for a in r.inputs:
         if isinstance(a, ScalarArg) and a.ctype in INT_LIMITS:
             lo, hi = INT_LIMITS[a.ctype]

@@ -202,6 +202,21 @@ inline void launch(Kernel& k, const c10::Device& device, int64_t gx, int64_t gy,
               ", ", bz, ") shared_mem=", shared_mem, " on cuda:", dev, " failed with ", error_name(r), ".");
 }
 
+// The torch this library was compiled against (OPSMITH_BUILT_FOR_TORCH) must be the one running: checked at
+// the first call (a different libtorch whose symbols still resolve would otherwise run with another ABI).
+inline void require_torch() {
+  static const std::string running = [] {
+    const std::string config = at::show_config();
+    const size_t at = config.find("TORCH_VERSION=");
+    if (at == std::string::npos) return std::string(OPSMITH_BUILT_FOR_TORCH);  // cannot tell: trust the build
+    const size_t from = at + 14;
+    return config.substr(from, config.find_first_of(", \n", from) - from);
+  }();
+  TORCH_CHECK(running == OPSMITH_BUILT_FOR_TORCH, "this opsmith op library was built for torch ",
+              OPSMITH_BUILT_FOR_TORCH, ", but this process runs torch ", running, ". Fix: rebuild it against the "
+              "installed torch (python -m opsmith build ..., or opsmith.native.build).");
+}
+
 // -- the texts of the Python path's errors ----------------------------------------------------------------
 inline std::string dtype_name(at::ScalarType t) {
   switch (t) {
