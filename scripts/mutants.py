@@ -41,6 +41,7 @@ class Mutant:
 
 
 H, B, C, M = "tests/test_hardening.py", "tests/test_binding.py", "tests/test_check_cpu.py", "tests/test_error_matrix.py"
+N = "tests/test_native.py::test_bad_input_matrix_through_native_kernels"
 MUTANTS = [
     # -- the suite's blind spots ------------------------------------------------------------------------------
     Mutant(
@@ -142,11 +143,11 @@ MUTANTS = [
         (M,),
     ),
     Mutant(
-        "rmsnorm-ignores-needs-input-grad",
-        "the weight gradient is computed when nobody needs it",
-        "opsmith/rmsnorm.py",
-        "        if not needs_input_grad[1]:",
-        "        if False:",
+        "program-ignores-needs-input-grad",
+        "a backward program runs every step, also those only an unneeded gradient depends on (RMSNorm's dweight)",
+        "opsmith/backward_program.py",
+        "        wanted = {r for r, n in zip(self.returns, needs, strict=True) if n}",
+        "        wanted = set(self.returns)",
         (H,),
     ),
     Mutant(
@@ -366,6 +367,22 @@ MUTANTS = [
         "            if len(seen) >= env.SPECIALIZE_LIMIT.get():",
         "            if False:",
         (B,),
+    ),
+    Mutant(
+        "native-meta-dtype-unchecked",
+        "a native library's Meta kernel accepts any dtype (torch.compile / export trace a wrong call)",
+        "opsmith/native/codegen.py",
+        '            body.append(f"opsmith::check_dtype(op, {n_}, {a.name}, {AT_DTYPE[dtype_from_name(a.dtype)]});")',
+        "            pass",
+        (N,),
+    ),
+    Mutant(
+        "native-no-backward-silent",
+        "a native op without a backward passes gradients through silently instead of refusing",
+        "opsmith/native/autograd_cpp.py",
+        'L += [f"  if (at::GradMode::is_enabled() && ({grad})) {{",',
+        'L += ["  if (false) {",',
+        (N,),
     ),
 ]
 
