@@ -22,26 +22,37 @@ class TargetError(Exception):
     """MODULE:NAME does not name check cases."""
 
 
-def load_cases(target: str) -> list:
-    """The CheckCases named by ``MODULE:NAME`` (the module is imported from the current directory too)."""
-    from .check import CheckCase
-
+def _load(target: str, what: str, example: str, leaf: type) -> object:
+    """The object ``MODULE:NAME`` names (the module is imported from the current directory too), called when it
+    is a function of no arguments. ``leaf``: the type that is not such a function (an op is callable)."""
     module, sep, name = target.partition(":")
     if not sep or not module or not name:
-        raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name a CheckCase, e.g. mypkg.ops:RELU_CASE.")
+        raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name {what}, e.g. {example}.")
     if "" not in sys.path:
         sys.path.insert(0, "")
     try:
         obj = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
         raise TargetError(f"cannot load '{target}': {e}") from None
-    if callable(obj) and not isinstance(obj, CheckCase):
+    if callable(obj) and not isinstance(obj, leaf):
         try:
             obj = obj()
         except TypeError as e:
-            raise TargetError(f"'{target}' is a function that needs arguments ({e}). Fix: point at a CheckCase, "
-                              "a list of them or a function of no arguments returning them.") from None  # fmt: skip
-    cases = list(obj) if isinstance(obj, list | tuple) else [obj]
+            raise TargetError(f"'{target}' is a function that needs arguments ({e}). Fix: point at {what}, a "
+                              "list of them or a function of no arguments returning them.") from None  # fmt: skip
+    return obj
+
+
+def _as_list(obj: object) -> list:
+    return list(obj) if isinstance(obj, list | tuple) else [obj]
+
+
+def load_cases(target: str) -> list:
+    """The CheckCases named by ``MODULE:NAME``."""
+    from .check import CheckCase
+
+    obj = _load(target, "a CheckCase", "mypkg.ops:RELU_CASE", CheckCase)
+    cases = _as_list(obj)
     if not cases or not all(isinstance(c, CheckCase) for c in cases):
         raise TargetError(f"'{target}' is not a CheckCase, a list of them or a function returning them (got "
                           f"{type(obj).__name__}). Fix: wrap the op as opsmith.CheckCase(op, inputs=..., "
@@ -77,18 +88,7 @@ def load_ops(target: str) -> list:
     from .check import CheckCase
     from .registration import Op
 
-    module, sep, name = target.partition(":")
-    if not sep or not module or not name:
-        raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name an op or a list of ops, e.g. mypkg.ops:OPS.")
-    if "" not in sys.path:
-        sys.path.insert(0, "")
-    try:
-        obj = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise TargetError(f"cannot load '{target}': {e}") from None
-    if callable(obj) and not isinstance(obj, Op):
-        obj = obj()
-    items = list(obj) if isinstance(obj, list | tuple) else [obj]
+    items = _as_list(_load(target, "an op", "mypkg.ops:OPS", Op))
     ops = [i.op if isinstance(i, CheckCase) else i for i in items]
     if not ops or not all(isinstance(o, Op) for o in ops):
         raise TargetError(f"'{target}' is not an opsmith op, a list of them or a function returning them. Fix: "

@@ -149,18 +149,18 @@ def _i64(v: int) -> str:
     return "INT64_MIN" if v == -(2**63) else f"{v}LL"
 
 
-def _outputs(r: KernelRecord, tnames: list[str]) -> list[str]:
-    """Allocate every output: contiguous, on the inputs' device."""
+def _outputs(r: KernelRecord, tnames: list[str], sym: bool = False) -> list[str]:
+    """Allocate every output: contiguous, on the inputs' device; ``sym``: over symbolic sizes (Meta)."""
+    empty, sizes = ("at::empty_symint", "sym_sizes") if sym else ("at::empty", "sizes")
     L = []
     for k, o in enumerate(r.outputs):
         src = tnames[o.shape.get("same_as", o.shape.get("reduce"))]
         dt = AT_DTYPE[dtype_from_name(o.dtype)] if o.dtype else f"{tnames[o.dtype_from]}.scalar_type()"
-        if "same_as" in o.shape:
-            L.append(f"at::Tensor o{k} = at::empty({src}.sizes(), {src}.options().dtype({dt}));")
-        else:
+        shape = f"{src}.{sizes}()"
+        if "reduce" in o.shape:
             dims = "{" + ", ".join(str(d) for d in o.shape["dims"]) + "}"
-            L.append(f"at::Tensor o{k} = at::empty(opsmith::reduced(op, {cpp_str(src)}, {src}.sizes(), {dims}, "
-                     f"{str(o.shape['keepdim']).lower()}), {src}.options().dtype({dt}));")  # fmt: skip
+            shape = f"opsmith::reduced(op, {cpp_str(src)}, {shape}, {dims}, {str(o.shape['keepdim']).lower()})"
+        L.append(f"at::Tensor o{k} = {empty}({shape}, {src}.options().dtype({dt}));")
     return L
 
 
@@ -402,17 +402,8 @@ def _meta(n: NativeOp) -> list[str]:
     if r.index_dtype == "int32":
         body += [f"if (auto v = {t}.sym_numel().maybe_as_int(); v && *v > {INT32_MAX}) "
                  f"opsmith::large_error(op, {cpp_str(t)}, *v);" for t in tnames]  # fmt: skip
-    outs = []
-    for k, o in enumerate(r.outputs):
-        src = tnames[o.shape.get("same_as", o.shape.get("reduce"))]
-        dt = AT_DTYPE[dtype_from_name(o.dtype)] if o.dtype else f"{tnames[o.dtype_from]}.scalar_type()"
-        if "same_as" in o.shape:
-            body.append(f"at::Tensor o{k} = at::empty_symint({src}.sym_sizes(), {src}.options().dtype({dt}));")
-        else:
-            dims = "{" + ", ".join(str(d) for d in o.shape["dims"]) + "}"
-            body.append(f"at::Tensor o{k} = at::empty_symint(opsmith::reduced(op, {cpp_str(src)}, {src}.sym_sizes(), "
-                        f"{dims}, {str(o.shape['keepdim']).lower()}), {src}.options().dtype({dt}));")  # fmt: skip
-        outs.append(f"o{k}")
+    body += _outputs(r, tnames, sym=True)
+    outs = [f"o{k}" for k in range(len(r.outputs))]
     if outs:
         made = "{" + ", ".join(f"&{o}" for o in outs) + "}"
         filled = " || ".join(f"{o}.sym_numel().maybe_as_int().value_or(0) != 0" for o in outs)
