@@ -19,6 +19,7 @@ from .errors import (
     LaunchError,
     OpsmithError,
     RegistrationError,
+    ShardingError,
     SpecError,
     ToolchainError,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "RegistrationError",
     "SameAs",
     "ScalarInput",
+    "ShardingError",
     "SpecError",
     "Stride",
     "ToolchainError",

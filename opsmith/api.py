@@ -27,6 +27,7 @@ def cuda_kernel_op(
     schema: str | None = None,
     supports_dynamic_shapes: bool = True,
     backward: Backward | None = None,
+    sharding: Callable | str | None = None,
 ) -> Op:
     """Register a CUDA C++ kernel, compiled with NVRTC, as the PyTorch op ``op_name`` ("ns::name").
 
@@ -41,6 +42,9 @@ def cuda_kernel_op(
     implementations are always symbolic, so dynamic shapes always work.
     ``backward``: how to differentiate the op (a ``Backward``); without one, differentiating through the op
     raises.
+    ``sharding``: how the op runs on DTensors, where its declaration does not say (``Grid``/``Custom``
+    geometry, ``eager_fn``): a function in ``torch.distributed.tensor.experimental.register_sharding``'s
+    format, or "replicate" (run on whole tensors). Otherwise the rule is derived (README, "Multi-GPU").
 
     Returns the ``Op``; calling it calls ``torch.ops.<ns>.<name>``. Raises ``SpecError`` (a ValueError)
     for declaration mistakes and ``CompileError`` (a ValueError) with the NVRTC log when the source fails.
@@ -53,7 +57,7 @@ def cuda_kernel_op(
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
-                              param_order=spec.param_order)  # fmt: skip
+                              param_order=spec.param_order, sharding=sharding)  # fmt: skip
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:
@@ -78,6 +82,7 @@ def ptx_op(
     backward: Backward | None = None,
     index_dtype: str = "int32",
     param_order: Sequence[str] | None = None,
+    sharding: Callable | str | None = None,
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -85,12 +90,13 @@ def ptx_op(
     does not say what a pointer points at, so every ``InputDecl`` of a declarative ``ptx_op`` needs
     ``dtype=``; by-value parameter sizes are checked against the PTX entry (or the cubin's parameter
     info). PTX keeps no source names: without ``param_order`` (the declared names in the kernel's order)
-    the default convention applies. ``index_dtype`` as in ``KernelSpec``.
+    the default convention applies. ``index_dtype`` as in ``KernelSpec``; ``sharding`` as in ``cuda_kernel_op``.
     """
     source = PrecompiledSource(op_name, ptx, kernel_name)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
-                              backward=backward, index_dtype=index_dtype, param_order=param_order)  # fmt: skip
+                              backward=backward, index_dtype=index_dtype, param_order=param_order,
+                              sharding=sharding)  # fmt: skip
 
 
 def triton_op(
@@ -104,6 +110,7 @@ def triton_op(
     autotune: Autotune | None = None,
     backward: Backward | None = None,
     index_dtype: str = "int32",
+    sharding: Callable | str | None = None,
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -121,9 +128,11 @@ def triton_op(
     ``index_dtype="int64"`` declares that the kernel's offsets are 64-bit (``tl.program_id(0).to(tl.int64)
     * BLOCK``); with the default "int32" a tensor of more than 2^31 - 1 elements is refused (eagerly, and
     while tracing static shapes; under dynamic shapes Inductor launches the kernel without that check).
+    ``sharding`` as in ``cuda_kernel_op``.
     """
     from .flavors.triton import TritonSource
 
     source = TritonSource(op_name, kernel, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
-                              autotune=autotune, backward=backward, index_dtype=index_dtype)  # fmt: skip
+                              autotune=autotune, backward=backward, index_dtype=index_dtype,
+                              sharding=sharding)  # fmt: skip

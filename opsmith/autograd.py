@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .distributed.backward import is_dtensor, run_local, specs_of
 from .errors import DifferentiationError, SpecError
 from .record import KernelRecord, TensorArg
 from .spec import Backward
@@ -182,6 +183,8 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
         ctx.save_for_backward(*tensors)
         ctx.scalars = [None if isinstance(v, torch.Tensor) else v for v in kept]
         ctx.out_meta = [(o.shape, o.dtype, o.device) for o in outs]
+        # DTensor inputs: the backward runs on local shards under placements derived from the forward's rule.
+        ctx.dt_specs = specs_of(inputs) if is_dtensor(inputs) else None
         if nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
             ctx.mark_non_differentiable(*[outs[k] for k in nondiff])
 
@@ -208,11 +211,18 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
                 args.append(g.contiguous())
             else:
                 args.append(where[(kind, k)])
-        if program is not None:
-            got = program.run(dict(zip(backward.args, args, strict=True)), needs)
+
+        def compute(args: list) -> tuple:
+            if program is not None:
+                got = program.run(dict(zip(backward.args, args, strict=True)), needs)
+            else:
+                got = fn(*args, needs_input_grad=needs) if pass_needs else fn(*args)
+            return got if isinstance(got, tuple | list) else (got,)
+
+        if ctx.dt_specs is not None:
+            got = run_local(op, ctx.dt_specs, sources, grad_of, args, compute)
         else:
-            got = fn(*args, needs_input_grad=needs) if pass_needs else fn(*args)
-        got = got if isinstance(got, tuple | list) else (got,)
+            got = compute(args)
         if len(got) != len(grad_of):
             raise DifferentiationError(op, f"the backward returned {len(got)} gradients, the declaration names "
                                        f"{len(grad_of)} ({list(backward.grads)}).",

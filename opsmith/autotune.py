@@ -25,6 +25,7 @@ import torch
 
 from . import env
 from .cache import DiskCache, make_key
+from .distributed.tuning import job_decision
 from .errors import CompileError, LaunchError, OpsmithError
 
 __all__ = ["Timer", "Tuner", "cuda_event_timer", "key_to_python", "pow2"]
@@ -111,6 +112,7 @@ class Tuner:
         self.timer: Timer = timer or cuda_event_timer
         self.decisions: dict[tuple, int] = {}  # read directly by the generated eager code
         self.trial_runs = 0  # timed and untimed config runs made by tuning (tests and benchmarks read it)
+        self.tuned_keys = 0  # keys this process tuned itself (not read from disk or from another rank)
         self.last_times: dict[int, float] = {}
         self._forced: set[tuple] = set()
         self._lock = threading.RLock()
@@ -143,6 +145,10 @@ class Tuner:
             return None
         return winner
 
+    def record(self, key: tuple, device: int | None, winner: int) -> None:
+        """Keep a decision made elsewhere (another rank of the job) on disk, as this process's own."""
+        self._write(key, device, winner, {}, {})
+
     def _write(self, key: tuple, device: int | None, winner: int, times: dict[int, float],
                skipped: dict[int, str]) -> None:  # fmt: skip
         cache = self._disk()
@@ -171,13 +177,15 @@ class Tuner:
             if not env.AUTOTUNE.get():
                 self.decisions[key] = self.default
                 return self.default
-            winner = self._tune(key, device, run, mutated, outputs)
+            # In a multi-rank job one rank tunes and the others launch its choice (distributed/tuning.py).
+            winner = job_decision(self, key, device, lambda: self._tune(key, device, run, mutated, outputs))
             self._forced.add(key)
             self.decisions[key] = winner
             return winner
 
     def _tune(self, key: tuple, device: int | None, run: Callable[[int], None], mutated: Sequence[torch.Tensor],
               outputs: Sequence[torch.Tensor]) -> int:  # fmt: skip
+        self.tuned_keys += 1
         saved = [m.clone() for m in mutated]
 
         def restore() -> None:

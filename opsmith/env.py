@@ -21,6 +21,8 @@ __all__ = [
     "Knob",
     "SPECIALIZE_LIMIT",
     "SPECIALIZE_WARN",
+    "TUNE_CLAIM_WAIT",
+    "TUNE_TIMEOUT",
     "cache_dir",
 ]
 
@@ -88,6 +90,16 @@ COMPUTE_SANITIZER: Knob[str | None] = Knob(
     "OPSMITH_COMPUTE_SANITIZER",
     None,
     "Path of compute-sanitizer for `opsmith check --sanitize`. Default: PATH, then $CUDA_HOME/bin, /usr/local/cuda/bin.",
+)
+TUNE_CLAIM_WAIT: Knob[float] = Knob(
+    "OPSMITH_TUNE_CLAIM_WAIT",
+    2.0,
+    "Multi-rank jobs: seconds a rank other than 0 gives rank 0 to claim a tuning key before claiming it itself.",
+)
+TUNE_TIMEOUT: Knob[float] = Knob(
+    "OPSMITH_TUNE_TIMEOUT",
+    1800.0,
+    "Multi-rank jobs: seconds a rank waits for the rank tuning a key to publish its decision before failing.",
 )
 CXX: Knob[str | None] = Knob(
     "OPSMITH_CXX", None, "C++ compiler for native op libraries (`opsmith build`). Default: c++, g++ or clang++ on PATH."

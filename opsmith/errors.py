@@ -13,6 +13,7 @@ __all__ = [
     "LaunchError",
     "OpsmithError",
     "RegistrationError",
+    "ShardingError",
     "SpecError",
     "ToolchainError",
 ]
@@ -68,6 +69,15 @@ class LaunchError(OpsmithError, RuntimeError):
 
 class DifferentiationError(OpsmithError, RuntimeError):
     """Autograd reached an op (or its backward) that declares no way to differentiate it."""
+
+    def __init__(self, op_name: str, problem: str, fix: str) -> None:
+        self.op_name = op_name
+        super().__init__(f"{op_name}: {problem} Fix: {fix}")
+
+
+class ShardingError(OpsmithError, NotImplementedError):
+    """DTensor inputs reached an op whose sharding is neither derived from its declaration nor given with
+    ``sharding=``. A ``NotImplementedError``, as DTensor's own error for an op without a rule is."""
 
     def __init__(self, op_name: str, problem: str, fix: str) -> None:
         self.op_name = op_name

@@ -19,6 +19,7 @@ import torch
 from . import env
 from .autograd import check_backward, generic_no_backward, no_backward_globals, register_backward
 from .autotune import Tuner
+from .distributed.sharding import attach, derive_plan
 from .eager import make_eager
 from .errors import RegistrationError, SpecError
 from .fake import make_fake
@@ -47,7 +48,8 @@ class Op(torch._ops.OpOverload):
     specialization). ``variants``: every kernel of the op. ``tuner``: its autotuning decisions (None when
     not tuned). ``impl_source``: the generated eager implementation. ``overload``: the OpOverload itself.
     ``impl_lib``: the torch.library.Library holding its implementations (None once ``opsmith.native.use``
-    replaced them); ``native``: the path of the native library serving it, or None.
+    replaced them); ``native``: the path of the native library serving it, or None. ``sharding_plan``: how
+    its tensors shard as DTensors (``opsmith/distributed/sharding.py``).
 
     Why an OpOverload subclass: ``OpOverload.__call__`` is a Python frame that only forwards to the C++
     entry ``_op``; it cost 0.44 us of a ~10 us eager call on the H200 host (4% of the host-time budget). Each
@@ -134,6 +136,7 @@ def register_kernel_op(
     backward: Backward | None = None,
     index_dtype: str = "int32",
     param_order: Sequence[str] | None = None,
+    sharding: Callable | str | None = None,
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
@@ -150,7 +153,7 @@ def register_kernel_op(
     fingerprint = declaration_fingerprint({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
-        "backward": backward, "index_dtype": index_dtype, "param_order": param_order,
+        "backward": backward, "index_dtype": index_dtype, "param_order": param_order, "sharding": sharding,
     })  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -172,6 +175,7 @@ def register_kernel_op(
                 raise SpecError(op_name, "backward", "a backward needs the declared inputs and outputs to name "
                                 "its arguments.", "declare inputs=[...] and outputs=[...].")  # fmt: skip
             check_backward(op_name, record, backward)  # before anything is defined: a bad one leaves no op
+        plan = derive_plan(record, geometry, eager_fn=eager_fn, sharding=sharding)
         custom = geometry.fn if isinstance(geometry, Custom) else None
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + record.schema)
@@ -182,6 +186,9 @@ def register_kernel_op(
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
         op.impl_lib, op.native = impl_lib, None
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
+        op.sharding_plan = plan
+        if torch.distributed.is_available():
+            attach(op.overload, plan)
         _REGISTRY[op_name] = op
         return op
 

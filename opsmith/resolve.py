@@ -167,6 +167,12 @@ def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str])
             if len(set(dims)) != len(dims):
                 raise SpecError(op, field + ".shape.dims", f"{tuple(dims)} repeats an axis.", "list each axis once.")
             shape = {"reduce": ref, "dims": list(dims), "keepdim": bool(rel.keepdim)}
+            if rel.combine is not None:
+                if rel.combine not in ("sum", "max", "min"):
+                    raise SpecError(op, field + ".shape.combine", f"{rel.combine!r} is not a way to combine partial "
+                                    "results.", "use 'sum', 'max' or 'min', or None when partial results do not "
+                                    "combine (a mean, a norm).")  # fmt: skip
+                shape["combine"] = rel.combine
         else:
             raise SpecError(op, field + ".shape", f"{rel!r} is not a shape relation.",
                             "use SameAs(input) or ReduceDims(input, dims), or pass meta_fn=.")  # fmt: skip

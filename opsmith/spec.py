@@ -90,11 +90,18 @@ class SameAs:
 
 @dataclass(frozen=True)
 class ReduceDims:
-    """The output is the referenced input with ``dims`` removed (or kept as size 1 if ``keepdim``)."""
+    """The output is the referenced input with ``dims`` removed (or kept as size 1 if ``keepdim``).
+
+    combine: how results over parts of the reduced axes combine into the result over all of them: "sum" (a
+    sum, a sum of squares), "max" or "min". Declared, a DTensor sharded along a reduced axis gives a
+    ``Partial`` output instead of being gathered first. Leave None where parts do not combine that way (a
+    mean, a norm, a softmax denominator's reciprocal).
+    """
 
     input_idx: int | str
     dims: tuple[int, ...]
     keepdim: bool = False
+    combine: Literal["sum", "max", "min"] | None = None
 
 
 ShapeRel = SameAs | ReduceDims

@@ -138,6 +138,24 @@ def _meta_untyped():
     return ok.cuda_kernel_op("errm::meta_untyped", spec(outputs=None), meta_fn=meta)
 
 
+def _dtensor(call: Callable[[object], object]) -> Callable[[], object]:
+    """Run ``call(x)`` with ``x`` a DTensor sharded on rows over a one-rank CPU mesh (a gloo group on an
+    in-memory store, torn down after, so no other test sees an initialized process group)."""
+
+    def run():
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            return call(distribute_tensor(torch.randn(8, 4), init_device_mesh("cpu", (1,)), [Shard(0)]))
+        finally:
+            dist.destroy_process_group()
+
+    return run
+
+
 def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
     R, C = "registration", "call"
     E = ok.SpecError
@@ -185,6 +203,9 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("autotune-placeholder", R, "a `{NAME}` no config fills", reg("tune_ph", kernel_name="kt<{BLOCK}>", autotune=ok.Autotune([ok.Config({"OTHER": 1})])), E, "any"),
         ("backward-arg", R, "a `Backward` argument that names nothing", _bad_backward, E, "any"),
         ("name-taken", R, "the same name with another declaration", _dup, ok.RegistrationError, "any"),
+        ("sharding-value", R, "a `sharding=` that is neither a rule nor \"replicate\"", lambda: ok.cuda_kernel_op("errm::shard_val", spec(), sharding="rows"), E, "any"),
+        ("sharding-inplace", R, "`sharding=` on an op that writes an input in place", lambda: ok.cuda_kernel_op("errm::shard_inpl", spec(kernel_name="ki", inputs=[I("x", mutates=True)], outputs=[]), sharding="replicate"), E, "any"),
+        ("reducedims-combine", R, "a `ReduceDims.combine` that is not sum/max/min", reg("rd_comb", outputs=[O("y", shape=ok.ReduceDims("x", (-1,), combine="mean"))], geometry=ok.Reduction((-1,))), E, "any"),
         ("index-width", R, "an `index_dtype` that is not int32/int64", reg("width_idx", index_dtype="int16"), E, "any"),
         ("ptx-needs-driver", R, "`target=\"ptx\"` on a machine without a CUDA driver", _ptx_without_driver, ok.ToolchainError, "nodriver"),
         ("cpu-tensor", C, "a CPU tensor", lambda: op("plain")(torch.randn(2, 4)), ok.InputError, "any"),
@@ -197,6 +218,8 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("template-dtype", C, "tensors one template parameter types, of two dtypes", _fake(lambda: op("like")(torch.empty(4, device="cuda"), torch.empty(4, device="cuda", dtype=torch.float16))), ok.InputError, "any"),
         ("empty-reduced-axis", C, "an empty reduced axis with non-empty outputs (shape (3, 0))", _fake(lambda: op("rows")(torch.empty(3, 0, device="cuda"))), ok.InputError, "any"),
         ("custom-float-grid", C, "a `Custom` geometry returning a float grid (`numel / 256`)", _fake(lambda: op("floatgrid").eager(torch.empty(1000, device="cuda"))), E, "any"),
+        ("dtensor-no-rule", C, "a DTensor into an op whose sharding is not derivable (`Custom` geometry) and that has no `sharding=`", _dtensor(lambda x: op("floatgrid")(x)), ok.ShardingError, "any"),
+        ("dtensor-inplace", C, "a DTensor into an op that writes it in place", _dtensor(lambda x: op("inplace")(x)), ok.ShardingError, "any"),
         ("no-backward", C, "differentiating an op that declares no backward (warnings ignored)", _no_backward, ok.DifferentiationError, "any"),
         ("not-contiguous", C, "a non-contiguous tensor where `require`d", lambda: op("plain")(torch.randn(4, 2, device="cuda").t()), ok.InputError, "gpu"),
         ("other-gpu", C, "tensors on two GPUs", lambda: op("shaped")(torch.randn(2, 4, device="cuda:0"), torch.randn(4, device="cuda:1")), ok.InputError, "gpu"),

@@ -1,0 +1,132 @@
+"""Multi-GPU support checked on CPU: derived sharding plans, the derived rules on a real two-rank gloo mesh
+(Triton's interpreter runs the kernels), the job-wide tuning protocol, and the distributed example."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opsmith as ok
+
+ROOT = Path(__file__).resolve().parents[1]
+NS = "t_dist_cpu"
+
+SRC = r"""
+extern "C" __global__ void k(const float* x, int n, float* y) {}
+extern "C" __global__ void k2(const float* x, const float* w, int n, float* y) {}
+extern "C" __global__ void kr(const float* x, int n, float* y) {}
+"""
+
+
+def _op(name: str, **kw) -> ok.Op:
+    base = dict(kernel_source=SRC, kernel_name="k", inputs=[ok.InputDecl("x")],
+                outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+                geometry=ok.Elementwise(block=(256,)))  # fmt: skip
+    sharding = kw.pop("sharding", None)
+    base.update(kw)
+    return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(**base), sharding=sharding)
+
+
+def test_plans_read_the_declaration():
+    """What each declaration proves: the reference input, its row axes, the inputs' declared relations."""
+    ew = _op("ew").sharding_plan
+    assert (ew.refusal, ew.ref, ew.mixing, ew.outputs) == ("", 0, (), (("same", 0),))
+    norm = _op("norm", kernel_name="k2", inputs=[ok.InputDecl("x"), ok.InputDecl("w", shape=(ok.DimSize("x", -1),))],
+               geometry=ok.Reduction((-1,))).sharding_plan  # fmt: skip
+    assert norm.mixing == (-1,) and norm.in_maps == (None, (-1,))
+    rows = _op("rowsum", kernel_name="kr", outputs=[ok.OutputDecl("y", ok.ReduceDims("x", (-1,), combine="sum"))],
+               geometry=ok.Reduction((-1,))).sharding_plan  # fmt: skip
+    assert rows.outputs == (("reduce", 0, (-1,), False, "sum"),)
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("grid", "Grid"), ("custom", "Custom"), ("eager_fn", "eager_fn"), ("inplace", "in place"),
+])  # fmt: skip
+def test_plans_refuse_what_the_declaration_does_not_prove(kind, why):
+    kw = {
+        "grid": {"geometry": ok.Grid(grid=("cdiv(numel(x), 256)",), block=(256,))},
+        "custom": {"geometry": ok.Custom(lambda i, o: ((1,), (256,)))},
+        "inplace": {"kernel_name": "k", "inputs": [ok.InputDecl("x", mutates=True)], "outputs": [],
+                    "kernel_source": 'extern "C" __global__ void k(float* x, int n) {}'},
+    }.get(kind, {})  # fmt: skip
+    if kind == "eager_fn":
+        op = ok.cuda_kernel_op(f"{NS}::refuse_{kind}", ok.KernelSpec(kernel_source=SRC, kernel_name="k",
+                               inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                               extras=[ok.Numel("x")]), eager_fn=lambda x: x)  # fmt: skip
+    else:
+        op = _op(f"refuse_{kind}", **kw)
+    assert why in op.sharding_plan.refusal
+    if kind != "inplace":  # a user rule is taken instead
+        user = _op(f"user_{kind}", sharding="replicate", **kw) if kind != "eager_fn" else None
+        assert user is None or (user.sharding_plan.refusal == "" and user.sharding_plan.user == "replicate")
+
+
+def test_sharding_is_part_of_the_declaration():
+    """Registering again with another rule is another declaration (not silently the first one)."""
+    _op("again", sharding="replicate")
+    with pytest.raises(ok.RegistrationError):
+        _op("again", sharding=lambda *a: [])
+
+
+def test_import_does_not_load_dtensor_and_rules_arrive_when_it_does():
+    """No 0.5 s DTensor import for single-GPU users; an op registered first still gets its rule."""
+    code = (
+        "import sys, opsmith as ok\n"
+        "ok.cuda_kernel_op('pend::relu', ok.KernelSpec(kernel_source='extern \"C\" __global__ void k(const float* x, "
+        "int n, float* y) {}', kernel_name='k', inputs=[ok.InputDecl('x')], outputs=[ok.OutputDecl('y', "
+        "ok.SameAs('x'))], extras=[ok.Numel('x')], geometry=ok.Elementwise()))\n"
+        "assert 'torch.distributed.tensor' not in sys.modules\n"
+        "import torch, torch.distributed.tensor\n"
+        "from torch.distributed.tensor import DTensor\n"
+        "assert torch.ops.pend.relu.default in DTensor._op_dispatcher.sharding_propagator.op_strategy_funcs\n"
+        "print('rule registered at import')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+    assert r.returncode == 0 and "rule registered at import" in r.stdout, r.stderr[-3000:]
+
+
+def _torchrun(args: list[str], port: int, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TRITON_INTERPRET="1", OPSMITH_DISABLE_DISK_CACHE="1", OPSMITH_TUNE_CLAIM_WAIT="0.5",
+               PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")  # fmt: skip
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port), *args]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_derived_rules_on_two_cpu_ranks():
+    """tests/distributed_check.py: every placement case against the unsharded result, refusals, user rules,
+    and the tuning protocol, on two gloo ranks."""
+    r = _torchrun([str(ROOT / "tests" / "distributed_check.py")], port=29701)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    for line in ("rmsnorm: 5 placement cases", "swiglu: matching placements", "rowsum (combine='sum')",
+                 "refusals name the op", "job tuning:"):  # fmt: skip
+        assert line in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("mode", ["tp", "fsdp"])
+def test_distributed_example_on_two_cpu_ranks(mode):
+    """The README's example, small, on CPU: tensor parallel with sequence-parallel norms (DTensors reach
+    both opsmith ops) and FSDP2, each matching the one-device run of the same seed."""
+    r = _torchrun(["-m", "examples.distributed.train", "--mode", mode, "--device", "cpu", "--tiny", "--steps", "2"],
+                  port=29702 if mode == "tp" else 29703)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "losses=match" in r.stdout and "tuning=agree" in r.stdout, r.stdout
+    if mode == "tp":
+        assert "rmsnorm x: DTensor(Shard(dim=1),)" in r.stdout and "swiglu gate: DTensor(Shard(dim=2),)" in r.stdout
+
+
+def test_no_process_group_means_local_tuning(monkeypatch):
+    """Without torch.distributed initialized the tuner tunes on its own (the single-GPU path is unchanged)."""
+    from opsmith.autotune import Tuner
+
+    monkeypatch.setenv("OPSMITH_DISABLE_DISK_CACHE", "1")
+    assert not torch.distributed.is_initialized()
+    calls: list[int] = []
+    t = Tuner(f"{NS}::local", {"op": "local"}, [{"params": {}}, {"params": {"B": 2}}], 0,
+              timer=lambda run, restore: [1.0 if calls[-1] == 1 else 2.0] * 3)  # fmt: skip
+    assert t.decide(("k",), None, calls.append) == 1 and t.tuned_keys == 1
