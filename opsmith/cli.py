@@ -3,9 +3,10 @@
     opsmith check MODULE:NAME [--sanitize]      NAME: a CheckCase, a list of them, or a function returning either
     opsmith build MODULE:NAME -o libops.so      NAME: an op, a list of ops (or CheckCases), or a function
                                                 returning them (it may run the ops first: see opsmith.native)
+    opsmith tuning export|import FILE [--op ns::name]   move tuning decisions between machines as JSON
 
 Exit status: 0 on success (every check passed, the library built), 1 when a check failed or a build was
-refused, 2 for a bad target or usage.
+refused or a decision rejected, 2 for a bad target, file or usage.
 """
 
 from __future__ import annotations
@@ -144,8 +145,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--arch", action="append", help="GPU architecture to embed (repeatable; default: this GPU's)")
     b.add_argument("--dtypes", default="float32,float16,bfloat16", help="dtypes embedded for dtype-generic ops")
     b.add_argument("--object-only", action="store_true", help="compile to an object file, do not link")
+    t = sub.add_parser("tuning", help="export or import tuning decisions (tune once, ship the JSON)",
+                       description="Move tuning decisions between machines as one JSON file.")  # fmt: skip
+    t.add_argument("action", choices=("export", "import"))
+    t.add_argument("file", help="the decisions file to write (export) or read (import)")
+    t.add_argument("--op", action="append", help="export only this op (ns::name; repeatable)")
     args = p.parse_args(argv)
-    return _check(args) if args.command == "check" else _build(args)
+    return {"check": _check, "build": _build, "tuning": _tuning}[args.command](args)
+
+
+def _tuning(args: argparse.Namespace) -> int:
+    from .decisions import export_decisions, import_decisions
+
+    if args.action == "export":
+        n = export_decisions(args.file, args.op)
+        print(f"exported {n} tuning decisions to {args.file}")
+        return 0
+    try:
+        report = import_decisions(args.file)
+    except ValueError as e:
+        print(f"opsmith tuning import: {e}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 1 if report.rejected else 0
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ from opsmith import native
 
 # The op kinds behind the call rows, and the rows whose op cannot be native.
 KINDS = ("plain", "shaped", "inplace", "flat768", "rows", "like", "scalar")
-NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward"}
+# DTensor rows: DTensor's dispatch (Python) refuses before any kernel, native or not, is reached.
+NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward",
+              "dtensor-no-rule": "DTensor rule", "dtensor-inplace": "DTensor rule"}  # fmt: skip
 
 
 def ops() -> list:

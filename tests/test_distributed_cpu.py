@@ -130,3 +130,36 @@ def test_no_process_group_means_local_tuning(monkeypatch):
     t = Tuner(f"{NS}::local", {"op": "local"}, [{"params": {}}, {"params": {"B": 2}}], 0,
               timer=lambda run, restore: [1.0 if calls[-1] == 1 else 2.0] * 3)  # fmt: skip
     assert t.decide(("k",), None, calls.append) == 1 and t.tuned_keys == 1
+
+
+def test_decisions_export_and_import(tmp_path, monkeypatch):
+    """Tune once, ship the JSON: the decision exported from one cache is read back by a tuner of another
+    machine's cache with no tuning; a tampered file is rejected, not used."""
+    import json
+
+    from opsmith.autotune import Tuner
+    from opsmith.cli import main
+
+    configs = [{"params": {"B": b}} for b in (1, 2, 3)]
+
+    def timer(run, restore):  # config 2 is the fastest
+        run()
+        return [1.0 if calls[-1] == 2 else 3.0] * 3
+
+    def tuner() -> Tuner:
+        return Tuner(f"{NS}::ship", {"op": "ship"}, configs, 0, timer=timer)
+
+    calls: list[int] = []
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path / "a"))
+    first = tuner()
+    assert first.decide(("k",), None, calls.append) == 2 and first.tuned_keys == 1
+    assert main(["tuning", "export", str(tmp_path / "d.json"), "--op", f"{NS}::ship"]) == 0
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path / "b"))
+    assert main(["tuning", "import", str(tmp_path / "d.json")]) == 0
+    second = tuner()
+    assert second.decide(("k",), None, calls.append) == 2 and second.tuned_keys == 0
+    doc = json.loads((tmp_path / "d.json").read_text())
+    doc["entries"][0]["key"] = "../../etc/passwd"
+    (tmp_path / "bad.json").write_text(json.dumps(doc))
+    assert main(["tuning", "import", str(tmp_path / "bad.json")]) == 1
+    assert main(["tuning", "import", str(tmp_path / "nope.json")]) == 2

@@ -16,7 +16,7 @@ def test_readme_examples(tmp_path, monkeypatch):
     everything else (registration included) runs."""
     pytest.importorskip("triton", reason="the README's Triton examples need Triton, which installs on Linux x86-64")
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 6
+    assert len(blocks) == 7
     monkeypatch.chdir(tmp_path)  # the native library example writes libmyops.so here
     code = "\n".join(blocks)
     if not torch.cuda.is_available():
@@ -31,6 +31,7 @@ def test_readme_examples(tmp_path, monkeypatch):
     assert len(scope["scale"].record.configs) == 4
     assert scope["rmsnorm"].record.op_name == "myns::rmsnorm" and scope["norm"].impl == "triton"
     assert scope["case"].label == "myns::relu"
+    assert scope["copy_rows"].sharding_plan.user is scope["rows_only"]
     assert scope["report"].ops == ["myns::relu"] and (tmp_path / "libmyops.so").is_file()
     if torch.cuda.is_available():
         from opsmith.rmsnorm import reference_rms_norm

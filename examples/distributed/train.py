@@ -173,6 +173,7 @@ def main() -> int:
               f"{BF16_RTOL if dtype == torch.bfloat16 else 1e-4:.2e}) losses={'match' if ok_loss else 'DIFFER'} "
               f"tuning={'agree' if agree else 'DISAGREE'} keys={n_keys} keys_tuned_by_rank={tuned_by} "
               f"time ref {t_ref:.1f}s dist {t_dist:.1f}s")  # fmt: skip
+    dist.barrier()  # every rank done with the group before any tears it down (gloo aborts otherwise)
     dist.destroy_process_group()
     return 0 if ok_loss and agree else 1
 
