@@ -7,7 +7,8 @@
 Both kernels are registered through opsmith's one path (``opsmith::rmsnorm_triton``, ``opsmith::rmsnorm_cuda``
 and their ``_backward`` ops) the first time they are used, and declare their backward with ``Backward``:
 the backward op recomputes ``rstd`` from ``x`` (it reads the row anyway, so saving it would only cost a
-write) and returns ``dx`` plus per-program partial sums of ``dweight``, which one ``sum`` reduces.
+write) and returns ``dx`` plus per-program partial sums of ``dweight``, which one ``sum`` reduces. Every
+kernel indexes rows with 64 bits (``index_dtype="int64"``): tensors of more than 2^31 elements run.
 """
 
 from __future__ import annotations
@@ -119,9 +120,11 @@ def _register_triton(ns: str) -> tuple[Op, Op]:
                     outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
                     extras=[DimSize("x", -1), Numel("x", "int64")],
                     geometry=Grid(grid=("size(partial, 0)",)),  # one persistent program per partial row
-                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default))  # fmt: skip
+                    autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
+                    index_dtype="int64")  # fmt: skip
     dweight = triton_op(f"{ns}::rmsnorm_triton_dweight", rmsnorm_dw_kernel, inputs=d["dw_inputs"], outputs=[],
-                        extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",)))  # fmt: skip
+                        extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",)),
+                        index_dtype="int64")  # fmt: skip
     fwd = triton_op(
         f"{ns}::rmsnorm_triton",
         rmsnorm_fwd_kernel,
@@ -131,6 +134,7 @@ def _register_triton(ns: str) -> tuple[Op, Op]:
         geometry=Reduction(reduce_dims=(-1,)),
         autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
         backward=_backward(bwd, dweight, "triton"),
+        index_dtype="int64",
     )
     return fwd, bwd
 
@@ -158,10 +162,12 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
         # The config's resident blocks per SM (its launch bounds), within the partial rows.
         geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",)),
-        autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0)))  # fmt: skip
+        autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0),
+        index_dtype="int64"))  # fmt: skip
     dweight = cuda_kernel_op(f"{ns}::rmsnorm_cuda_dweight", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_dw<{T_partial}, {T_dweight}, 1024>", inputs=d["dw_inputs"],
-        outputs=[], extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",), block=(1024,))))  # fmt: skip
+        outputs=[], extras=d["dw_extras"], geometry=Grid(grid=("cdiv(size(partial, -1), 32)",), block=(1024,)),
+        index_dtype="int64"))  # fmt: skip
     fwd = cuda_kernel_op(
         f"{ns}::rmsnorm_cuda",
         KernelSpec(
@@ -172,6 +178,7 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
             extras=[DimSize("x", -1)],
             geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
             autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=1),
+            index_dtype="int64",
         ),
         backward=_backward(bwd, dweight, "cuda"),
     )

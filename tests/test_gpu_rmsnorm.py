@@ -217,3 +217,36 @@ def test_misshaped_weight_and_wrong_dtype_are_refused(impl):
     else:  # Triton specializes on each pointer's type and promotes
         y = fwd(x, torch.randn(64, device="cuda", dtype=torch.float16), 1e-6)
         assert y.dtype == torch.float32
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_more_than_2_31_elements(impl):
+    """524,291 x 4,096 bf16 (just over 2^31 elements; 8 x 131,072 tokens of long-context training is this
+    size): forward and backward run (the kernels index rows with 64 bits) and match the reference on rows on
+    both sides of element 2^31 and at the ends; dweight (a sum over all rows) against a chunked fp32 sum."""
+    rows, n = 524_291, 4096
+    assert rows * n > 2**31
+    torch.manual_seed(0)
+    x = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
+    w = (1 + 0.25 * torch.randn(n, device="cuda")).to(torch.bfloat16).requires_grad_()
+    xg = x.requires_grad_()
+    y = rms_norm(xg, w, 1e-6, impl)
+    dy = torch.randn_like(x)
+    y.backward(dy)
+    edge = 2**31 // n  # the row holding element 2^31
+    pick = torch.tensor([0, 1, edge - 2, edge - 1, edge, edge + 1, rows - 2, rows - 1], device="cuda")
+    xs, dys = x.detach()[pick].float(), dy[pick].float()
+    ws = w.detach().float().requires_grad_()
+    xr = xs.clone().requires_grad_()
+    ref = reference_rms_norm(xr, ws, 1e-6)
+    ref.backward(dys)
+    atol, rtol = TOL[torch.bfloat16]
+    torch.testing.assert_close(y.detach()[pick].float(), ref.detach(), atol=atol, rtol=rtol)
+    torch.testing.assert_close(xg.grad[pick].float(), xr.grad, atol=atol, rtol=rtol)
+    dw = torch.zeros(n, device="cuda")
+    for start in range(0, rows, 65536):  # dweight = sum over rows of dy * x * rstd, in fp32 chunks
+        xc = x.detach()[start : start + 65536].float()
+        rstd = torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + 1e-6)
+        dw += (dy[start : start + 65536].float() * xc * rstd).sum(0)
+    scale = rows**0.5
+    torch.testing.assert_close(w.grad.float(), dw, atol=atol * scale, rtol=rtol * scale)
