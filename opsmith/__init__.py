@@ -10,7 +10,7 @@ Importing opsmith registers nothing and touches no GPU.
 """
 
 from ._version import __version__
-from .api import cuda_kernel_op, ptx_op, triton_op
+from .api import cuda_kernel_op, cute_op, ptx_op, triton_op
 from .check import CheckCase, CheckReport, assert_check_passes, check
 from .errors import (
     CompileError,
@@ -82,6 +82,7 @@ __all__ = [
     "assert_check_passes",
     "check",
     "cuda_kernel_op",
+    "cute_op",
     "ptx_op",
     "triton_op",
 ]

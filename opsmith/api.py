@@ -1,8 +1,8 @@
-"""The entry points: ``cuda_kernel_op`` (CUDA C++ source), ``ptx_op`` (pre-compiled PTX or cubin) and
-``triton_op`` (a ``@triton.jit`` kernel).
+"""The entry points: ``cuda_kernel_op`` (CUDA C++ source), ``ptx_op`` (pre-compiled PTX or cubin),
+``triton_op`` (a ``@triton.jit`` kernel) and ``cute_op`` (a CuTe DSL ``@cute.jit`` host function).
 
 All are thin: they wrap the kernel in its flavor's source object and call the one registration path,
-``registration.register_kernel_op``. The Triton flavor is imported only when ``triton_op`` is called.
+``registration.register_kernel_op``. The Triton and CuTe DSL flavors are imported only when used.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .flavors.ptx import PrecompiledSource
 from .registration import Op, register_kernel_op
 from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, ScalarInput
 
-__all__ = ["cuda_kernel_op", "ptx_op", "triton_op"]
+__all__ = ["cuda_kernel_op", "cute_op", "ptx_op", "triton_op"]
 
 
 def cuda_kernel_op(
@@ -134,5 +134,36 @@ def triton_op(
 
     source = TritonSource(op_name, kernel, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
+                              autotune=autotune, backward=backward, index_dtype=index_dtype,
+                              sharding=sharding)  # fmt: skip
+
+
+def cute_op(
+    op_name: str,
+    fn: object,
+    *,
+    inputs: Sequence[InputDecl | ScalarInput],
+    outputs: Sequence[OutputDecl],
+    extras: Sequence[Extra] = (),
+    autotune: Autotune | None = None,
+    backward: Backward | None = None,
+    index_dtype: str = "int32",
+    sharding: Callable | str | None = None,
+) -> Op:
+    """Register a CuTe DSL ``@cute.jit`` host function as ``op_name``, with the declaration of ``triton_op``
+    minus the geometry: the host function launches its kernels itself.
+
+    Its parameters bind by name: every tensor (inputs and outputs) arrives as a ``cute.Pointer`` to its first
+    element (``cute.make_tensor(x, layout)`` builds the view), scalars and extras by value (``cutlass.Float32``,
+    ``cutlass.Int32``...), ``cutlass.Constexpr`` parameters take a ``Config``'s params (or their defaults, or a
+    named extra: one compile per value), and a ``stream: cuda.CUstream`` parameter gets PyTorch's current
+    stream, on which every ``.launch(..., stream=stream)`` must run. Compiled with ``cute.compile`` once per
+    specialization (dtypes of undeclared tensors, 16-byte alignment of inputs, sizes compiled in), exported
+    to opsmith's disk cache. Needs ``pip install 'opsmith[cute]'``; the DSL is imported here, not by opsmith.
+    """
+    from .flavors.cute import CuteSource
+
+    source = CuteSource(op_name, fn, static=_extra_names(extras))
+    return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=None,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
                               sharding=sharding)  # fmt: skip

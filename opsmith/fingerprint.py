@@ -42,6 +42,12 @@ def _names(code: types.CodeType) -> set[str]:
 
 
 def _function(fn: types.FunctionType, seen: set[int], depth: int) -> dict:
+    inner = getattr(fn, "__wrapped__", None)
+    if isinstance(inner, types.FunctionType):
+        # A decorated function (functools.wraps; CuTe DSL's @cute.jit and @cute.kernel): the function written,
+        # and where the decorator lives. The wrapper's closure holds the decorator's runtime state (CuTe DSL:
+        # a ContextVar), which is neither stable across processes nor part of what was written.
+        return {"decorated": f"{fn.__module__}.{fn.__qualname__}", "wrapped": _function(inner, seen, depth)}
     d: dict[str, Any] = {"fn": f"{fn.__module__}.{fn.__qualname__}"}
     if depth > _MAX_DEPTH:
         return {**d, "bytecode": hashlib.sha256(fn.__code__.co_code).hexdigest()}

@@ -62,7 +62,9 @@ def variant_launch(g: dict, record: KernelRecord, variants: Variants, refs: dict
     args = ", ".join(tnames + outs)
     ins = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in record.inputs) + "}"
     onames = "{" + ", ".join(f"{o.name!r}: _o{k}" for k, o in enumerate(record.outputs)) + "}"
-    if record.launch is not None:
+    if variants.host_launched:  # the host function launches its own kernels
+        geo = "()"
+    elif record.launch is not None:
         geo = f"_grids[@C@]({args})"
     else:
         cfg = ", _params[@C@]" if custom_takes_config else ""
@@ -70,7 +72,7 @@ def variant_launch(g: dict, record: KernelRecord, variants: Variants, refs: dict
         if record.index_dtype == "int32" and record.flavor != "triton":
             geo = f"_extent(_op, _E, {geo})"
     c = "_c" if record.tuned else "0"
-    early = record.launch is None and not record.tuned
+    early = record.launch is None and not record.tuned and not variants.host_launched
     if early:
         L += [f"_geo = {geo.replace('@C@', '0')}"]
         geo = "_geo"
@@ -104,6 +106,8 @@ def variant_launch(g: dict, record: KernelRecord, variants: Variants, refs: dict
               "_vk = (_c, _sk)", "_v = _fast.get(_vk)", "if _v is None: _v = _entry(_vk)"]  # fmt: skip
     else:
         L += ["_v = _fast.get(_sk)", "if _v is None: _v = _entry(_sk)"]
+    if variants.host_launched:
+        return [*L, f"_v.launch(_dev, {', '.join(vals)})"]
     if variants.c_launched:  # Triton: its own C launcher takes every kernel parameter in order
         grid = (", ".join(_reuse(to_python(x, refs), known) for x in record.launch.grid)
                 if record.launch is not None and not record.tuned else geo.replace("@C@", c))  # fmt: skip

@@ -219,7 +219,8 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
                        has_meta_fn=meta_fn is not None, has_eager_fn=eager_fn is not None,
                        has_schema=schema is not None, meta_outputs=meta_outputs, configs=configs,
                        tune_key=autotune.key if autotune else (), dtype_generic=getattr(source, "dtype_generic", False),
-                       names_why=names_why, param_order=param_order, static_names=source.static_names())  # fmt: skip
+                       names_why=names_why, param_order=param_order, static_names=source.static_names(),
+                       host_launched=getattr(source, "host_launched", False))  # fmt: skip
     if specialized and resolved is None:
         raise SpecError(op_name, "inputs/outputs", "a kernel compiled per dtype or size (a Triton kernel, or "
                         "placeholders in kernel_name) needs declared inputs and outputs.",
@@ -319,6 +320,10 @@ def _toolchain(flavor: str) -> dict:
         from .flavors.cuda_cpp import nvrtc_version
 
         return {"nvrtc": list(nvrtc_version())}
+    if flavor == "cute":
+        from .flavors.cute import cutlass_version
+
+        return {"cutlass": cutlass_version()}
     return {}
 
 

@@ -256,15 +256,19 @@ def resolve(
     names_why: str = "",
     param_order: Sequence[str] | None = None,
     static_names: frozenset[str] = frozenset(),
+    host_launched: bool = False,
 ) -> Resolved | None:
     """Check the declaration against itself and the kernel's ``params``; ``None`` when it is too partial to
     describe a launch (the ``eager_fn`` override path). ``meta_outputs``: how many outputs a ``meta_fn``
     allocates when ``outputs`` is omitted."""
     check_geometry(op, geometry)
+    if host_launched and geometry is not None:
+        raise SpecError(op, "geometry", "a CuTe DSL host function launches its kernels itself.",
+                        "drop geometry=; the host function's .launch(grid=..., block=...) decides.")  # fmt: skip
     if outputs is None and not has_meta_fn:
         raise SpecError(op, "outputs", "no outputs are declared and no meta_fn was given.",
                         "declare outputs=[OutputDecl(...)] or pass meta_fn= to derive output shapes.")  # fmt: skip
-    if geometry is None and not has_eager_fn:
+    if geometry is None and not has_eager_fn and not host_launched:
         raise SpecError(op, "geometry", "no launch geometry is declared and no eager_fn was given.",
                         "declare geometry=Elementwise(...)/Reduction(...)/Custom(...) or pass eager_fn=.")  # fmt: skip
     if inputs is None:

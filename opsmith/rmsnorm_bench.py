@@ -1,8 +1,8 @@
 """The RMSNorm lab benchmark: forward and forward+backward of every implementation, side by side in one run.
 
 For each shape: the opsmith Triton op, the opsmith CUDA C++ op, Hugging Face's eager chain, F.rms_norm eager,
-torch.compile(F.rms_norm), and Liger-Kernel's RMSNorm when it is installed. Times are medians of
-``triton.testing.do_bench`` (L2 flushed before each run). Bandwidth counts the bytes that must move:
+torch.compile(F.rms_norm), and Liger-Kernel's and quack's (CuTe DSL) RMSNorm when they are installed. Times
+are medians of ``triton.testing.do_bench`` (L2 flushed before each run). Bandwidth counts the bytes that must move:
 forward reads x and writes y (2 passes); backward reads x and dy and writes dx (3 passes); weights and the
 dweight partials are not counted. At the main shape the forwards are also timed back to back without the
 flush (``back_to_back``). The backward is timed alone (one graph differentiated repeatedly, with
@@ -57,6 +57,12 @@ def implementations() -> dict:
         impls["Liger"] = lambda x, w: LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", False)
     except Exception as e:  # not installed (or incompatible): reported, not fatal
         print(f"Liger-Kernel not available ({type(e).__name__}: {e}); skipped", file=sys.stderr)
+    try:
+        from quack.rmsnorm import rmsnorm as quack_rmsnorm
+
+        impls["quack"] = lambda x, w: quack_rmsnorm(x, w, eps=EPS)
+    except Exception as e:  # quack-kernels (CuTe DSL) not installed, or another CuTe DSL version
+        print(f"quack not available ({type(e).__name__}: {e}); skipped", file=sys.stderr)
     return impls
 
 

@@ -33,6 +33,8 @@ class Variants:
         self.tuner = tuner
         self.specialized = bool(getattr(sources[0], "specialized", False))
         self.c_launched = hasattr(sources[0], "c_launcher")  # Triton: launched by its own C launcher
+        # CuTe DSL: a compiled host function launches its own kernels; ``fast`` holds it per specialization.
+        self.host_launched = bool(getattr(sources[0], "host_launched", False))
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
         self.kernels: dict[tuple, DeviceKernel] = {}
         self.static_values: dict[int, set] = {}  # per compiled-in extra, the values compiled so far
@@ -61,6 +63,9 @@ class Variants:
         (function handles by device, the launcher or None, its (num_warps, 1, shared memory), the kernel)."""
         c, spec = key if self.record.tuned else (0, key)
         kd = self.kernel(c, spec)
+        if self.host_launched:
+            self.fast[key] = kd
+            return kd
         if self.c_launched:
             launch = self.sources[c].c_launcher(spec)  # type: ignore[attr-defined]
             assert kd.block is not None
@@ -72,6 +77,8 @@ class Variants:
 
     def _kernel(self, c: int, spec: tuple, binary: Binary | None = None) -> DeviceKernel:
         src = self.sources[c]
+        if self.host_launched:
+            return src.compile(self.record.arch, spec)  # type: ignore[attr-defined]
         plan: LaunchPlan | None = self.record.launches[c] if self.record.launches else None
         binary = binary or src.build(self.record.arch, spec)
         if binary.trailing_params > _MAX_TRAILING:
@@ -138,7 +145,9 @@ class Variants:
         """Launch config ``c`` once (what tuning times). ``geo``: its grid (the kernel knows its block), or
         (grid, block, shared_mem) from a Custom geometry."""
         kd = self.kernel(c, spec)
-        if len(geo) == 3:
+        if self.host_launched:
+            kd.launch(device, *values)
+        elif len(geo) == 3:
             kd.launch(device, *geo, *kd.block, kd.shared_mem, *values)
         else:
             kd.launch(device, *geo, *values)

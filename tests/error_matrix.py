@@ -156,6 +156,16 @@ def _dtensor(call: Callable[[object], object]) -> Callable[[], object]:
     return run
 
 
+def _cute(kernel: str, **kw) -> Callable[[], object]:
+    def run():
+        import cute_matrix_kernels as ck
+
+        decl = {"inputs": [I("x")], "outputs": [O("y", shape=ok.SameAs("x"))], "extras": [ok.Numel("x", name="n")]}
+        return ok.cute_op(f"errm::cute_{kernel}", getattr(ck, kernel), **{**decl, **kw})
+
+    return run
+
+
 def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
     R, C = "registration", "call"
     E = ok.SpecError
@@ -206,6 +216,9 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("sharding-value", R, "a `sharding=` that is neither a rule nor \"replicate\"", lambda: ok.cuda_kernel_op("errm::shard_val", spec(), sharding="rows"), E, "any"),
         ("sharding-inplace", R, "`sharding=` on an op that writes an input in place", lambda: ok.cuda_kernel_op("errm::shard_inpl", spec(kernel_name="ki", inputs=[I("x", mutates=True)], outputs=[]), sharding="replicate"), E, "any"),
         ("reducedims-combine", R, "a `ReduceDims.combine` that is not sum/max/min", reg("rd_comb", outputs=[O("y", shape=ok.ReduceDims("x", (-1,), combine="mean"))], geometry=ok.Reduction((-1,))), E, "any"),
+        ("cute-no-stream", R, "a CuTe DSL host function without a stream parameter", _cute("no_stream"), E, "any"),
+        ("cute-config-param", R, "a CuTe DSL `Config` param that is not a `cutlass.Constexpr`", _cute("copy", autotune=ok.Autotune([ok.Config({"WARPS": 4})])), E, "any"),
+        ("cute-compile-error", R, "a CuTe DSL host function that does not compile", _cute("broken"), ok.CompileError, "any"),
         ("index-width", R, "an `index_dtype` that is not int32/int64", reg("width_idx", index_dtype="int16"), E, "any"),
         ("ptx-needs-driver", R, "`target=\"ptx\"` on a machine without a CUDA driver", _ptx_without_driver, ok.ToolchainError, "nodriver"),
         ("cpu-tensor", C, "a CPU tensor", lambda: op("plain")(torch.randn(2, 4)), ok.InputError, "any"),

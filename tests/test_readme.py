@@ -16,7 +16,7 @@ def test_readme_examples(tmp_path, monkeypatch):
     everything else (registration included) runs."""
     pytest.importorskip("triton", reason="the README's Triton examples need Triton, which installs on Linux x86-64")
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 7
+    assert len(blocks) == 8
     monkeypatch.chdir(tmp_path)  # the native library example writes libmyops.so here
     code = "\n".join(blocks)
     if not torch.cuda.is_available():
@@ -32,6 +32,7 @@ def test_readme_examples(tmp_path, monkeypatch):
     assert scope["rmsnorm"].record.op_name == "myns::rmsnorm" and scope["norm"].impl == "triton"
     assert scope["case"].label == "myns::relu"
     assert scope["copy_rows"].sharding_plan.user is scope["rows_only"]
+    assert scope["twice_op"].record.flavor == "cute" and len(scope["twice_op"].record.configs) == 3
     assert scope["report"].ops == ["myns::relu"] and (tmp_path / "libmyops.so").is_file()
     if torch.cuda.is_available():
         from opsmith.rmsnorm import reference_rms_norm
@@ -46,3 +47,4 @@ def test_readme_examples(tmp_path, monkeypatch):
         for dt in (torch.float32, torch.float16):
             x = torch.randn(5000, device="cuda", dtype=dt)
             torch.testing.assert_close(scope["scale"](x, 3.0), x * 3.0)
+            torch.testing.assert_close(scope["twice_op"](x), x * 2)

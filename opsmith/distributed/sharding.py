@@ -117,6 +117,8 @@ def _underivable(record: KernelRecord, geometry: object, eager_fn: Callable | No
         return "its geometry is Custom"
     if isinstance(geometry, Grid):
         return "its geometry is a Grid, which does not say which elements each program reads"
+    if record.flavor == "cute":
+        return "its CuTe DSL host function launches its own kernels, which no declaration describes"
     if not isinstance(geometry, Elementwise | Reduction):
         return "it declares no geometry"
     return ""

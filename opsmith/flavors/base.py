@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from ..errors import SpecError
+from ..record import KernelRecord, TensorArg
 from ..signature import KernelParam
 from ..spec import Config
 
-__all__ = ["Binary", "KernelSource"]
+__all__ = ["Binary", "KernelSource", "constexpr_values", "param_roles"]
+
+
+def constexpr_values(op_name: str, defaults: dict[str, Any], config: Config, static: frozenset[str],
+                     what: str) -> dict[str, Any]:  # fmt: skip
+    """The compile-time parameters' values under ``config`` (Triton constexprs, CuTe DSL Constexprs): the
+    config's, else the parameter's default. ``static`` ones are bound by extras and come per call."""
+    out: dict[str, Any] = {}
+    for name, default in defaults.items():
+        if name in static:
+            continue
+        if name in config.params:
+            out[name] = config.params[name]
+        elif default is not inspect.Parameter.empty:
+            out[name] = default
+        else:
+            raise SpecError(op_name, "autotune.configs", f"{what} '{name}' has no value.",
+                            f"give every Config params={{'{name}': ...}}, a default in the kernel, or bind it to "
+                            f"a size with a named extra (DimSize('x', -1, name='{name}')).")  # fmt: skip
+    return out
+
+
+def param_roles(record: KernelRecord) -> list[tuple[str, Any]]:
+    """Each runtime parameter's role in the kernel's order (``binding.py`` ordered them): ("tensor" | "scalar",
+    the input), ("extra", the extra) or ("output", the output). For flavors that build arguments per parameter."""
+    roles: list[tuple[str, Any]] = []
+    for p in record.params:
+        if p.role == "input":
+            a = record.inputs[p.index]
+            roles.append(("tensor" if isinstance(a, TensorArg) else "scalar", a))
+        else:
+            roles.append((p.role, record.extras[p.index] if p.role == "extra" else record.outputs[p.index]))
+    return roles
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ..errors import CompileError, LaunchError, SpecError
 from ..record import KernelRecord, TensorArg
 from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
-from .base import Binary
+from .base import Binary, constexpr_values, param_roles
 
 __all__ = ["TritonSource", "is_triton_kernel", "register_visible"]
 
@@ -106,18 +106,14 @@ class TritonSource:
         if clash:
             raise SpecError(op_name, "autotune.configs", f"constexprs {sorted(clash)} are bound both by an extra and "
                             "by a config.", "let either the extra or the configs set each constexpr.")  # fmt: skip
-        self.constexprs: dict[str, Any] = {}
-        for name, is_c, default in self.params_:
-            if not is_c or config is None or name in self.static:  # the unbound source only describes the kernel
-                continue
-            if name in self.config.params:
-                self.constexprs[name] = self.config.params[name]
-            elif default is not inspect.Parameter.empty:
-                self.constexprs[name] = default
-            else:
-                raise SpecError(op_name, "autotune.configs", f"the kernel's constexpr '{name}' has no value.",
-                                f"give every Config params={{'{name}': ...}}, a default in the kernel, or bind it "
-                                f"to a size with a named extra (DimSize('x', -1, name='{name}')).")  # fmt: skip
+        # The unbound source (config None) only describes the kernel.
+        self.constexprs: dict[str, Any] = (
+            {}
+            if config is None
+            else constexpr_values(
+                op_name, {n: d for n, c, d in self.params_ if c}, self.config, self.static, "the kernel's constexpr"
+            )
+        )
         unknown = set(self.config.params) - constexpr_names
         if unknown:
             raise SpecError(op_name, "autotune.configs", f"params {sorted(unknown)} are not constexpr parameters "
@@ -146,14 +142,7 @@ class TritonSource:
     # -- binding to the resolved declaration --------------------------------------------------------
     def bind(self, record: KernelRecord) -> None:
         """Note each runtime parameter's role, in the kernel's order (``binding.py`` ordered them)."""
-        roles: list[tuple[str, Any]] = []
-        for p in record.params:
-            if p.role == "input":
-                a = record.inputs[p.index]
-                roles.append(("tensor" if isinstance(a, TensorArg) else "scalar", a))
-            else:
-                roles.append((p.role, record.extras[p.index] if p.role == "extra" else record.outputs[p.index]))
-        self._record, self._roles = record, roles
+        self._record, self._roles = record, param_roles(record)
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """What a call specializes on, by parameter position: ("dtype", k) for tensor input k without a

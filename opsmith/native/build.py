@@ -72,6 +72,11 @@ def _refusal(op: Any) -> tuple[str, str] | None:
     if getattr(op, "impl_source", None) is None:
         return ("its implementation is a Python eager_fn.", "declare a geometry (Elementwise, Reduction or Grid) "
                 "instead of eager_fn, so the launch is data.")  # fmt: skip
+    if r.flavor == "cute":
+        return ("it is a CuTe DSL host function: its launch is compiled host code that needs CuTe DSL's runtime "
+                "library and per-call tensor descriptors, which the generated C++ does not build.",
+                "serve it from Python (it still works under torch.compile, export and CUDA graphs), or port the "
+                "kernel to CUDA C++ or Triton for a native library.")  # fmt: skip
     if r.launch is None:
         return ("its Custom geometry is a Python function.", "write the launch as Grid(grid=(...), block=(...)) "
                 "with size expressions ('cdiv(numel(x), 256)').")  # fmt: skip

@@ -1,0 +1,316 @@
+"""The CuTe DSL flavor: a ``@cute.jit`` host function, compiled by ``cute.compile`` once per specialization
+and called on the current CUDA stream.
+
+The host function takes opsmith's calling convention, as a CUDA C++ kernel does: every tensor (input or
+output) as a ``cute.Pointer`` to its first element, scalars and extras by value (``cutlass.Float32``,
+``cutlass.Int32``/``Int64``), compile-time values as ``cutlass.Constexpr`` (a ``Config`` parameter, its
+default, or an extra bound by name), and a ``stream: cuda.CUstream`` parameter that opsmith fills with
+PyTorch's current stream. Parameters bind to the declaration by name. The host function builds its tensors
+(``cute.make_tensor(x, layout)``) and launches its kernels itself, so the declaration has no geometry.
+
+A specialization is the dtypes of tensors declared without one and each input's 16-byte alignment (the
+pointers' ``assumed_align``, which decides vectorized copies) plus any constexpr bound to a size. The compiled
+function is exported to an ELF object (``dump_to_object``) and kept in opsmith's verified disk cache; a second
+process loads it (``cute.runtime.load_module``) without running the DSL compiler. CuTe DSL is imported only
+when a ``cute_op`` is registered (``pip install opsmith[cute]``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import re
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..cache import compile_cache, make_key
+from ..errors import CompileError, LaunchError, SpecError, ToolchainError
+from ..fingerprint import describe
+from ..record import KernelRecord
+from ..signature import KernelParam
+from ..spec import Config
+from .base import constexpr_values, param_roles
+
+__all__ = ["CuteKernel", "CuteSource", "cutlass_version"]
+
+_DTYPES = {torch.float32: "Float32", torch.float16: "Float16", torch.bfloat16: "BFloat16", torch.float64: "Float64",
+           torch.int8: "Int8", torch.uint8: "Uint8", torch.int16: "Int16", torch.int32: "Int32", torch.int64: "Int64",
+           torch.bool: "Boolean"}  # fmt: skip
+_SCALARS = {"f32": "Float32", "f64": "Float64", "i32": "Int32", "i64": "Int64", "u32": "Uint32", "u64": "Uint64",
+            "bool": "Boolean", "i8": "Int8"}  # fmt: skip
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_LOCK = threading.Lock()
+
+
+def _dsl() -> tuple[Any, Any, Any]:
+    """(cutlass, cutlass.cute, cuda.bindings.driver), or a ToolchainError saying how to install CuTe DSL."""
+    try:
+        import cuda.bindings.driver as driver
+        import cutlass
+        import cutlass.cute as cute
+    except ImportError as e:
+        raise ToolchainError(f"CuTe DSL is not importable here ({e}). Fix: pip install 'opsmith[cute]' "
+                             "(nvidia-cutlass-dsl).") from None  # fmt: skip
+    return cutlass, cute, driver
+
+
+def cutlass_version() -> str:
+    return str(_dsl()[0].__version__)
+
+
+def _annotation(fn: Any, p: inspect.Parameter) -> Any:
+    a = p.annotation
+    if isinstance(a, str):  # ``from __future__ import annotations``: evaluate where the function was written
+        try:
+            a = eval(a, inspect.unwrap(fn).__globals__)
+        except Exception:
+            return a
+    return a
+
+
+class CuteSource:
+    """A ``@cute.jit`` host function bound to one ``Config`` (its constexpr values)."""
+
+    typed = "none"
+    dtype_generic = True  # tensors without a declared dtype get one compile per dtype
+    specialized = True
+    host_launched = True  # the host function launches its own kernels: no geometry, no cuLaunchKernel here
+    flavor = "cute"
+
+    def __init__(self, op_name: str, fn: Any, config: Config | None = None,
+                 static: frozenset[str] = frozenset()) -> None:  # fmt: skip
+        cutlass, _, driver = _dsl()
+        if not inspect.isfunction(fn):
+            raise SpecError(op_name, "fn", f"{fn!r} is not a function.", "pass the @cute.jit host function.")
+        self.op_name, self.fn, self.config = op_name, fn, config or Config()
+        self.kernel_name = fn.__name__
+        self.stream_param: str | None = None
+        self.runtime_params: list[str] = []
+        self.constexpr: dict[str, Any] = {}  # name -> default (inspect.Parameter.empty when none)
+        self.order: list[str] = []
+        for name, p in inspect.signature(fn).parameters.items():
+            a = _annotation(fn, p)
+            self.order.append(name)
+            if a is driver.CUstream or (name == "stream" and a is inspect.Parameter.empty):
+                self.stream_param = name
+            elif a is cutlass.Constexpr or getattr(a, "__origin__", None) is cutlass.Constexpr:
+                self.constexpr[name] = p.default
+            else:
+                self.runtime_params.append(name)
+        if self.stream_param is None:
+            raise SpecError(op_name, "fn", f"'{self.kernel_name}' has no stream parameter, so its kernels would run "
+                            "on the default stream instead of PyTorch's current one.",
+                            "add a parameter 'stream: cuda.CUstream' and launch with .launch(..., stream=stream).")  # fmt: skip
+        self.static = frozenset(static) & set(self.constexpr)
+        self.constexpr_defaults = {n: d for n, d in self.constexpr.items()
+                                   if d is not inspect.Parameter.empty and n not in self.static}  # fmt: skip
+        unknown = set(self.config.params) - set(self.constexpr)
+        if unknown:
+            raise SpecError(op_name, "autotune.configs", f"params {sorted(unknown)} are not cutlass.Constexpr "
+                            f"parameters of '{self.kernel_name}'.", "only Constexpr parameters can be set by a Config.")  # fmt: skip
+        self.constexprs: dict[str, Any] = (
+            {}
+            if config is None
+            else constexpr_values(op_name, self.constexpr, self.config, self.static, "the host function's Constexpr")
+        )
+        self._record: KernelRecord | None = None
+        self._roles: list[tuple[str, Any]] = []
+        self._compiled: dict[tuple, CuteKernel] = {}
+
+    def for_config(self, config: Config) -> CuteSource:
+        return CuteSource(self.op_name, self.fn, config, self.static)
+
+    def params(self, binary: Any, arch: str) -> tuple[list[KernelParam], str]:
+        return [KernelParam(n, False, "?", n) for n in self.runtime_params], ""
+
+    def static_names(self) -> frozenset[str]:
+        return frozenset(self.constexpr)
+
+    def fingerprint(self) -> str:
+        return make_key({"flavor": "cute", "fn": _source_digest(self.fn), "constexprs": self.constexprs,
+                         "static": sorted(self.static)})  # fmt: skip
+
+    def bind(self, record: KernelRecord) -> None:
+        self._record, self._roles = record, param_roles(record)
+
+    def spec_layout(self) -> list[tuple[str, int]]:
+        """("dtype", k) per tensor input without a declared dtype, ("align", p) per input pointer (outputs are
+        allocated 16-byte aligned), ("static", e) per extra bound to a Constexpr."""
+        assert self._record is not None
+        layout = [
+            ("dtype", k) for k, a in enumerate(self._record.tensor_inputs) if a.dtype is None and a.dtype_like is None
+        ]
+        layout += [("align", p) for p, (role, _) in enumerate(self._roles) if role == "tensor"]
+        return layout + [("static", k) for k in self._record.static_extras]
+
+    def _types(self, spec: tuple) -> tuple[list[str], dict[int, int], dict[str, Any]]:
+        """Per runtime parameter its cutlass type name, the pointer alignments, and the static values."""
+        assert self._record is not None
+        rec = self._record
+        tensors = rec.tensor_inputs
+        names = [a.name for a in tensors]
+        dts = [torch.float32 if a.dtype is None else getattr(torch, a.dtype) for a in tensors]
+        aligned: dict[int, int] = {}
+        static: dict[str, Any] = {}
+        for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
+            if kind == "dtype":
+                dts[k] = v
+            elif kind == "align":
+                aligned[k] = 16 if v else 0
+            else:
+                static[rec.extras[k].name] = int(v)
+        for k, a in enumerate(tensors):
+            if a.dtype_like is not None:
+                dts[k] = dts[names.index(a.dtype_like)]
+        types: list[str] = []
+        for p, (role, a) in enumerate(self._roles):
+            if role in ("tensor", "output"):
+                dt = dts[names.index(a.name)] if role == "tensor" else (
+                    getattr(torch, a.dtype) if a.dtype else dts[a.dtype_from])  # fmt: skip
+                if dt not in _DTYPES:
+                    raise LaunchError(f"{self.op_name}: CuTe DSL has no element type for {dt} (parameter "
+                                      f"'{self.runtime_params[p]}').")  # fmt: skip
+                types.append("ptr:" + _DTYPES[dt])
+                aligned[p] = aligned.get(p, 16) or dt.itemsize
+            else:
+                ctype = a.ctype
+                if ctype not in _SCALARS:
+                    raise SpecError(self.op_name, "fn", f"parameter '{self.runtime_params[p]}' would be {ctype}, which "
+                                    "a CuTe DSL host function does not take.", "use a float, int or bool.")  # fmt: skip
+                types.append(_SCALARS[ctype])
+        return types, aligned, static
+
+    def compile(self, arch: str, spec: tuple) -> CuteKernel:
+        """The compiled host function for one specialization: from memory, the disk cache, or cute.compile."""
+        hit = self._compiled.get(spec)
+        if hit is not None:
+            return hit
+        cutlass, cute, driver = _dsl()
+        types, aligned, static = self._types(spec)
+        gpu_arch = arch + ("a" if int(arch.removeprefix("sm_").rstrip("af")) >= 90 else "")
+        constexprs = {**self.constexprs, **static}
+        key = make_key({"flavor": "cute", "source": self.fingerprint(), "types": types,
+                        "aligned": sorted(aligned.items()), "constexprs": constexprs, "arch": gpu_arch,
+                        "cutlass": cutlass.__version__})  # fmt: skip
+        prefix = f"opsmith_{key[:16]}"
+        cache = compile_cache()
+        fn = None
+        entry = cache.get(key) if cache else None
+        if entry is not None:
+            fn = _load(entry[1], prefix)
+        if fn is None:
+            args = []
+            for name in self.order:
+                if name == self.stream_param:
+                    args.append(driver.CUstream(0))
+                elif name in constexprs:
+                    args.append(constexprs[name])
+                else:
+                    p = self.runtime_params.index(name)
+                    args.append(_placeholder(cutlass, cute, types[p], aligned.get(p, 0)))
+            # The DSL compiles for the GPU it detects (sm_100a where there is none); another arch goes in the
+            # options. (Only where they differ: CuTe DSL 4.8.1 cannot export an object compiled with
+            # --gpu-arch as the process's first compile, so on a GPU the export to the disk cache works.)
+            opts = {} if _detected_arch() == gpu_arch else {"options": f"--gpu-arch={gpu_arch}"}
+            t0 = time.perf_counter()
+            try:
+                with _LOCK:  # the DSL's compiler keeps global state
+                    compiled = cute.compile(self.fn, *args, **opts)
+            except Exception as e:
+                raise CompileError(self.op_name, self.kernel_name, _ANSI.sub("", str(e)) or type(e).__name__,
+                                   "") from None  # fmt: skip
+            log_seconds = time.perf_counter() - t0
+            fn = compiled
+            if cache:  # an export the DSL cannot do only costs a recompile in the next process
+                with contextlib.suppress(Exception):
+                    cache.put(key, {"op": self.op_name, "kind": "cute", "seconds": log_seconds},
+                              compiled.dump_to_object(prefix))  # fmt: skip
+        kernel = self._compiled[spec] = CuteKernel(self.op_name, fn, types, aligned)
+        return kernel
+
+
+def _source_digest(fn: Any) -> Any:
+    """What identifies the host function across processes: the source text of its module and of the modules
+    of the functions it calls (its kernels), and its name. Not its code object: CuTe DSL rewrites a function's
+    ``__code__`` in place when it first compiles it, so that would differ between a process that compiled it
+    and one that loaded it from the cache. Without source files (a notebook) its description is used."""
+    inner = inspect.unwrap(fn)
+    modules = {inner.__module__}
+    for name in inner.__code__.co_names:
+        g = inner.__globals__.get(name)
+        if inspect.isfunction(g):
+            modules.add(inspect.unwrap(g).__module__)
+    texts = {}
+    for m in sorted(modules):
+        mod = sys.modules.get(m)
+        try:
+            texts[m] = hashlib.sha256(inspect.getsource(mod).encode()).hexdigest() if mod else None
+        except (OSError, TypeError):
+            return {"fn": f"{inner.__module__}.{inner.__qualname__}", "described": describe(fn)}
+    return {"fn": f"{inner.__module__}.{inner.__qualname__}", "modules": texts}
+
+
+def _detected_arch() -> str:
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    return str(CuTeDSL._get_dsl().envar.arch)
+
+
+def _placeholder(cutlass: Any, cute: Any, ctype: str, align: int) -> Any:
+    """A compile-time argument of the runtime parameter's type (pointers at an address of that alignment)."""
+    if ctype.startswith("ptr:"):
+        return cute.runtime.make_ptr(getattr(cutlass, ctype[4:]), align or 16, cute.AddressSpace.gmem,
+                                     assumed_align=align or None)  # fmt: skip
+    return getattr(cutlass, ctype)(0)
+
+
+def _load(obj: bytes, prefix: str) -> Any:
+    """A compiled function from its exported object, or None when it cannot be loaded (a miss)."""
+    from cutlass.cute.runtime import load_module
+
+    try:
+        with tempfile.TemporaryDirectory(prefix="opsmith-cute-") as d:
+            path = Path(d) / f"{prefix}.o"
+            path.write_bytes(obj)
+            return getattr(load_module(str(path)), prefix)
+    except Exception:
+        return None
+
+
+class CuteKernel:
+    """One compiled specialization, launched on the current stream of the call's device."""
+
+    def __init__(self, op_name: str, fn: Any, types: list[str], aligned: dict[int, int]) -> None:
+        cutlass, cute, driver = _dsl()
+        self.op_name, self.fn = op_name, fn
+        make_ptr, gmem = cute.runtime.make_ptr, cute.AddressSpace.gmem
+
+        def pointer(elem: Any, align: int | None) -> Any:
+            return lambda v: make_ptr(elem, v, gmem, assumed_align=align)
+
+        # Per parameter: how a value of the generated code (a pointer as an int, a number) becomes an argument.
+        self._convert = [pointer(getattr(cutlass, t[4:]), aligned.get(p) or None) if t.startswith("ptr:") else None
+                         for p, t in enumerate(types)]  # fmt: skip
+        self._stream = driver.CUstream
+        self._streams: dict[int, Any] = {}
+
+    def launch(self, device: int, *values: Any) -> None:
+        args = [v if c is None else c(v) for c, v in zip(self._convert, values, strict=True)]
+        raw = torch.cuda.current_stream(device).cuda_stream
+        s = self._streams.get(raw)
+        if s is None:
+            s = self._streams[raw] = self._stream(raw)
+        if device != torch.cuda.current_device():
+            with torch.cuda.device(device):
+                err = self.fn(*args, s)
+        else:
+            err = self.fn(*args, s)
+        if err:  # the host function's launch status (a cudaError_t)
+            raise LaunchError(f"{self.op_name}: the CuTe DSL host function returned CUDA error {int(err)}.")

@@ -1,0 +1,77 @@
+"""The CuTe DSL flavor on CPU: registration through the one path (schema, record, binding by name, fake),
+compilation by ``cute.compile`` (it runs without a driver), and the refusals with their fixes."""
+
+import pytest
+import torch
+
+import opsmith as ok
+
+cutlass = pytest.importorskip("cutlass", reason="CuTe DSL (pip install 'opsmith[cute]') is part of the test extra")
+import cuda.bindings.driver as cuda  # noqa: E402
+import cutlass.cute as cute  # noqa: E402
+
+from examples.cute.scale_op import scale, scale_op  # noqa: E402
+
+NS = "t_cute_cpu"
+
+
+def test_registration_derives_schema_record_and_fake():
+    op = scale_op(NS)
+    assert op.schema == f"{NS}::scale(Tensor x, float alpha) -> Tensor"
+    assert op.record.flavor == "cute" and op.record.launch is None and len(op.record.configs) == 3
+    # Bound by name, in the host function's order: x, alpha, n (the extra), y (the output).
+    assert [(p.name, p.role) for p in op.record.params] == [("x", "input"), ("alpha", "input"), ("n", "extra"),
+                                                           ("y", "output")]  # fmt: skip
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        y = op(torch.empty(7, 3, device="cuda", dtype=torch.bfloat16), 2.0)
+    assert y.shape == (7, 3) and y.dtype == torch.bfloat16
+
+
+def test_compiles_per_specialization_and_refuses_cpu_tensors():
+    op = scale_op(NS)
+    k1 = op.variants.kernel(0, (torch.float16, True))
+    assert op.variants.kernel(0, (torch.float16, True)) is k1  # compiled once
+    assert op.variants.kernel(0, (torch.float16, False)) is not k1  # an unaligned input is another compile
+    with pytest.raises(ok.InputError, match="expected a CUDA tensor"):
+        op(torch.randn(4), 2.0)
+
+
+def test_not_native_and_not_derivable_for_dtensor():
+    from opsmith.native.build import _refusal
+
+    op = scale_op(NS)
+    why, fix = _refusal(op)
+    assert "CuTe DSL host function" in why and "Triton" in fix
+    assert "host function launches its own kernels" in op.sharding_plan.refusal
+
+
+def test_compile_error_carries_the_dsl_message_and_source_line():
+    @cute.jit
+    def broken(x: cute.Pointer, n: cutlass.Int32, y: cute.Pointer, stream: cuda.CUstream):
+        y_view = cute.make_tensor(y, cute.make_layout(n))  # noqa: F841
+        undefined_name_here + 1  # noqa: F821
+
+    with pytest.raises(ok.CompileError) as e:
+        ok.cute_op(f"{NS}::broken", broken, inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                   extras=[ok.Numel("x", name="n")])  # fmt: skip
+    assert "undefined_name_here" in str(e.value) and "test_cute_cpu.py" in str(e.value)
+
+
+def test_refusals_name_the_fix():
+    @cute.jit
+    def no_stream(x: cute.Pointer, n: cutlass.Int32, y: cute.Pointer):
+        pass
+
+    with pytest.raises(ok.SpecError, match=r"stream: cuda\.CUstream"):
+        ok.cute_op(f"{NS}::no_stream", no_stream, inputs=[ok.InputDecl("x")],
+                   outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")])  # fmt: skip
+    with pytest.raises(ok.SpecError, match=r"not cutlass\.Constexpr"):
+        ok.cute_op(f"{NS}::bad_cfg", scale, inputs=[ok.InputDecl("x"), ok.ScalarInput("alpha", float)],
+                   outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                   autotune=ok.Autotune([ok.Config({"WARPS": 4})]))  # fmt: skip
+    with pytest.raises(ok.SpecError, match="num_warps"):
+        ok.cute_op(f"{NS}::bad_warps", scale, inputs=[ok.InputDecl("x"), ok.ScalarInput("alpha", float)],
+                   outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                   autotune=ok.Autotune([ok.Config({"BLOCK": 128}, num_warps=4)]))  # fmt: skip
