@@ -89,7 +89,7 @@ def main() -> int:
 
 def _quack() -> str:
     try:
-        from quack import rmsnorm as qr
+        import quack.rmsnorm as qr
     except Exception as e:  # not carried, or another CuTe DSL version
         return f"not importable ({type(e).__name__}: {e})"
     import torch.nn.functional as F
