@@ -75,3 +75,22 @@ def test_refusals_name_the_fix():
         ok.cute_op(f"{NS}::bad_warps", scale, inputs=[ok.InputDecl("x"), ok.ScalarInput("alpha", float)],
                    outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
                    autotune=ok.Autotune([ok.Config({"BLOCK": 128}, num_warps=4)]))  # fmt: skip
+
+
+def test_the_core_does_not_import_cute_dsl():
+    """CuTe DSL is optional: importing opsmith and registering CUDA C++ ops never imports it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, opsmith as ok\n"
+        "ok.cuda_kernel_op('nocute::relu', ok.KernelSpec(kernel_source='extern \"C\" __global__ void k(const float* x, "
+        "int n, float* y) {}', kernel_name='k', inputs=[ok.InputDecl('x')], outputs=[ok.OutputDecl('y', "
+        "ok.SameAs('x'))], extras=[ok.Numel('x')], geometry=ok.Elementwise()))\n"
+        "assert 'cutlass' not in sys.modules, 'cutlass imported'\n"
+        "print('no cutlass')\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert r.returncode == 0 and "no cutlass" in r.stdout, r.stderr[-2000:]
