@@ -1,0 +1,208 @@
+"""Probe for issue 16: does splitting a long row over a thread-block cluster (partial sums through distributed
+shared memory) lift the RMSNorm backward at hidden 16,384 and 65,536, where one block's registers no longer hold
+a row and the shipped kernels read it twice? A CUDA C++ kernel registered with opsmith (a Grid launch, config per
+cluster size), checked against the reference and timed beside the shipped opsmith backward op, bf16, H100/H200.
+
+    python benchmarks/rmsnorm_cluster_probe.py
+"""
+
+import sys
+
+import torch
+
+import opsmith as ok
+
+SRC = r"""
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+namespace cg = cooperative_groups;
+
+struct alignas(16) V8 { __nv_bfloat16 v[8]; };
+
+// One cluster of CL blocks per row (persistent over rows): block r of the cluster keeps columns
+// [r * n / CL, (r + 1) * n / CL) of x and dy in registers (MAXV 16-byte vectors per thread), the row's two
+// sums are reduced in the block, then across the cluster through distributed shared memory (one cluster
+// barrier per row; slots alternate by row parity), and each block writes dx and accumulates dweight for its
+// columns. partial[c, :] holds cluster c's dweight sums; the rows past the clusters are zeroed.
+template <int THREADS, int MAXV, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS)
+rms_bwd_cluster(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __restrict__ x,
+                const __nv_bfloat16* __restrict__ w, double eps, float* __restrict__ partial,
+                long long n, long long numel, long long prows, __nv_bfloat16* __restrict__ dx) {
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank();
+    const long long c = blockIdx.x / CL, nc = gridDim.x / CL, rows = numel / n;
+    const long long slice = n / CL, nv = slice / 8, off = rank * slice;
+    __shared__ float red[2][64];
+    __shared__ float cl[2][2];
+    for (long long r = nc + blockIdx.x; r < prows; r += gridDim.x)
+        for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = 0.f;
+    V8 ws[MAXV];
+    float dw[MAXV][8];
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = threadIdx.x + (long long)i * THREADS;
+        if (j < nv) ws[i] = reinterpret_cast<const V8*>(w + off)[j];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dw[i][k] = 0.f;
+    }
+    int parity = 0;
+    // A two-row software pipeline: the next row's slice is loaded before this row's reduction and barrier.
+    V8 xn[MAXV], gn[MAXV];
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = threadIdx.x + (long long)i * THREADS;
+        if (j < nv && c < rows) {
+            xn[i] = reinterpret_cast<const V8*>(x + c * n + off)[j];
+            gn[i] = reinterpret_cast<const V8*>(dy + c * n + off)[j];
+        }
+    }
+    for (long long row = c; row < rows; row += nc) {
+        V8 xs[MAXV], gs[MAXV];
+        float ss = 0.f, sg = 0.f;
+        const long long nxt = row + nc;
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            xs[i] = xn[i];
+            gs[i] = gn[i];
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv && nxt < rows) {
+                xn[i] = reinterpret_cast<const V8*>(x + nxt * n + off)[j];
+                gn[i] = reinterpret_cast<const V8*>(dy + nxt * n + off)[j];
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv) {
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    const float a = __bfloat162float(xs[i].v[k]);
+                    ss += a * a;
+                    sg += __bfloat162float(gs[i].v[k]) * __bfloat162float(ws[i].v[k]) * a;
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            sg += __shfl_xor_sync(0xffffffffu, sg, o);
+        }
+        const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        if (lane == 0) { red[parity][warp] = ss; red[parity][32 + warp] = sg; }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float a = 0.f, b = 0.f;
+            for (int k = 0; k < THREADS / 32; ++k) { a += red[parity][k]; b += red[parity][32 + k]; }
+            cl[parity][0] = a;
+            cl[parity][1] = b;
+        }
+        cluster.sync();  // every block's sums are in its shared memory
+        ss = 0.f;
+        sg = 0.f;
+#pragma unroll
+        for (int k = 0; k < CL; ++k) {  // in rank order: the same sum in every block
+            const float* p = cluster.map_shared_rank(&cl[parity][0], k);
+            ss += p[0];
+            sg += p[1];
+        }
+        parity ^= 1;
+        const float rstd = rsqrtf(ss / (float)n + (float)eps);
+        const float cc = sg / (float)n * rstd * rstd * rstd;
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = threadIdx.x + (long long)i * THREADS;
+            if (j < nv) {
+                V8 o;
+#pragma unroll
+                for (int k = 0; k < 8; ++k) {
+                    const float a = __bfloat162float(xs[i].v[k]), g = __bfloat162float(gs[i].v[k]);
+                    o.v[k] = __float2bfloat16_rn(rstd * g * __bfloat162float(ws[i].v[k]) - a * cc);
+                    dw[i][k] += g * a * rstd;
+                }
+                reinterpret_cast<V8*>(dx + row * n + off)[j] = o;
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = threadIdx.x + (long long)i * THREADS;
+        if (j < nv) {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) partial[c * n + off + j * 8 + k] = dw[i][k];
+        }
+    }
+    cluster.sync();  // no block leaves while another may still read its shared memory
+}
+"""
+
+
+def register(threads: int, maxv: int, cl: int, minb: int) -> ok.Op:
+    name = f"cluster_probe::bwd_t{threads}_v{maxv}_c{cl}_b{minb}"
+    return ok.cuda_kernel_op(name, ok.KernelSpec(
+        kernel_source=SRC, kernel_name=f"rms_bwd_cluster<{threads}, {maxv}, {cl}>",
+        inputs=[ok.InputDecl("dy", torch.bfloat16), ok.InputDecl("x", torch.bfloat16),
+                ok.InputDecl("w", torch.bfloat16, shape=(ok.DimSize("x", -1),)), ok.ScalarInput("eps", float),
+                ok.InputDecl("partial", torch.float32, mutates=True, contiguous="require")],
+        outputs=[ok.OutputDecl("dx", ok.SameAs("x"))],
+        extras=[ok.DimSize("x", -1, "int64", name="n"), ok.Numel("x", "int64", name="numel"),
+                ok.DimSize("partial", 0, "int64", name="prows")],
+        geometry=ok.Grid(grid=(f"{cl} * max(1, min(size(partial, 0), sm_count * {minb} // {cl}))",),
+                         block=(threads,)),
+        index_dtype="int64"))  # fmt: skip
+
+
+def main() -> int:
+    from triton.testing import do_bench
+
+    from opsmith.rmsnorm import reference_rms_norm, rms_norm
+
+    dev = torch.cuda.get_device_name()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"cluster RMSNorm backward probe on {dev} ({sms} SMs), bf16")
+    for rows, n in ((8192, 16384), (2048, 65536), (16384, 8192)):
+        torch.manual_seed(0)
+        x = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
+        w = (1 + 0.25 * torch.randn(n, device="cuda")).to(torch.bfloat16)
+        dy = torch.randn_like(x)
+        xr, wr = x.float().requires_grad_(), w.float().requires_grad_()
+        reference_rms_norm(xr, wr, 1e-6).backward(dy.float())
+        copy = do_bench(lambda x=x: x.clone(), warmup=5, rep=50)  # x read and y written: two passes
+        ideal_us = copy * 1e3 * 1.5  # the backward's three passes (x, dy read; dx written)
+        results = []
+        # The shipped opsmith backward (Triton, tuned), through autograd as a model runs it.
+        xx, ww = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = rms_norm(xx, ww, 1e-6)
+        t_ship = do_bench(lambda y=y, xx=xx, ww=ww, dy=dy: torch.autograd.grad(y, (xx, ww), dy, retain_graph=True),
+                          warmup=5, rep=50) * 1e3  # fmt: skip
+        results.append(("shipped triton (autograd bwd)", t_ship))
+        for threads, maxv, cl, minb in ((256, 1, 8, 8), (256, 2, 4, 4), (256, 2, 8, 8), (512, 1, 4, 4),
+                                        (256, 4, 2, 2), (512, 2, 2, 2), (512, 2, 8, 8), (1024, 1, 8, 8),
+                                        (256, 2, 2, 4), (256, 1, 4, 8)):  # fmt: skip
+            if n // cl > threads * maxv * 8 or n % (cl * 8):
+                continue  # the slice must fit the block's registers
+            try:
+                op = register(threads, maxv, cl, minb)
+            except Exception as e:
+                print(f"  t{threads} v{maxv} c{cl}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                continue
+            prows = sms * minb // cl
+            partial = torch.full((prows, n), float("nan"), device="cuda")
+            try:
+                dx = op(dy, x, w, 1e-6, partial)
+                torch.cuda.synchronize()
+            except Exception as e:
+                print(f"  t{threads} v{maxv} c{cl}: launch {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                continue
+            ok_dx = torch.allclose(dx.float(), xr.grad, atol=3e-2, rtol=2e-2)
+            ok_dw = torch.allclose(partial.sum(0), wr.grad, atol=3e-2 * rows**0.5, rtol=2e-2 * rows**0.5)
+            t = do_bench(lambda op=op, dy=dy, x=x, w=w, p=partial: op(dy, x, w, 1e-6, p), warmup=5, rep=50) * 1e3
+            results.append((f"cluster t{threads} v{maxv} c{cl} b{minb}{'' if ok_dx and ok_dw else ' WRONG'}", t))
+        print(f"({rows}, {n}): copy-equivalent of 3 passes {ideal_us:.1f} us")
+        for label, t in results:
+            print(f"  {label:40s} {t:8.1f} us  {ideal_us / t * 100:5.1f}% of copy")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
