@@ -24,8 +24,8 @@ struct alignas(16) V8 { __nv_bfloat16 v[8]; };
 // sums are reduced in the block, then across the cluster through distributed shared memory (one cluster
 // barrier per row; slots alternate by row parity), and each block writes dx and accumulates dweight for its
 // columns. partial[c, :] holds cluster c's dweight sums; the rows past the clusters are zeroed.
-template <int THREADS, int MAXV, int CL>
-__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS)
+template <int THREADS, int MAXV, int CL, int MINB>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, MINB)
 rms_bwd_cluster(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __restrict__ x,
                 const __nv_bfloat16* __restrict__ w, double eps, float* __restrict__ partial,
                 long long n, long long numel, long long prows, __nv_bfloat16* __restrict__ dx) {
@@ -35,6 +35,7 @@ rms_bwd_cluster(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __res
     const long long slice = n / CL, nv = slice / 8, off = rank * slice;
     __shared__ float red[2][64];
     __shared__ float cl[2][2];
+    __shared__ float tot[2][2];
     for (long long r = nc + blockIdx.x; r < prows; r += gridDim.x)
         for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = 0.f;
     V8 ws[MAXV];
@@ -98,14 +99,25 @@ rms_bwd_cluster(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __res
             cl[parity][1] = b;
         }
         cluster.sync();  // every block's sums are in its shared memory
-        ss = 0.f;
-        sg = 0.f;
+        // The first warp gathers the CL pairs (one remote read per lane, not per thread) and sums them in a
+        // fixed tree, so every block of the cluster gets the same bits; then the block shares them.
+        if (warp == 0) {
+            float a = 0.f, b = 0.f;
+            if (lane < CL) {
+                const float* p = cluster.map_shared_rank(&cl[parity][0], lane);
+                a = p[0];
+                b = p[1];
+            }
 #pragma unroll
-        for (int k = 0; k < CL; ++k) {  // in rank order: the same sum in every block
-            const float* p = cluster.map_shared_rank(&cl[parity][0], k);
-            ss += p[0];
-            sg += p[1];
+            for (int o = 16; o > 0; o >>= 1) {
+                a += __shfl_xor_sync(0xffffffffu, a, o);
+                b += __shfl_xor_sync(0xffffffffu, b, o);
+            }
+            if (lane == 0) { tot[parity][0] = a; tot[parity][1] = b; }
         }
+        __syncthreads();
+        ss = tot[parity][0];
+        sg = tot[parity][1];
         parity ^= 1;
         const float rstd = rsqrtf(ss / (float)n + (float)eps);
         const float cc = sg / (float)n * rstd * rstd * rstd;
@@ -140,13 +152,15 @@ rms_bwd_cluster(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __res
 def register(threads: int, maxv: int, cl: int, minb: int) -> ok.Op:
     name = f"cluster_probe::bwd_t{threads}_v{maxv}_c{cl}_b{minb}"
     return ok.cuda_kernel_op(name, ok.KernelSpec(
-        kernel_source=SRC, kernel_name=f"rms_bwd_cluster<{threads}, {maxv}, {cl}>",
+        kernel_source=SRC, kernel_name=f"rms_bwd_cluster<{threads}, {maxv}, {cl}, {minb}>",
         inputs=[ok.InputDecl("dy", torch.bfloat16), ok.InputDecl("x", torch.bfloat16),
                 ok.InputDecl("w", torch.bfloat16, shape=(ok.DimSize("x", -1),)), ok.ScalarInput("eps", float),
                 ok.InputDecl("partial", torch.float32, mutates=True, contiguous="require")],
         outputs=[ok.OutputDecl("dx", ok.SameAs("x"))],
         extras=[ok.DimSize("x", -1, "int64", name="n"), ok.Numel("x", "int64", name="numel"),
                 ok.DimSize("partial", 0, "int64", name="prows")],
+        # MINB resident blocks per SM (the launch bounds cap registers to fit them): the persistent grid is
+        # that many blocks per SM, in whole clusters.
         geometry=ok.Grid(grid=(f"{cl} * max(1, min(size(partial, 0), sm_count * {minb} // {cl}))",),
                          block=(threads,)),
         index_dtype="int64"))  # fmt: skip
@@ -176,9 +190,11 @@ def main() -> int:
         t_ship = do_bench(lambda y=y, xx=xx, ww=ww, dy=dy: torch.autograd.grad(y, (xx, ww), dy, retain_graph=True),
                           warmup=5, rep=50) * 1e3  # fmt: skip
         results.append(("shipped triton (autograd bwd)", t_ship))
-        for threads, maxv, cl, minb in ((256, 1, 8, 8), (256, 2, 4, 4), (256, 2, 8, 8), (512, 1, 4, 4),
-                                        (256, 4, 2, 2), (512, 2, 2, 2), (512, 2, 8, 8), (1024, 1, 8, 8),
-                                        (256, 2, 2, 4), (256, 1, 4, 8)):  # fmt: skip
+        # (threads, 16-byte vectors per thread, cluster size, resident blocks per SM)
+        for threads, maxv, cl, minb in ((256, 1, 8, 4), (256, 1, 8, 6), (256, 2, 4, 2), (256, 2, 4, 3),
+                                        (256, 2, 8, 2), (256, 2, 8, 3), (128, 2, 8, 6), (128, 4, 8, 3),
+                                        (512, 1, 4, 2), (512, 2, 2, 1), (256, 4, 2, 1), (256, 2, 2, 3),
+                                        (256, 4, 8, 2), (512, 2, 8, 1), (256, 4, 4, 2)):  # fmt: skip
             if n // cl > threads * maxv * 8 or n % (cl * 8):
                 continue  # the slice must fit the block's registers
             try:
@@ -186,7 +202,7 @@ def main() -> int:
             except Exception as e:
                 print(f"  t{threads} v{maxv} c{cl}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                 continue
-            prows = sms * minb // cl
+            prows = max(1, sms * minb // cl)
             partial = torch.full((prows, n), float("nan"), device="cuda")
             try:
                 dx = op(dy, x, w, 1e-6, partial)
