@@ -146,13 +146,131 @@ rms_bwd_cluster(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __res
     }
     cluster.sync();  // no block leaves while another may still read its shared memory
 }
+
+// R rows per step: their loads are issued together (R rows of memory in flight per block) and their 2R sums
+// share one block reduction and one cluster barrier, so the barrier chain is paid once per R rows.
+template <int THREADS, int MAXV, int CL, int MINB, int R>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(THREADS, MINB)
+rms_bwd_cluster_rows(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* __restrict__ x,
+                     const __nv_bfloat16* __restrict__ w, double eps, float* __restrict__ partial,
+                     long long n, long long numel, long long prows, __nv_bfloat16* __restrict__ dx) {
+    cg::cluster_group cluster = cg::this_cluster();
+    const int rank = (int)cluster.block_rank();
+    const long long c = blockIdx.x / CL, nc = gridDim.x / CL, rows = numel / n;
+    const long long slice = n / CL, nv = slice / 8, off = rank * slice;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    constexpr int WARPS = THREADS / 32;
+    __shared__ float red[2][2 * R][WARPS];
+    __shared__ float cl[2][2 * R];
+    __shared__ float tot[2][2 * R];
+    for (long long r = nc + blockIdx.x; r < prows; r += gridDim.x)
+        for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = 0.f;
+    V8 ws[MAXV];
+    float dw[MAXV][8];
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = threadIdx.x + (long long)i * THREADS;
+        if (j < nv) ws[i] = reinterpret_cast<const V8*>(w + off)[j];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) dw[i][k] = 0.f;
+    }
+    int parity = 0;
+    for (long long row0 = c * R; row0 < rows; row0 += nc * R) {
+        V8 xs[R][MAXV], gs[R][MAXV];
+        float sum[2 * R];
+#pragma unroll
+        for (int q = 0; q < R; ++q) {
+            const long long row = row0 + q;
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                const long long j = threadIdx.x + (long long)i * THREADS;
+                if (j < nv && row < rows) {
+                    xs[q][i] = reinterpret_cast<const V8*>(x + row * n + off)[j];
+                    gs[q][i] = reinterpret_cast<const V8*>(dy + row * n + off)[j];
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < R; ++q) {
+            float ss = 0.f, sg = 0.f;
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                const long long j = threadIdx.x + (long long)i * THREADS;
+                if (j < nv && row0 + q < rows) {
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) {
+                        const float a = __bfloat162float(xs[q][i].v[k]);
+                        ss += a * a;
+                        sg += __bfloat162float(gs[q][i].v[k]) * __bfloat162float(ws[i].v[k]) * a;
+                    }
+                }
+            }
+            sum[2 * q] = ss;
+            sum[2 * q + 1] = sg;
+        }
+#pragma unroll
+        for (int v = 0; v < 2 * R; ++v) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum[v] += __shfl_xor_sync(0xffffffffu, sum[v], o);
+            if (lane == 0) red[parity][v][warp] = sum[v];
+        }
+        __syncthreads();
+        if (warp < 2 * R) {  // warp v sums value v over the block's warps
+            float a = lane < WARPS ? red[parity][warp][lane] : 0.f;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0) cl[parity][warp] = a;
+        }
+        cluster.sync();
+        if (warp < 2 * R) {  // warp v gathers value v from the cluster's blocks (one remote read per lane)
+            float a = lane < CL ? cluster.map_shared_rank(&cl[parity][0], lane)[warp] : 0.f;
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) a += __shfl_xor_sync(0xffffffffu, a, o);
+            if (lane == 0) tot[parity][warp] = a;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < R; ++q) {
+            const long long row = row0 + q;
+            const float rstd = rsqrtf(tot[parity][2 * q] / (float)n + (float)eps);
+            const float cc = tot[parity][2 * q + 1] / (float)n * rstd * rstd * rstd;
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                const long long j = threadIdx.x + (long long)i * THREADS;
+                if (j < nv && row < rows) {
+                    V8 o;
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) {
+                        const float a = __bfloat162float(xs[q][i].v[k]), g = __bfloat162float(gs[q][i].v[k]);
+                        o.v[k] = __float2bfloat16_rn(rstd * g * __bfloat162float(ws[i].v[k]) - a * cc);
+                        dw[i][k] += g * a * rstd;
+                    }
+                    reinterpret_cast<V8*>(dx + row * n + off)[j] = o;
+                }
+            }
+        }
+        parity ^= 1;
+    }
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = threadIdx.x + (long long)i * THREADS;
+        if (j < nv) {
+#pragma unroll
+            for (int k = 0; k < 8; ++k) partial[c * n + off + j * 8 + k] = dw[i][k];
+        }
+    }
+    cluster.sync();
+}
 """
 
 
-def register(threads: int, maxv: int, cl: int, minb: int) -> ok.Op:
-    name = f"cluster_probe::bwd_t{threads}_v{maxv}_c{cl}_b{minb}"
+def register(threads: int, maxv: int, cl: int, minb: int, rows: int = 0) -> ok.Op:
+    """rows=0: the one-row kernel with the next row prefetched; rows=R: R rows per cluster barrier."""
+    name = f"cluster_probe::bwd_t{threads}_v{maxv}_c{cl}_b{minb}_r{rows}"
+    kernel = (f"rms_bwd_cluster_rows<{threads}, {maxv}, {cl}, {minb}, {rows}>" if rows
+              else f"rms_bwd_cluster<{threads}, {maxv}, {cl}, {minb}>")  # fmt: skip
     return ok.cuda_kernel_op(name, ok.KernelSpec(
-        kernel_source=SRC, kernel_name=f"rms_bwd_cluster<{threads}, {maxv}, {cl}, {minb}>",
+        kernel_source=SRC, kernel_name=kernel,
         inputs=[ok.InputDecl("dy", torch.bfloat16), ok.InputDecl("x", torch.bfloat16),
                 ok.InputDecl("w", torch.bfloat16, shape=(ok.DimSize("x", -1),)), ok.ScalarInput("eps", float),
                 ok.InputDecl("partial", torch.float32, mutates=True, contiguous="require")],
@@ -190,17 +308,17 @@ def main() -> int:
         t_ship = do_bench(lambda y=y, xx=xx, ww=ww, dy=dy: torch.autograd.grad(y, (xx, ww), dy, retain_graph=True),
                           warmup=5, rep=50) * 1e3  # fmt: skip
         results.append(("shipped triton (autograd bwd)", t_ship))
-        # (threads, 16-byte vectors per thread, cluster size, resident blocks per SM)
-        for threads, maxv, cl, minb in ((256, 1, 8, 4), (256, 1, 8, 6), (256, 2, 4, 2), (256, 2, 4, 3),
-                                        (256, 2, 8, 2), (256, 2, 8, 3), (128, 2, 8, 6), (128, 4, 8, 3),
-                                        (512, 1, 4, 2), (512, 2, 2, 1), (256, 4, 2, 1), (256, 2, 2, 3),
-                                        (256, 4, 8, 2), (512, 2, 8, 1), (256, 4, 4, 2)):  # fmt: skip
-            if n // cl > threads * maxv * 8 or n % (cl * 8):
-                continue  # the slice must fit the block's registers
+        # (threads, 16-byte vectors per thread, cluster size, resident blocks per SM, rows per barrier)
+        for threads, maxv, cl, minb, nrows in ((512, 2, 2, 1, 0), (256, 2, 2, 3, 0), (256, 4, 8, 2, 0),
+                                               (256, 1, 8, 2, 4), (512, 1, 8, 2, 8), (256, 2, 4, 2, 4),
+                                               (256, 1, 4, 2, 4), (256, 2, 8, 1, 4), (256, 4, 8, 1, 2),
+                                               (512, 2, 8, 1, 2), (256, 1, 8, 3, 4), (256, 1, 2, 2, 4)):  # fmt: skip
+            if n // cl > threads * maxv * 8 or n % (cl * 8) or 2 * nrows > threads // 32:
+                continue  # the slice must fit the block's registers; one warp reduces each of the 2R sums
             try:
-                op = register(threads, maxv, cl, minb)
+                op = register(threads, maxv, cl, minb, nrows)
             except Exception as e:
-                print(f"  t{threads} v{maxv} c{cl}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                print(f"  t{threads} v{maxv} c{cl} r{nrows}: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
                 continue
             prows = max(1, sms * minb // cl)
             partial = torch.full((prows, n), float("nan"), device="cuda")
@@ -208,12 +326,13 @@ def main() -> int:
                 dx = op(dy, x, w, 1e-6, partial)
                 torch.cuda.synchronize()
             except Exception as e:
-                print(f"  t{threads} v{maxv} c{cl}: launch {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                print(f"  t{threads} v{maxv} c{cl} r{nrows}: launch {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                 continue
             ok_dx = torch.allclose(dx.float(), xr.grad, atol=3e-2, rtol=2e-2)
             ok_dw = torch.allclose(partial.sum(0), wr.grad, atol=3e-2 * rows**0.5, rtol=2e-2 * rows**0.5)
             t = do_bench(lambda op=op, dy=dy, x=x, w=w, p=partial: op(dy, x, w, 1e-6, p), warmup=5, rep=50) * 1e3
-            results.append((f"cluster t{threads} v{maxv} c{cl} b{minb}{'' if ok_dx and ok_dw else ' WRONG'}", t))
+            label = f"cluster t{threads} v{maxv} c{cl} b{minb} r{nrows}"
+            results.append((label + ("" if ok_dx and ok_dw else " WRONG"), t))
         print(f"({rows}, {n}): copy-equivalent of 3 passes {ideal_us:.1f} us")
         for label, t in results:
             print(f"  {label:40s} {t:8.1f} us  {ideal_us / t * 100:5.1f}% of copy")
