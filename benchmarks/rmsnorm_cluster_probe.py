@@ -4,6 +4,7 @@ a row and the shipped kernels read it twice? A CUDA C++ kernel registered with o
 cluster size), checked against the reference and timed beside the shipped opsmith backward op, bf16, H100/H200.
 
     python benchmarks/rmsnorm_cluster_probe.py
+    ncu --launch-skip 1 --launch-count 1 python benchmarks/rmsnorm_cluster_probe.py --one 8192 16384 512 2 2 1 0
 """
 
 import sys
@@ -339,5 +340,21 @@ def main() -> int:
     return 0
 
 
+def one(rows: int, n: int, threads: int, maxv: int, cl: int, minb: int, nrows: int) -> int:
+    """Launch one config twice (for ``ncu --launch-skip 1 --launch-count 1``): the kernel alone."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    x = torch.randn(rows, n, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn_like(x)
+    op = register(threads, maxv, cl, minb, nrows)
+    partial = torch.zeros(max(1, sms * minb // cl), n, device="cuda")
+    for _ in range(2):
+        op(dy, x, w, 1e-6, partial)
+    torch.cuda.synchronize()
+    return 0
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":  # --one ROWS N THREADS MAXV CL MINB R
+        sys.exit(one(*map(int, sys.argv[2:9])))
     sys.exit(main())
