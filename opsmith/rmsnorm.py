@@ -154,14 +154,25 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # _ROW_ELEMENTS_IN_FLIGHT_PER_SM).
     bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1), (128, 1, 8), (256, 1, 4)]
     bwd_configs = [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late, "STAGED": 0, "SMEM": 0})
+        for late in (0, 1)
+        for t, v, b in bwd_shapes
+    ]
+    # Staged through shared memory (bwd_staged in rmsnorm.cu): rows up to threads * maxv * 8 bf16 (16,384 for the
+    # first two) read once; 2 stages x (x, dy) x threads * maxv x 16 bytes of shared memory per block, within
+    # the SM's 227 KiB for the resident blocks. H200, (8192, 16384) bf16, kernel alone: (512, 4, 1) 216.9 us,
+    # (1024, 2, 1) 215.8 (90% of copy); (16384, 8192): (512, 2, 1) 204.2 (96%), (256, 4, 2) 216.7.
+    bwd_configs += [
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": 1, "SMEM": 64 * t * v})
+        for t, v, b in [(512, 4, 1), (1024, 2, 1), (512, 2, 1), (256, 4, 2)]
     ]
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}>",
+        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
         # The config's resident blocks per SM (its launch bounds), within the partial rows.
-        geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",)),
+        geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",),
+                      shared_mem="SMEM"),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0),
         index_dtype="int64"))  # fmt: skip
     dweight = cuda_kernel_op(f"{ns}::rmsnorm_cuda_dweight", KernelSpec(

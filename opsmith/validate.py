@@ -185,7 +185,9 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
         if not triton and not geometry.block:
             raise SpecError(op, "geometry.block", "a CUDA kernel needs its threads per block.",
                             "pass Grid(grid=..., block=(256,)).")  # fmt: skip
-        names = [v for v in (*geometry.block, geometry.shared_mem) if isinstance(v, str)]
+        names = [v for v in geometry.block if isinstance(v, str)]
+        if isinstance(geometry.shared_mem, str):
+            _check_smem_param(op, geometry.shared_mem, configs, autotune)
     for n in names:
         for k, c in enumerate(configs):
             v = c.params.get(n)
@@ -199,6 +201,20 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
                                 f"give every config a positive int '{n}'"
                                 f"{'' if triton else ' (at most 1024 threads)'}.")  # fmt: skip
     return configs
+
+
+#: Dynamic shared memory one block may opt into on sm_90 (227 KiB); the driver refuses more at launch.
+_MAX_SMEM = 227 * 1024
+
+
+def _check_smem_param(op: str, name: str, configs: list[Config], autotune: Autotune | None) -> None:
+    """A Grid's shared_mem named after a config parameter: every config gives bytes, 0 included."""
+    for k, c in enumerate(configs):
+        v = c.params.get(name)
+        if autotune is None or not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= _MAX_SMEM:
+            raise SpecError(op, f"autotune.configs[{k}].params", f"the geometry's shared_mem uses '{name}', which is "
+                            f"{'missing' if v is None else repr(v)} here.",
+                            f"give every config an int '{name}' of bytes in [0, {_MAX_SMEM}].")  # fmt: skip
 
 
 def tune_key_entries(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list[str]) -> tuple:

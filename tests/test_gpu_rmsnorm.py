@@ -250,3 +250,27 @@ def test_more_than_2_31_elements(impl):
         dw += (dy[start : start + 65536].float() * xc * rstd).sum(0)
     scale = rows**0.5
     torch.testing.assert_close(w.grad.float(), dw, atol=atol * scale, rtol=rtol * scale)
+
+
+def test_every_cuda_backward_config_matches_the_reference(monkeypatch):
+    """Each backward config, the shared-memory staged ones included, forced in turn against the reference:
+    rows that fit the stage (16,384 bf16), rows that do not (65,536: the streaming fallback), an odd row length
+    (no vector path) and float32."""
+    monkeypatch.setenv("OPSMITH_AUTOTUNE", "0")
+    monkeypatch.setenv("OPSMITH_DISABLE_DISK_CACHE", "1")  # no decision read from an earlier test's tuning
+    _, bwd = rmsnorm_ops("cuda")
+    tuner = bwd.tuner
+    saved = tuner.default
+    torch.manual_seed(0)
+    try:
+        for c in range(len(bwd.record.configs)):
+            tuner.default = c
+            tuner.decisions.clear()
+            for shape, dt in (((64, 16384), torch.bfloat16), ((16, 4096), torch.float32), ((8, 5000), torch.bfloat16),
+                              ((4, 65536), torch.bfloat16), ((300, 1024), torch.float16)):  # fmt: skip
+                x = torch.randn(shape, device="cuda").to(dt)
+                w = (1 + 0.25 * torch.randn(shape[-1], device="cuda")).to(dt)
+                _compare("cuda", x, w, torch.randn_like(x))
+    finally:
+        tuner.default = saved
+        tuner.decisions.clear()
