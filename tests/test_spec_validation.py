@@ -131,3 +131,15 @@ def test_rank_needs_are_checked_against_declared_ndim():
     s = spec(inputs=[I("x", ndim=1)], extras=[ok.DimSize("x", -2)], kernel_name="k")
     with pytest.raises(ok.SpecError, match="at least 2"):
         ok.cuda_kernel_op(name(), s)
+
+
+def test_grid_shared_mem_from_a_config_parameter_is_bytes():
+    """A Grid's shared_mem may name a config parameter: 0 and more than 1,024 bytes are fine (unlike a
+    block size); a negative or an above-227-KiB value, or a config without it, is refused naming the parameter."""
+    grid = ok.Grid(grid=("cdiv(numel(x), 256)",), block=(256,), shared_mem="SMEM")
+    ok_op = ok.cuda_kernel_op(name(), spec(geometry=grid, autotune=ok.Autotune(
+        [ok.Config({"SMEM": 0}), ok.Config({"SMEM": 131072})])))  # fmt: skip
+    assert [p.shared_mem for p in ok_op.record.launches] == [0, 131072]
+    for bad in ({"SMEM": -1}, {"SMEM": 300 * 1024}, {}):
+        with pytest.raises(ok.SpecError, match="shared_mem uses 'SMEM'"):
+            ok.cuda_kernel_op(name(), spec(geometry=grid, autotune=ok.Autotune([ok.Config(bad)])))
