@@ -379,12 +379,9 @@ rms_bwd_cluster_rows(const __nv_bfloat16* __restrict__ dy, const __nv_bfloat16* 
 """
 
 
-def register(threads: int, maxv: int, cl: int, minb: int, rows: int = 0) -> ok.Op:
-    """rows=0: the one-row kernel with the next row prefetched; rows=R: R rows per cluster barrier."""
-    name = f"cluster_probe::bwd_t{threads}_v{maxv}_c{cl}_b{minb}_r{rows}"
-    kernel = (f"rms_bwd_cluster_rows<{threads}, {maxv}, {cl}, {minb}, {rows}>" if rows
-              else f"rms_bwd_cluster<{threads}, {maxv}, {cl}, {minb}>")  # fmt: skip
-    return ok.cuda_kernel_op(name, ok.KernelSpec(
+def _probe_op(name: str, kernel: str, geometry: ok.Grid) -> ok.Op:
+    """A probe kernel under the declaration every probe kernel shares (bf16; dy, x, w, eps, partial -> dx)."""
+    return ok.cuda_kernel_op(f"cluster_probe::{name}", ok.KernelSpec(
         kernel_source=SRC, kernel_name=kernel,
         inputs=[ok.InputDecl("dy", torch.bfloat16), ok.InputDecl("x", torch.bfloat16),
                 ok.InputDecl("w", torch.bfloat16, shape=(ok.DimSize("x", -1),)), ok.ScalarInput("eps", float),
@@ -392,27 +389,24 @@ def register(threads: int, maxv: int, cl: int, minb: int, rows: int = 0) -> ok.O
         outputs=[ok.OutputDecl("dx", ok.SameAs("x"))],
         extras=[ok.DimSize("x", -1, "int64", name="n"), ok.Numel("x", "int64", name="numel"),
                 ok.DimSize("partial", 0, "int64", name="prows")],
-        # MINB resident blocks per SM (the launch bounds cap registers to fit them): the persistent grid is
-        # that many blocks per SM, in whole clusters.
-        geometry=ok.Grid(grid=(f"{cl} * max(1, min(size(partial, 0), sm_count * {minb} // {cl}))",),
-                         block=(threads,)),
-        index_dtype="int64"))  # fmt: skip
+        geometry=geometry, index_dtype="int64"))  # fmt: skip
+
+
+def register(threads: int, maxv: int, cl: int, minb: int, rows: int = 0) -> ok.Op:
+    """rows=0: the one-row kernel with the next row prefetched; rows=R: R rows per cluster barrier."""
+    kernel = (f"rms_bwd_cluster_rows<{threads}, {maxv}, {cl}, {minb}, {rows}>" if rows
+              else f"rms_bwd_cluster<{threads}, {maxv}, {cl}, {minb}>")  # fmt: skip
+    # MINB resident blocks per SM (the launch bounds cap registers to fit them): the persistent grid is that
+    # many blocks per SM, in whole clusters.
+    grid = ok.Grid(grid=(f"{cl} * max(1, min(size(partial, 0), sm_count * {minb} // {cl}))",), block=(threads,))
+    return _probe_op(f"bwd_t{threads}_v{maxv}_c{cl}_b{minb}_r{rows}", kernel, grid)
 
 
 def async_kernel(threads: int, vpt: int, minb: int) -> ok.Op:
     """The cp.async two-stage kernel (no cluster), ``minb`` blocks per SM."""
-    smem = 2 * 2 * threads * vpt * 16
-    return ok.cuda_kernel_op(f"cluster_probe::async_t{threads}_v{vpt}_b{minb}", ok.KernelSpec(
-        kernel_source=SRC, kernel_name=f"rms_bwd_async<{threads}, {vpt}>",
-        inputs=[ok.InputDecl("dy", torch.bfloat16), ok.InputDecl("x", torch.bfloat16),
-                ok.InputDecl("w", torch.bfloat16, shape=(ok.DimSize("x", -1),)), ok.ScalarInput("eps", float),
-                ok.InputDecl("partial", torch.float32, mutates=True, contiguous="require")],
-        outputs=[ok.OutputDecl("dx", ok.SameAs("x"))],
-        extras=[ok.DimSize("x", -1, "int64", name="n"), ok.Numel("x", "int64", name="numel"),
-                ok.DimSize("partial", 0, "int64", name="prows")],
-        geometry=ok.Grid(grid=(f"max(1, min(size(partial, 0), sm_count * {minb}))",), block=(threads,),
-                         shared_mem=smem),
-        index_dtype="int64"))  # fmt: skip
+    grid = ok.Grid(grid=(f"max(1, min(size(partial, 0), sm_count * {minb}))",), block=(threads,),
+                   shared_mem=2 * 2 * threads * vpt * 16)  # fmt: skip
+    return _probe_op(f"async_t{threads}_v{vpt}_b{minb}", f"rms_bwd_async<{threads}, {vpt}>", grid)
 
 
 def shipped_kernel(threads: int, maxv: int, minb: int, late: int) -> ok.Op:

@@ -135,15 +135,22 @@ class Tuner:
         if hit is None:
             return None
         try:
-            entry = json.loads(hit[1])
-            winner = entry["winner"]
-            ok = isinstance(winner, int) and 0 <= winner < len(self.configs) and entry["config"] == self.configs[winner]
-        except (ValueError, KeyError, TypeError):
-            ok = False
-        if not ok:
+            winner = self.winner_of(json.loads(hit[1]))
+        except ValueError:
+            winner = None
+        if winner is None:
             log.warning("%s: ignoring a tuning cache entry that does not match the configs", self.op_name)
-            return None
         return winner
+
+    def winner_of(self, entry: object) -> int | None:
+        """The config a stored decision names, or None unless it names one of these configs by index and
+        content (a decision made for other configs is never used)."""
+        if not isinstance(entry, dict):
+            return None
+        winner = entry.get("winner")
+        if not isinstance(winner, int) or isinstance(winner, bool) or not 0 <= winner < len(self.configs):
+            return None
+        return winner if entry.get("config") == self.configs[winner] else None
 
     def record(self, key: tuple, device: int | None, winner: int) -> None:
         """Keep a decision made elsewhere (another rank of the job) on disk, as this process's own."""

@@ -93,7 +93,7 @@ def load_ops(target: str) -> list:
     ops = [i.op if isinstance(i, CheckCase) else i for i in items]
     if not ops or not all(isinstance(o, Op) for o in ops):
         raise TargetError(f"'{target}' is not an opsmith op, a list of them or a function returning them. Fix: "
-                          "point at the ops opsmith.cuda_kernel_op / ptx_op / triton_op returned.")  # fmt: skip
+                          "point at the ops opsmith.cuda_kernel_op / ptx_op / triton_op / cute_op returned.")  # fmt: skip
     return ops
 
 

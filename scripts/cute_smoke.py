@@ -12,6 +12,7 @@ the PYTHONPATH (scripts/cute-dsl-carry).
 Prints one line per step and a last summary line.
 """
 
+import importlib
 import statistics
 import sys
 import tempfile
@@ -88,8 +89,8 @@ def main() -> int:
 
 
 def _quack() -> str:
-    try:
-        import quack.rmsnorm as qr
+    try:  # the module: the package re-exports a function of the same name, which `import ... as` would bind
+        qr = importlib.import_module("quack.rmsnorm")
     except Exception as e:  # not carried, or another CuTe DSL version
         return f"not importable ({type(e).__name__}: {e})"
     import torch.nn.functional as F

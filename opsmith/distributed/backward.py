@@ -20,6 +20,7 @@ that moves the fewest bytes is taken (arguments already in place cost nothing).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,8 +37,6 @@ def is_dtensor(values: Sequence[Any]) -> bool:
     """Whether any of ``values`` is a DTensor (False without importing DTensor when it was never loaded)."""
     global _DTENSOR
     if _DTENSOR is None:
-        import sys
-
         mod = sys.modules.get("torch.distributed.tensor")
         if mod is None:
             return False

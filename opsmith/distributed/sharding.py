@@ -66,10 +66,7 @@ class ShardingPlan:
     in_maps: tuple[tuple[int | str, ...] | None, ...] = ()
     mixing: tuple[int, ...] = ()
     outputs: tuple[tuple, ...] = ()
-
-    @property
-    def mutates(self) -> bool:
-        return self.refusal.startswith("it writes")
+    mutates: bool = False  # writes an input in place: refused on DTensors whatever the rule
 
 
 def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | None = None,
@@ -84,8 +81,8 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
             raise SpecError(op, "sharding", f"the op writes {written} in place: DTensor would redistribute them into "
                             "copies, and the writes would be lost.",
                             "drop sharding=; call the op on local tensors (t.to_local()) where it meets DTensors.")  # fmt: skip
-        return ShardingPlan(**base, refusal=f"it writes {written} in place, and DTensor would redistribute them "
-                            "into copies that take the writes")  # fmt: skip
+        return ShardingPlan(**base, mutates=True, refusal=f"it writes {written} in place, and DTensor would "
+                            "redistribute them into copies that take the writes")  # fmt: skip
     if sharding is not None:
         if not (callable(sharding) or sharding == "replicate"):
             raise SpecError(op, "sharding", f"{sharding!r} is neither a rule nor 'replicate'.",

@@ -80,12 +80,8 @@ def _wait_for(tuner: Any, store: Any, name: str, owner: str, key: tuple, device:
     entry = json.loads(store.get(name + "/decision"))
     if "error" in entry:
         raise LaunchError(f"{tuner.op_name}: rank {owner} failed to tune key {key}: {entry['error']}")
-    winner = entry.get("winner")
-    if (
-        not isinstance(winner, int)
-        or not 0 <= winner < len(tuner.configs)
-        or entry.get("config") != tuner.configs[winner]
-    ):
+    winner = tuner.winner_of(entry)
+    if winner is None:
         raise LaunchError(f"{tuner.op_name}: rank {owner} published a decision for key {key} that does not match this "
                           "rank's configs. Fix: run the same opsmith and op declarations on every rank.")  # fmt: skip
     tuner.record(key, device, winner)

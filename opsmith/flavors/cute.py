@@ -33,6 +33,7 @@ import torch
 from ..cache import compile_cache, make_key
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
 from ..fingerprint import describe
+from ..launch import _STREAMS, _current_device, _raw_stream, _stream_handle
 from ..record import KernelRecord
 from ..signature import KernelParam
 from ..spec import Config
@@ -288,7 +289,7 @@ class CuteKernel:
     """One compiled specialization, launched on the current stream of the call's device."""
 
     def __init__(self, op_name: str, fn: Any, types: list[str], aligned: dict[int, int]) -> None:
-        cutlass, cute, driver = _dsl()
+        cutlass, cute, _ = _dsl()
         self.op_name, self.fn = op_name, fn
         make_ptr, gmem = cute.runtime.make_ptr, cute.AddressSpace.gmem
 
@@ -298,16 +299,14 @@ class CuteKernel:
         # Per parameter: how a value of the generated code (a pointer as an int, a number) becomes an argument.
         self._convert = [pointer(getattr(cutlass, t[4:]), aligned.get(p) or None) if t.startswith("ptr:") else None
                          for p, t in enumerate(types)]  # fmt: skip
-        self._stream = driver.CUstream
-        self._streams: dict[int, Any] = {}
 
     def launch(self, device: int, *values: Any) -> None:
         args = [v if c is None else c(v) for c, v in zip(self._convert, values, strict=True)]
-        raw = torch.cuda.current_stream(device).cuda_stream
-        s = self._streams.get(raw)
+        raw = _raw_stream(device)  # the stream handles every flavor's launches share (launch.py)
+        s = _STREAMS.get(raw)
         if s is None:
-            s = self._streams[raw] = self._stream(raw)
-        if device != torch.cuda.current_device():
+            s = _stream_handle(raw)
+        if device != _current_device():
             with torch.cuda.device(device):
                 err = self.fn(*args, s)
         else:
