@@ -42,7 +42,7 @@ from .spec import (
 
 __all__ = ["LlamaRMSNorm", "RMSNorm", "check_cases", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
 
-Impl = Literal["triton", "cuda", "torch"]
+Impl = Literal["triton", "cuda", "cute", "torch"]
 _LOCK = threading.Lock()
 _OPS: dict[tuple[str, str], tuple[Op, Op]] = {}
 
@@ -73,9 +73,13 @@ def reference_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float)
 
 def _partial_rows(flavor: str) -> str:
     """Rows of the backward's partial-sum buffer, as a size expression: one per persistent program, within the
-    rows of x (``_partials_per_sm`` programs per SM)."""
-    n, least = "max(size(x, -1), 1)", 2 if flavor == "cuda" else 1
-    return f"min(numel(x) // {n}, sm_count * max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n})))"
+    rows of x (``_partials_per_sm`` programs per SM). CuTe DSL: one per persistent cluster, whose CTAs split a
+    row (``rmsnorm_cute.cluster_size``: one per 8,192 elements, at most 8), two CTAs per SM in all."""
+    n, least = "max(size(x, -1), 1)", 2 if flavor in ("cuda", "cute") else 1
+    per_sm = f"max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n}))"
+    if flavor == "cute":
+        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // min(8, cdiv({n}, 8192))))"
+    return f"min(numel(x) // {n}, sm_count * {per_sm})"
 
 
 def _backward(bwd: Op, dweight: Op, flavor: str) -> Backward:
@@ -196,7 +200,34 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     return fwd, bwd
 
 
-def rmsnorm_ops(impl: Literal["triton", "cuda"], ns: str = "opsmith") -> tuple[Op, Op]:
+def _register_cute(ns: str) -> tuple[Op, Op]:
+    from .api import cute_op
+    from .kernels import rmsnorm_cute as k
+
+    d = _decl()
+    # Threads per CTA; the backward's largest cluster (its partial buffer has a row per cluster of up to 8, so a
+    # smaller cap launches as many smaller clusters); the forward's elements per CTA past which a row is split
+    # over a cluster. N is compiled in.
+    configs = [Config({"THREADS": t, "CLUSTER_MAX": c}) for t, c in ((128, 8), (256, 8), (512, 8), (256, 4), (512, 4))]
+    fwd_configs = [Config({"THREADS": t, "SPLIT": s}) for t, s in ((128, 16384), (256, 16384), (512, 16384),
+                                                                   (256, 8192), (512, 8192))]  # fmt: skip
+    key = [TuneDim("x", -1), TuneDim("x", None)]
+    bwd = cute_op(f"{ns}::rmsnorm_cute_backward", k.rmsnorm_bwd, inputs=d["bwd_inputs"],
+                  outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
+                  extras=[DimSize("x", -1, name="N"), Numel("x", "int64", name="numel"),
+                          DimSize("partial", 0, "int32", name="prows")],
+                  autotune=Autotune(configs, key=key, default=1), index_dtype="int64")  # fmt: skip
+    dweight = cute_op(f"{ns}::rmsnorm_cute_dweight", k.rmsnorm_dw, inputs=d["dw_inputs"], outputs=[],
+                      extras=[DimSize("partial", 0, "int32", name="prows"), DimSize("partial", -1, "int64", name="n")],
+                      index_dtype="int64")  # fmt: skip
+    fwd = cute_op(f"{ns}::rmsnorm_cute", k.rmsnorm_fwd, inputs=d["fwd_inputs"], outputs=[OutputDecl("y", SameAs("x"))],
+                  extras=[DimSize("x", -1, name="N"), Numel("x", "int64", name="numel")],
+                  autotune=Autotune(fwd_configs, key=key, default=1), backward=_backward(bwd, dweight, "cute"),
+                  index_dtype="int64")  # fmt: skip
+    return fwd, bwd
+
+
+def rmsnorm_ops(impl: Literal["triton", "cuda", "cute"], ns: str = "opsmith") -> tuple[Op, Op]:
     """(forward op, backward op) of ``impl``, registered on first use under namespace ``ns`` (the modules
     register in their constructor, so ``torch.compile`` only ever sees the dictionary lookup). Another
     ``ns`` gives a second copy, e.g. to serve one natively beside the JIT one."""
@@ -209,8 +240,10 @@ def rmsnorm_ops(impl: Literal["triton", "cuda"], ns: str = "opsmith") -> tuple[O
                 _OPS[impl, ns] = _register_triton(ns)
             elif impl == "cuda":
                 _OPS[impl, ns] = _register_cuda(ns)
+            elif impl == "cute":
+                _OPS[impl, ns] = _register_cute(ns)
             else:
-                raise ValueError(f"rmsnorm_ops: impl={impl!r} is not a kernel; use 'triton' or 'cuda'.")
+                raise ValueError(f"rmsnorm_ops: impl={impl!r} is not a kernel; use 'triton', 'cuda' or 'cute'.")
         return _OPS[impl, ns]
 
 
@@ -250,8 +283,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | N
 class RMSNorm(torch.nn.Module):
     """Drop-in for ``torch.nn.RMSNorm`` (same arguments and state dict), computed by an opsmith kernel.
 
-    ``impl``: "triton" (default), "cuda" or "torch" (the reference). ``normalized_shape`` may span
-    several trailing dims; they are normalized together, as in PyTorch.
+    ``impl``: "triton" (default), "cuda", "cute" (CuTe DSL: ``pip install 'opsmith[cute]'``) or "torch" (the
+    reference). ``normalized_shape`` may span several trailing dims; they are normalized together, as in PyTorch.
     """
 
     def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,

@@ -1,6 +1,7 @@
 """The RMSNorm lab benchmark: forward and forward+backward of every implementation, side by side in one run.
 
-For each shape: the opsmith Triton op, the opsmith CUDA C++ op, Hugging Face's eager chain, F.rms_norm eager,
+For each shape: the opsmith Triton, CUDA C++ and CuTe DSL ops (the last where CuTe DSL is installed), the
+native library's copies of the first two, Hugging Face's eager chain, F.rms_norm eager,
 torch.compile(F.rms_norm), and Liger-Kernel's and quack's (CuTe DSL) RMSNorm when they are installed. Times
 are medians of ``triton.testing.do_bench`` (L2 flushed before each run). Bandwidth counts the bytes that must move:
 forward reads x and writes y (2 passes); backward reads x and dy and writes dx (3 passes); weights and the
@@ -43,10 +44,23 @@ def hf_eager(x, w):
     return w * h.to(x.dtype)
 
 
-def implementations() -> dict:
+def opsmith_implementations() -> dict:
+    """The opsmith ops; the CuTe DSL one where CuTe DSL is installed (``opsmith[cute]``)."""
     impls = {
         "opsmith triton": lambda x, w: rms_norm(x, w, EPS, "triton"),
         "opsmith cuda": lambda x, w: rms_norm(x, w, EPS, "cuda"),
+    }
+    try:
+        rmsnorm_ops("cute")
+        impls["opsmith cute"] = lambda x, w: rms_norm(x, w, EPS, "cute")
+    except Exception as e:
+        print(f"opsmith cute not available ({type(e).__name__}: {e}); skipped", file=sys.stderr)
+    return impls
+
+
+def implementations() -> dict:
+    """The peers: PyTorch's ways, Liger-Kernel and quack where installed."""
+    impls = {
         "HF eager": hf_eager,
         "F.rms_norm eager": lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS),
         "torch.compile(F.rms_norm)": torch.compile(lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS), dynamic=False),
@@ -236,8 +250,7 @@ def run(out: str | None, quick: bool = False) -> dict:
         import torch._dynamo
 
         torch._dynamo.reset()
-        impls = implementations()
-        return {**dict(list(impls.items())[:2]), **native, **dict(list(impls.items())[2:])}
+        return {**opsmith_implementations(), **native, **implementations()}
 
     impls = fresh()
     res["main"] = measure(MAIN, torch.bfloat16, impls, reps)

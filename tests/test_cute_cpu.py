@@ -94,3 +94,35 @@ def test_the_core_does_not_import_cute_dsl():
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
     assert r.returncode == 0 and "no cutlass" in r.stdout, r.stderr[-2000:]
+
+
+def _spec(op, dtype, n, acc=None):
+    """The specialization key of a call with every tensor of ``dtype`` (the partial buffer ``acc``), 16-byte
+    aligned, and rows of ``n`` compiled in."""
+    names = [a.name for a in op.record.tensor_inputs]
+    return tuple({"dtype": lambda k: acc if names[k] == "partial" else dtype, "align": lambda k: True,
+                  "static": lambda k: n}[kind](k) for kind, k in op.variants.spec_layout)  # fmt: skip
+
+
+def test_rmsnorm_compiles_every_path():
+    """The CuTe DSL RMSNorm compiles without a GPU for every path its host functions choose: rows in one CTA
+    (short ones several to a CTA), clusters of 2, 3 (ragged slices) and 8, 4-byte and 2-byte vectors (odd
+    lengths: plain staging copies, cp.async takes 4 to 16 bytes), float64 accumulation, every config; a row
+    too long for shared memory is refused with the fix, and a weight of another dtype too."""
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    fwd, bwd = rmsnorm_ops("cute", "t_cute_cpu_rms")
+    cases = [(64, torch.bfloat16), (1000, torch.float16), (4098, torch.bfloat16), (5001, torch.bfloat16),
+             (16384, torch.bfloat16), (20000, torch.float32), (65536, torch.bfloat16), (3000, torch.float64)]  # fmt: skip
+    for n, dt in cases:
+        acc = torch.float64 if dt == torch.float64 else torch.float32
+        for c in range(len(fwd.record.configs)):
+            fwd.variants.kernel(c, _spec(fwd, dt, n))
+        for c in range(len(bwd.record.configs)):
+            bwd.variants.kernel(c, _spec(bwd, dt, n, acc))
+    with pytest.raises(ok.CompileError, match="impl='cuda' or impl='triton'"):
+        bwd.variants.kernel(0, _spec(bwd, torch.float32, 1 << 19, torch.float32))
+    spec = list(_spec(fwd, torch.float32, 256))
+    spec[1] = torch.float16  # the weight's dtype
+    with pytest.raises(ok.CompileError, match="weight must have the dtype of x"):
+        fwd.variants.kernel(0, tuple(spec))

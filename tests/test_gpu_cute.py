@@ -47,6 +47,7 @@ def test_second_process_loads_from_the_disk_cache(tmp_path):
         "x = torch.randn(4096, device='cuda')\n"
         "torch.testing.assert_close(scale_op()(x, 2.0), x * 2.0)\n"
         "print('compiles', len(calls))\n"
+        "print('direct', any(k._fast for k in scale_op().variants.kernels.values()))\n"
     )
     env = dict(os.environ, OPSMITH_CACHE_DIR=str(tmp_path), OPSMITH_AUTOTUNE="0", PYTHONPATH=os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
@@ -54,6 +55,7 @@ def test_second_process_loads_from_the_disk_cache(tmp_path):
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0 and second.returncode == 0, first.stderr[-3000:] + second.stderr[-3000:]
     assert "compiles 0" not in first.stdout and "compiles 0" in second.stdout, (first.stdout, second.stdout)
+    assert "direct True" in first.stdout and "direct True" in second.stdout, (first.stdout, second.stdout)
 
 
 def test_declared_backward_eager_and_compiled():
@@ -70,3 +72,21 @@ def test_declared_backward_eager_and_compiled():
         g = torch.randn(3, 1000, device="cuda")
         fn(x, 0.75).backward(g)
         torch.testing.assert_close(x.grad, g * 0.75)
+
+
+def test_direct_call_after_the_first_launch():
+    """After its first launch a kernel writes each call's arguments into its own C buffers (checked byte for
+    byte against the DSL's conversion of that call): later calls with other pointers, sizes, scalars and a
+    side stream still compute the right thing, on that stream."""
+    op = scale_op("t_gpu_cute_direct")
+    op(torch.randn(1000, device="cuda"), 1.0)
+    kernels = list(op.variants.kernels.values())
+    assert kernels and all(k._fast for k in kernels), [k._fast for k in kernels]
+    side = torch.cuda.Stream()
+    for n, alpha in ((1000, 2.0), (77_777, -0.5), (3, 3.25)):
+        x = torch.randn(n, device="cuda")
+        with torch.cuda.stream(side):
+            side.wait_stream(torch.cuda.current_stream())
+            y = op(x, alpha)
+        side.synchronize()
+        torch.testing.assert_close(y, x * alpha, atol=0, rtol=0)

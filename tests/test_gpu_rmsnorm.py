@@ -3,6 +3,7 @@ over row lengths 1..65,536, every floating dtype, one row, zero rows and non-con
 float64; opcheck; a Llama-style block under torch.compile(fullgraph=True) with zero graph breaks; the errors
 for a missing backward, double backward and a mis-shaped weight."""
 
+import importlib.util
 import warnings
 
 import pytest
@@ -13,7 +14,11 @@ import opsmith as ok
 from opsmith.rmsnorm import LlamaRMSNorm, RMSNorm, reference_rms_norm, rms_norm, rmsnorm_ops
 
 pytestmark = pytest.mark.gpu
-IMPLS = ["triton", "cuda"]
+# The CuTe DSL kernels need CuTe DSL (the test extra installs it; on the GPU machine `scripts/gpu-suite cute`
+# carries it in and runs these with -k cute).
+CUTE = pytest.param("cute", marks=pytest.mark.skipif(importlib.util.find_spec("cutlass") is None,
+                                                     reason="CuTe DSL not importable: pip install 'opsmith[cute]'"))  # fmt: skip
+IMPLS = ["triton", "cuda", CUTE]
 # bf16 keeps 8 mantissa bits: one rounding of y is ~4e-3 relative; dx sums n products, so its error grows
 # with sqrt(n) from there. fp16 has 11 bits. Tolerances are a few roundings of the output dtype.
 TOL = {torch.float32: (1e-5, 1e-4), torch.float16: (4e-3, 4e-3), torch.bfloat16: (3e-2, 2e-2),
@@ -47,7 +52,8 @@ def _compare(impl, x, w, dy, eps=1e-6):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_forward_backward_against_reference(impl, dtype):
     torch.manual_seed(0)
-    for shape in [(4, 1), (3, 7), (1, 4096), (5, 1000), (2, 4097), (8, 5000), (2, 65536), (64, 4096), (0, 128)]:
+    for shape in [(4, 1), (3, 7), (1, 4096), (5, 1000), (2, 4097), (8, 5000), (2, 65536), (64, 4096), (0, 128),
+                  (3, 20000), (2, 131072)]:  # fmt: skip
         x = torch.randn(shape, device="cuda", dtype=dtype) * 3
         w = torch.randn(shape[-1], device="cuda", dtype=dtype)
         dy = torch.randn(shape, device="cuda", dtype=dtype)
@@ -198,7 +204,7 @@ def test_missing_backward_raises_and_double_backward_is_refused():
     assert x.grad is None
     with torch.no_grad():
         assert relu(x).shape == x.shape  # no graph, no error
-    for impl in IMPLS:
+    for impl in ["triton", "cuda"] + (["cute"] if importlib.util.find_spec("cutlass") else []):
         x = torch.randn(4, 32, device="cuda", dtype=torch.float64, requires_grad=True)
         w = torch.randn(32, device="cuda", dtype=torch.float64)
         with pytest.raises(ok.DifferentiationError, match="double backward"):
@@ -211,7 +217,7 @@ def test_misshaped_weight_and_wrong_dtype_are_refused(impl):
     x = torch.randn(4, 64, device="cuda")
     with pytest.raises(ok.InputError, match=r"argument 'weight': expected shape \(64,\), got shape \(32,\)"):
         fwd(x, torch.randn(32, device="cuda"), 1e-6)
-    if impl == "cuda":  # the C++ kernel takes one element type for x and weight
+    if impl in ("cuda", "cute"):  # the C++ and CuTe DSL kernels take one element type for x and weight
         with pytest.raises(ok.CompileError, match="weight must have the dtype of x"):
             fwd(x, torch.randn(64, device="cuda", dtype=torch.float16), 1e-6)
     else:  # Triton specializes on each pointer's type and promotes
@@ -274,3 +280,32 @@ def test_every_cuda_backward_config_matches_the_reference(monkeypatch):
     finally:
         tuner.default = saved
         tuner.decisions.clear()
+
+
+def test_every_cute_config_matches_the_reference(monkeypatch):
+    """Each CuTe DSL forward and backward config forced in turn: rows in one CTA (1,024 fp16, 4,096 fp32),
+    split over clusters of 2 (16,384), 3 (20,000: ragged slices) and 8 (65,536 and 131,072 bf16; 131,072
+    float32 takes the backward's single-stage path), an odd row (no vectors) and more rows than persistent
+    clusters (each cluster loops, its stages and mbarrier phases alternate)."""
+    pytest.importorskip("cutlass", reason="CuTe DSL not importable: pip install 'opsmith[cute]'")
+    monkeypatch.setenv("OPSMITH_AUTOTUNE", "0")
+    monkeypatch.setenv("OPSMITH_DISABLE_DISK_CACHE", "1")
+    fwd, bwd = rmsnorm_ops("cute")
+    saved = fwd.tuner.default, bwd.tuner.default
+    torch.manual_seed(0)
+    try:
+        for c in range(max(len(fwd.record.configs), len(bwd.record.configs))):
+            for op in (fwd, bwd):
+                op.tuner.default = c % len(op.record.configs)
+                op.tuner.decisions.clear()
+            for shape, dt in (((300, 1024), torch.float16), ((16, 4096), torch.float32), ((8, 5001), torch.bfloat16),
+                              ((600, 16384), torch.bfloat16), ((8, 20000), torch.bfloat16),
+                              ((40, 65536), torch.bfloat16), ((3, 131072), torch.bfloat16),
+                              ((2, 131072), torch.float32)):  # fmt: skip
+                x = torch.randn(shape, device="cuda").to(dt)
+                w = (1 + 0.25 * torch.randn(shape[-1], device="cuda")).to(dt)
+                _compare("cute", x, w, torch.randn_like(x))
+    finally:
+        for op, d in zip((fwd, bwd), saved, strict=True):
+            op.tuner.default = d
+            op.tuner.decisions.clear()

@@ -18,6 +18,7 @@ when a ``cute_op`` is registered (``pip install opsmith[cute]``).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import inspect
 import re
@@ -233,7 +234,8 @@ class CuteSource:
                 with contextlib.suppress(Exception):
                     cache.put(key, {"op": self.op_name, "kind": "cute", "seconds": log_seconds},
                               compiled.dump_to_object(prefix))  # fmt: skip
-        kernel = self._compiled[spec] = CuteKernel(self.op_name, fn, types, aligned)
+        stream_at = [n for n in self.order if n not in self.constexpr].index(self.stream_param)
+        kernel = self._compiled[spec] = CuteKernel(self.op_name, fn, types, aligned, stream_at)
         return kernel
 
 
@@ -286,11 +288,18 @@ def _load(obj: bytes, prefix: str) -> Any:
 
 
 class CuteKernel:
-    """One compiled specialization, launched on the current stream of the call's device."""
+    """One compiled specialization, launched on the current stream of the call's device.
 
-    def __init__(self, op_name: str, fn: Any, types: list[str], aligned: dict[int, int]) -> None:
+    The DSL's own call converts every argument in Python on each call (H200: 14.5 us of a 20 us launch at
+    (64, 4096)). After the first call, a kernel whose C arguments this class can lay out itself (checked byte
+    for byte against the DSL's, for that call's values) keeps one buffer per argument and its compiled
+    executor, and a call writes the values into the buffers and runs it (5.5 us); anything else keeps the
+    DSL's call.
+    """
+
+    def __init__(self, op_name: str, fn: Any, types: list[str], aligned: dict[int, int], stream_at: int) -> None:
         cutlass, cute, _ = _dsl()
-        self.op_name, self.fn = op_name, fn
+        self.op_name, self.fn, self.types, self.stream_at = op_name, fn, types, stream_at
         make_ptr, gmem = cute.runtime.make_ptr, cute.AddressSpace.gmem
 
         def pointer(elem: Any, align: int | None) -> Any:
@@ -299,17 +308,61 @@ class CuteKernel:
         # Per parameter: how a value of the generated code (a pointer as an int, a number) becomes an argument.
         self._convert = [pointer(getattr(cutlass, t[4:]), aligned.get(p) or None) if t.startswith("ptr:") else None
                          for p, t in enumerate(types)]  # fmt: skip
+        self._fast: tuple | None = None  # (device, buffers, stream buffer, C arguments, executor), once checked
+        self._lock = threading.Lock()
 
     def launch(self, device: int, *values: Any) -> None:
-        args = [v if c is None else c(v) for c, v in zip(self._convert, values, strict=True)]
         raw = _raw_stream(device)  # the stream handles every flavor's launches share (launch.py)
+        fast = self._fast
+        if fast and fast[0] == device:
+            with self._lock:
+                for buf, v in zip(fast[1], values, strict=True):
+                    buf.value = v
+                fast[2].value = raw
+                fast[4].run_compiled_program(fast[3])  # raises the DSL's error on a failed launch
+            return
+        args = [v if c is None else c(v) for c, v in zip(self._convert, values, strict=True)]
         s = _STREAMS.get(raw)
         if s is None:
             s = _stream_handle(raw)
+        args.insert(self.stream_at, s)
         if device != _current_device():
             with torch.cuda.device(device):
-                err = self.fn(*args, s)
+                err = self.fn(*args)
         else:
-            err = self.fn(*args, s)
+            err = self.fn(*args)
+            if fast is None:
+                self._fast = _direct_call(self.fn, self.types, self.stream_at, values, raw, args, device)
         if err:  # the host function's launch status (a cudaError_t)
             raise LaunchError(f"{self.op_name}: the CuTe DSL host function returned CUDA error {int(err)}.")
+
+
+_CTYPES = {"Float32": ctypes.c_float, "Float64": ctypes.c_double, "Int32": ctypes.c_int32, "Int64": ctypes.c_int64,
+           "Uint32": ctypes.c_uint32, "Uint64": ctypes.c_uint64, "Int8": ctypes.c_int8, "Boolean": ctypes.c_bool}  # fmt: skip
+
+
+def _direct_call(fn: Any, types: list[str], stream_at: int, values: tuple, raw: int, args: list, device: int) -> tuple:
+    """(device, buffers, stream buffer, C arguments, executor) for calls that skip the DSL's conversion, or
+    ``False`` (keep the DSL's call) when the DSL's C arguments for this call differ from ours in number or in
+    any byte, or the compiled function has no executor to run them."""
+    try:
+        executor = getattr(fn, "_default_executor", None)
+        if executor is None or not hasattr(executor, "run_compiled_program"):
+            return False  # type: ignore[return-value]
+        theirs, _ = fn.execution_args.generate_execution_args(tuple(args), {})
+        bufs = [
+            ctypes.c_void_p(v) if t.startswith("ptr:") else _CTYPES[t](v) for t, v in zip(types, values, strict=True)
+        ]
+        stream = ctypes.c_void_p(raw)
+        ordered = list(bufs)
+        ordered.insert(stream_at, stream)
+        if len(theirs) != len(ordered):
+            return False  # type: ignore[return-value]
+        for p, buf in zip(theirs, ordered, strict=True):
+            address = p.value if isinstance(p, ctypes.c_void_p) else int(p)
+            if ctypes.string_at(address, ctypes.sizeof(buf)) != bytes(buf):
+                return False  # type: ignore[return-value]
+        mine = [ctypes.cast(ctypes.pointer(b), ctypes.c_void_p) for b in ordered]
+        return (device, bufs, stream, mine, executor)
+    except Exception:  # any DSL internals this does not know: the DSL's own call stays
+        return False  # type: ignore[return-value]

@@ -1,0 +1,76 @@
+"""Quick side-by-side of the CuTe DSL RMSNorm against the CUDA C++ one, quack and torch.compile at the sweep
+shapes (bf16): forward and backward times and % of copy bandwidth, from ``opsmith.rmsnorm_bench.measure``.
+For iterating on the kernels; ``bench_rmsnorm.py`` is the full record.
+
+    python benchmarks/rmsnorm_cute_probe.py [--shapes 2048x65536 8192x16384] [--reps 100]
+"""
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from opsmith.rmsnorm import rms_norm
+from opsmith.rmsnorm_bench import EPS, MAIN, SWEEP, measure, table
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", nargs="*", default=None, help="ROWSxN, e.g. 2048x65536 (default: main + sweep)")
+    ap.add_argument("--reps", type=int, default=100)
+    ap.add_argument("--no-peers", action="store_true", help="only the opsmith ops")
+    ap.add_argument("--profile", action="store_true", help="also each opsmith kernel's device time (profiler)")
+    ap.add_argument("--host", action="store_true", help="also host time per call at (64, 4096), then exit")
+    args = ap.parse_args()
+    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else [MAIN, *SWEEP]
+    import torch._functorch.config as functorch_config
+
+    functorch_config.donated_buffer = False
+    if args.host:
+        from opsmith.rmsnorm_bench import host_times
+
+        impls = {f"opsmith {i}": (lambda i: lambda x, w: rms_norm(x, w, EPS, i))(i) for i in ("cuda", "cute")}
+        for name, t in host_times(impls).items():
+            print(f"host us per call, {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
+        return
+    for shape in shapes:
+        torch._dynamo.reset()
+        impls = {"opsmith cuda": lambda x, w: rms_norm(x, w, EPS, "cuda"),
+                 "opsmith cute": lambda x, w: rms_norm(x, w, EPS, "cute")}  # fmt: skip
+        if not args.no_peers:
+            impls["torch.compile(F.rms_norm)"] = torch.compile(
+                lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS), dynamic=False)  # fmt: skip
+            try:
+                from quack.rmsnorm import rmsnorm as quack_rmsnorm
+
+                impls["quack"] = lambda x, w: quack_rmsnorm(x, w, eps=EPS)
+            except Exception as e:
+                print(f"quack not available: {e}")
+        print(table(measure(shape, torch.bfloat16, impls, args.reps)), flush=True)
+        if args.profile:
+            kernel_times(shape, {k: v for k, v in impls.items() if k.startswith("opsmith")})
+
+
+def kernel_times(shape: tuple, impls: dict, iters: int = 10) -> None:
+    """Device time per kernel of forward + backward (mean of ``iters``), apart from the host's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    for name, fn in impls.items():
+        torch.autograd.grad(fn(x, w), (x, w), dy)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                torch.autograd.grad(fn(x, w), (x, w), dy)
+            torch.cuda.synchronize()
+        rows = [(e.key[:60], e.device_time_total / iters) for e in prof.key_averages() if e.device_time_total > 0]
+        print(
+            f"  {name} kernels (us per fwd+bwd): "
+            + "; ".join(f"{k} {t:.1f}" for k, t in sorted(rows, key=lambda r: -r[1])[:5])
+        )
+
+
+if __name__ == "__main__":
+    main()
