@@ -57,6 +57,20 @@ def main() -> None:
     torch.cuda.synchronize()
     prof.disable()
     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+    # The backward: autograd, the backward program (two buffers, two ops), for the CUDA C++ and CuTe DSL ops.
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    dy = torch.randn_like(x)
+    for name, op in (("cuda", cuda_fwd), ("cute", fwd)):
+        print(
+            f"fwd+bwd {name}: {per_call(lambda op=op: torch.autograd.grad(op(xg, wg, 1e-6), (xg, wg), dy), 500):.1f} us"
+        )
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(500):
+        torch.autograd.grad(fwd(xg, wg, 1e-6), (xg, wg), dy)
+    torch.cuda.synchronize()
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
 
 
 if __name__ == "__main__":

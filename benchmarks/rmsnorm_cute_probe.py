@@ -21,15 +21,27 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true", help="only the opsmith ops")
     ap.add_argument("--profile", action="store_true", help="also each opsmith kernel's device time (profiler)")
     ap.add_argument("--host", action="store_true", help="also host time per call at (64, 4096), then exit")
+    ap.add_argument("--configs", action="store_true", help="each CuTe DSL config's kernel time at --shapes, then exit")
+    ap.add_argument(
+        "--prows", type=int, nargs="*", help="the CuTe DSL backward alone with these partial rows, then exit"
+    )
     args = ap.parse_args()
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes] if args.shapes else [MAIN, *SWEEP]
     import torch._functorch.config as functorch_config
 
     functorch_config.donated_buffer = False
+    if args.prows:
+        for shape in shapes:
+            partial_rows(shape, args.prows)
+        return
+    if args.configs:
+        for shape in shapes:
+            per_config(shape)
+        return
     if args.host:
         from opsmith.rmsnorm_bench import host_times
 
-        impls = {f"opsmith {i}": (lambda i: lambda x, w: rms_norm(x, w, EPS, i))(i) for i in ("cuda", "cute")}
+        impls = {f"opsmith {i}": lambda x, w, i=i: rms_norm(x, w, EPS, i) for i in ("cuda", "cute")}
         for name, t in host_times(impls).items():
             print(f"host us per call, {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in t.items()))
         return
@@ -49,6 +61,41 @@ def main() -> None:
         print(table(measure(shape, torch.bfloat16, impls, args.reps)), flush=True)
         if args.profile:
             kernel_times(shape, {k: v for k, v in impls.items() if k.startswith("opsmith")})
+
+
+def partial_rows(shape: tuple, prows: list[int]) -> None:
+    """The CuTe DSL backward op alone (tuned per call shape) with ``p`` partial rows, i.e. ``p`` persistent
+    clusters: whether they all fit on the GPU at once shows as time."""
+    from triton.testing import do_bench
+
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    _, bwd = rmsnorm_ops("cute")
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn_like(x)
+    for p in prows:
+        partial = torch.empty(p, shape[-1], device="cuda")
+        us = do_bench(lambda partial=partial: bwd(dy, x, w, EPS, partial), warmup=20, rep=100) * 1e3
+        print(f"{shape} backward kernel with {p} partial rows: {us:.1f} us", flush=True)
+
+
+def per_config(shape: tuple) -> None:
+    """Each forward and backward config of the CuTe DSL op forced in turn: its kernels' device times."""
+    import os
+
+    from opsmith.rmsnorm import rmsnorm_ops
+
+    os.environ["OPSMITH_AUTOTUNE"] = "0"
+    fwd, bwd = rmsnorm_ops("cute")
+    for c in range(max(len(fwd.record.configs), len(bwd.record.configs))):
+        for op in (fwd, bwd):
+            op.tuner.default = c % len(op.record.configs)
+            op.tuner.decisions.clear()
+        print(f"{shape} fwd {fwd.record.configs[c % len(fwd.record.configs)]['params']} "
+              f"bwd {bwd.record.configs[c % len(bwd.record.configs)]['params']}")  # fmt: skip
+        kernel_times(shape, {"opsmith cute": lambda x, w: rms_norm(x, w, EPS, "cute")})
+    del os.environ["OPSMITH_AUTOTUNE"]
 
 
 def kernel_times(shape: tuple, impls: dict, iters: int = 10) -> None:

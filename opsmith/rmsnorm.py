@@ -78,7 +78,11 @@ def _partial_rows(flavor: str) -> str:
     n, least = "max(size(x, -1), 1)", 2 if flavor in ("cuda", "cute") else 1
     per_sm = f"max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n}))"
     if flavor == "cute":
-        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // min(8, cdiv({n}, 8192))))"
+        # Clusters of 4 and 8 CTAs must each fit in one GPC, which strands SMs: an H200 holds 30 clusters of 8
+        # at two CTAs per SM, not 33, and a 31st..33rd waits for a whole cluster's rows (hidden 65,536 bf16:
+        # 296 us with 33 partial rows, 231.6 with 30, 237.4 with 28). So 7/8 of them for clusters past 2.
+        c = f"min(8, cdiv({n}, 8192))"
+        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // {c} * (8 - min(1, {c} // 4)) // 8))"
     return f"min(numel(x) // {n}, sm_count * {per_sm})"
 
 
@@ -206,9 +210,10 @@ def _register_cute(ns: str) -> tuple[Op, Op]:
 
     d = _decl()
     # Threads per CTA; the backward's largest cluster (its partial buffer has a row per cluster of up to 8, so a
-    # smaller cap launches as many smaller clusters); the forward's elements per CTA past which a row is split
-    # over a cluster. N is compiled in.
-    configs = [Config({"THREADS": t, "CLUSTER_MAX": c}) for t, c in ((128, 8), (256, 8), (512, 8), (256, 4), (512, 4))]
+    # smaller cap launches as many smaller clusters) and its rows in flight per CTA (STAGES); the forward's
+    # elements per CTA past which a row is split over a cluster. N is compiled in.
+    configs = [Config({"THREADS": t, "CLUSTER_MAX": c, "STAGES": s})
+               for t, c, s in ((128, 8, 2), (256, 8, 2), (512, 8, 2), (256, 4, 2), (512, 4, 2), (256, 8, 3), (512, 8, 3))]  # fmt: skip
     fwd_configs = [Config({"THREADS": t, "SPLIT": s}) for t, s in ((128, 16384), (256, 16384), (512, 16384),
                                                                    (256, 8192), (512, 8192))]  # fmt: skip
     key = [TuneDim("x", -1), TuneDim("x", None)]

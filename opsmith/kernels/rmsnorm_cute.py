@@ -9,8 +9,8 @@ Layout of the work (``VEC`` elements = 16 bytes where the row length and the poi
     a row is ``V = N / VEC`` vectors; CTA ``r`` of a cluster of ``C`` owns vectors ``[r * VPC, (r + 1) * VPC)``
     (``VPC = cdiv(V, C)``); thread ``t`` of a row's ``TPR`` threads holds vectors ``t, t + TPR, ...`` of it.
 The backward is persistent: cluster ``g`` takes rows ``g, g + G, ...`` (``G`` = the partial buffer's rows),
-stages each row's ``x`` and ``dy`` in shared memory with ``cp.async`` one row ahead (two stages: one row
-lands while the last is computed, without registers holding the bytes in flight), and adds ``dy * x * rstd``
+stages each row's ``x`` and ``dy`` in shared memory with ``cp.async`` one or two rows ahead (``STAGES``: rows
+land while earlier ones are computed, without registers holding the bytes in flight), and adds ``dy * x * rstd``
 to its slice of one partial dweight row; ``rmsnorm_dw`` sums the partial rows.
 
 Every index into a tensor is 64-bit (a row's offset is ``row * N`` as Int64): tensors past 2^31 elements run.
@@ -27,7 +27,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Float64, Int32, Int64, const_expr
 from cutlass.cute.nvgpu import cpasync
 
-#: Shared memory a backward CTA may take for its two stages (of the H100/H200's 227 KiB a block can have).
+#: Shared memory a backward CTA may take for its stages (of the H100/H200's 227 KiB a block can have).
 _STAGE_BYTES = 200 * 1024
 
 
@@ -286,23 +286,21 @@ def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Poi
 
     first = Int64(g)
     count = (rows - first + groups - 1) // groups if first < rows else Int64(0)
-    if const_expr(stages == 2):
-        _stage_row(x, dy, sx, sg, first, rows, Int32(0), t, rank, n, vec, maxv, threads, cluster, copy_in)
+    for k in cutlass.range_constexpr(stages - 1):  # the first rows in flight before the loop
+        _stage_row(x, dy, sx, sg, first + k * groups, rows, Int32(k), t, rank, n, vec, maxv, threads, cluster, copy_in)
     if const_expr(cluster > 1):
         cute.arch.cluster_wait()  # every peer's mbarriers are initialized before a st.async reaches them
     rx, rg, rdx = (cute.make_rmem_tensor((vec,), dtype) for _ in range(3))
     for it in cutlass.range(count, unroll=1):
         row = first + it * groups
-        s = Int32(it % 2) if const_expr(stages == 2) else Int32(0)
-        if const_expr(stages == 2):
-            _stage_row(x, dy, sx, sg, row + groups, rows, 1 - s, t, rank, n, vec, maxv, threads, cluster, copy_in)
-            cute.arch.cp_async_wait_group(1)  # this row's copies have landed; the next row's are in flight
-        else:
-            _stage_row(x, dy, sx, sg, row, rows, s, t, rank, n, vec, maxv, threads, cluster, copy_in)
-            cute.arch.cp_async_wait_group(0)
+        s, par = Int32(it % stages), Int32(it % 2)  # this row's stage; its reduction slots and mbarrier
+        ahead = row + (stages - 1) * groups  # (itself with one stage)
+        _stage_row(x, dy, sx, sg, ahead, rows, Int32((it + stages - 1) % stages), t, rank, n, vec, maxv, threads,
+                   cluster, copy_in)  # fmt: skip
+        cute.arch.cp_async_wait_group(stages - 1)  # this row's copies have landed; later rows' are in flight
         if const_expr(cluster > 1):  # noqa: SIM102 (a compile-time test, then a runtime one)
             if t == 0:
-                cute.arch.mbarrier_arrive_and_expect_tx(mbar + s, warps * cluster * 2 * (acc_t.width // 8))
+                cute.arch.mbarrier_arrive_and_expect_tx(mbar + par, warps * cluster * 2 * (acc_t.width // 8))
         # Two passes over the staged row, a vector at a time (holding the whole slice in float32 registers
         # took ~170 a thread at 8,192 elements a CTA: one CTA per SM, half the persistent grid waiting).
         ss, sgw = acc_t(0.0), acc_t(0.0)
@@ -315,7 +313,7 @@ def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Poi
                 gwv = rg.load().to(acc_t) * rw[None, i].load().to(acc_t)
                 ss = ss + (xv * xv).reduce(cute.ReductionOp.ADD, acc_t(0.0), 0)
                 sgw = sgw + (gwv * xv).reduce(cute.ReductionOp.ADD, acc_t(0.0), 0)
-        ss, sgw = _row_sum((ss, sgw), red[None, None, None, s], mbar + s if const_expr(cluster > 1) else None,
+        ss, sgw = _row_sum((ss, sgw), red[None, None, None, par], mbar + par if const_expr(cluster > 1) else None,
                            Int32((it // 2) % 2), threads, cluster)  # fmt: skip
         rstd = _rsqrt(ss / n + eps.to(acc_t))
         c = sgw / n * rstd * rstd * rstd
@@ -336,17 +334,17 @@ def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Poi
             cute.autovec_copy(dw[None, i], gp[None, rank * vpc + jp])
 
 
-def _bwd_plan(n: int, vec: int, dtype: type, threads: int, most: int) -> tuple[int, int, int]:
+def _bwd_plan(n: int, vec: int, dtype: type, threads: int, most: int, stages: int) -> tuple[int, int, int]:
     """(CTAs per row, vectors per thread, stages) of the backward: the fewest CTAs from the config's cap up
-    (``cluster_size``) whose slice of a row fits shared memory, twice (two rows in flight) or at least once."""
+    (``cluster_size``) whose slice of a row fits shared memory ``stages`` times (rows in flight), or fewer."""
     cluster = cluster_size(n, most)
     while True:
         vpc = -(-(n // vec) // cluster)  # vectors per CTA
         maxv = -(-vpc // threads)
         slice_bytes = maxv * threads * vec * dtype.width // 8
-        for stages in (2, 1):
-            if 2 * stages * slice_bytes <= _STAGE_BYTES:
-                return cluster, maxv, stages
+        for k in range(stages, 0, -1):
+            if 2 * k * slice_bytes <= _STAGE_BYTES:
+                return cluster, maxv, k
         if cluster >= 8:
             raise ValueError(f"rmsnorm (CuTe DSL): a row of {n} {dtype} elements needs {2 * slice_bytes // 1024} KiB "
                              f"of shared memory per CTA of an 8-CTA cluster, over {_STAGE_BYTES // 1024} KiB; use "
@@ -357,13 +355,14 @@ def _bwd_plan(n: int, vec: int, dtype: type, threads: int, most: int) -> tuple[i
 @cute.jit
 def rmsnorm_bwd(grad_y: cute.Pointer, x: cute.Pointer, weight: cute.Pointer, eps: Float32, partial: cute.Pointer,
                 numel: Int64, prows: Int32, dx: cute.Pointer, stream: cuda.CUstream, N: cutlass.Constexpr,
-                THREADS: cutlass.Constexpr = 256, CLUSTER_MAX: cutlass.Constexpr = 8):  # fmt: skip
+                THREADS: cutlass.Constexpr = 256, CLUSTER_MAX: cutlass.Constexpr = 8,
+                STAGES: cutlass.Constexpr = 2):  # fmt: skip
     """dx, and ``partial[g, :]`` = the dweight terms of rows g, g + prows, ... (prows = partial's rows)."""
     _check_dtypes(x, weight=weight, grad_y=grad_y, dx=dx)
     if const_expr(partial.dtype != _acc(x.dtype)):
         raise TypeError(f"rmsnorm: partial must be {_acc(x.dtype)} for {x.dtype} inputs, got {partial.dtype}")
     vec = _vec(N, x.dtype, grad_y, x, weight, dx)
-    cluster, maxv, stages = _bwd_plan(N, vec, x.dtype, THREADS, CLUSTER_MAX)
+    cluster, maxv, stages = _bwd_plan(N, vec, x.dtype, THREADS, CLUSTER_MAX, STAGES)
     _bwd_kernel(grad_y, x, weight, partial, dx, eps, numel // N, prows, N, vec, maxv, cluster, THREADS, stages).launch(
         grid=[prows, cluster, 1], block=[THREADS, 1, 1],
         cluster=[1, cluster, 1] if const_expr(cluster > 1) else None, stream=stream)  # fmt: skip
@@ -377,6 +376,7 @@ def rmsnorm_bwd(grad_y: cute.Pointer, x: cute.Pointer, weight: cute.Pointer, eps
 def _dw_kernel(pr: cute.Pointer, dw: cute.Pointer, prows: Int32, n: Int64):
     acc_t = pr.dtype
     lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
+    warps = cute.arch.block_dim()[0] // 32
     b, _, _ = cute.arch.block_idx()
     col = Int64(b) * 32 + lane
     smem = cutlass.memory.SmemAllocator()
@@ -384,13 +384,13 @@ def _dw_kernel(pr: cute.Pointer, dw: cute.Pointer, prows: Int32, n: Int64):
     gp = cute.make_tensor(pr, cute.make_layout(Int64(prows) * n))
     acc = acc_t(0.0)
     if col < n:
-        for r in cutlass.range(warp, prows, 32, unroll=4):  # warp w sums rows w, w + 32, ...
+        for r in cutlass.range(warp, prows, warps, unroll=4):  # warp w sums rows w, w + warps, ...
             acc = acc + gp[Int64(r) * n + col]
     part[lane, warp] = acc
     cute.arch.barrier()
     if warp == 0:
         total = acc_t(0.0)
-        for k in cutlass.range_constexpr(32):
+        for k in cutlass.range(warps):  # in a fixed order: the same bits on every run
             total = total + part[lane, k]
         if col < n:
             gdw = cute.make_tensor(dw, cute.make_layout(n))
@@ -399,6 +399,8 @@ def _dw_kernel(pr: cute.Pointer, dw: cute.Pointer, prows: Int32, n: Int64):
 
 @cute.jit
 def rmsnorm_dw(partial: cute.Pointer, dweight: cute.Pointer, prows: Int32, n: Int64, stream: cuda.CUstream):
-    """dweight[j] = sum over the partial rows of partial[:, j]."""
-    _dw_kernel(partial, dweight, prows, n).launch(grid=[Int32((n + 31) // 32), 1, 1], block=[1024, 1, 1],
+    """dweight[j] = sum over the partial rows of partial[:, j]: 32 columns a block, its warps splitting the
+    rows, about four rows a warp (28 partial rows of 65,536 took 12 us with 32 warps of one row each)."""
+    warps = cutlass.min(32, cutlass.max(1, prows // 4))
+    _dw_kernel(partial, dweight, prows, n).launch(grid=[Int32((n + 31) // 32), 1, 1], block=[warps * 32, 1, 1],
                                                    stream=stream)  # fmt: skip
