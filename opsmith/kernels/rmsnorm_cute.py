@@ -376,7 +376,6 @@ def rmsnorm_bwd(grad_y: cute.Pointer, x: cute.Pointer, weight: cute.Pointer, eps
 def _dw_kernel(pr: cute.Pointer, dw: cute.Pointer, prows: Int32, n: Int64):
     acc_t = pr.dtype
     lane, warp = cute.arch.lane_idx(), cute.arch.warp_idx()
-    warps = cute.arch.block_dim()[0] // 32
     b, _, _ = cute.arch.block_idx()
     col = Int64(b) * 32 + lane
     smem = cutlass.memory.SmemAllocator()
@@ -384,13 +383,13 @@ def _dw_kernel(pr: cute.Pointer, dw: cute.Pointer, prows: Int32, n: Int64):
     gp = cute.make_tensor(pr, cute.make_layout(Int64(prows) * n))
     acc = acc_t(0.0)
     if col < n:
-        for r in cutlass.range(warp, prows, warps, unroll=4):  # warp w sums rows w, w + warps, ...
+        for r in cutlass.range(warp, prows, 32, unroll=4):  # warp w sums rows w, w + 32, ...
             acc = acc + gp[Int64(r) * n + col]
     part[lane, warp] = acc
     cute.arch.barrier()
     if warp == 0:
         total = acc_t(0.0)
-        for k in cutlass.range(warps):  # in a fixed order: the same bits on every run
+        for k in cutlass.range_constexpr(32):  # in a fixed order: the same bits on every run
             total = total + part[lane, k]
         if col < n:
             gdw = cute.make_tensor(dw, cute.make_layout(n))
@@ -399,8 +398,7 @@ def _dw_kernel(pr: cute.Pointer, dw: cute.Pointer, prows: Int32, n: Int64):
 
 @cute.jit
 def rmsnorm_dw(partial: cute.Pointer, dweight: cute.Pointer, prows: Int32, n: Int64, stream: cuda.CUstream):
-    """dweight[j] = sum over the partial rows of partial[:, j]: 32 columns a block, its warps splitting the
-    rows, about four rows a warp (28 partial rows of 65,536 took 12 us with 32 warps of one row each)."""
-    warps = cutlass.min(32, cutlass.max(1, prows // 4))
-    _dw_kernel(partial, dweight, prows, n).launch(grid=[Int32((n + 31) // 32), 1, 1], block=[warps * 32, 1, 1],
+    """dweight[j] = sum over the partial rows of partial[:, j]: 32 columns a block, its 32 warps splitting
+    the rows."""
+    _dw_kernel(partial, dweight, prows, n).launch(grid=[Int32((n + 31) // 32), 1, 1], block=[1024, 1, 1],
                                                    stream=stream)  # fmt: skip
