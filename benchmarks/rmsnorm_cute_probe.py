@@ -59,6 +59,11 @@ def main() -> None:
             except Exception as e:
                 print(f"quack not available: {e}")
         print(table(measure(shape, torch.bfloat16, impls, args.reps)), flush=True)
+        from opsmith.rmsnorm import rmsnorm_ops
+
+        for op in rmsnorm_ops("cute"):
+            chosen = {k: op.record.configs[c]["params"] for k, c in op.tuner.decisions.items()}
+            print(f"  {op.record.op_name} chose {chosen}")
         if args.profile:
             kernel_times(shape, {k: v for k, v in impls.items() if k.startswith("opsmith")})
 
