@@ -1,14 +1,16 @@
-"""RMSNorm three ways: a PyTorch reference, a fused Triton op and a CUDA C++ op, each differentiable.
+"""RMSNorm four ways: a PyTorch reference, a fused Triton op, a CUDA C++ op and a CuTe DSL op, each
+differentiable.
 
     from opsmith.rmsnorm import RMSNorm, LlamaRMSNorm, rms_norm
     norm = RMSNorm(4096, eps=1e-6, impl="triton").cuda()       # drop-in for torch.nn.RMSNorm
-    y = rms_norm(x, weight, 1e-6, impl="cuda")
+    y = rms_norm(x, weight, 1e-6, impl="cuda")                  # or "cute" (pip install 'opsmith[cute]')
 
-Both kernels are registered through opsmith's one path (``opsmith::rmsnorm_triton``, ``opsmith::rmsnorm_cuda``
-and their ``_backward`` ops) the first time they are used, and declare their backward with ``Backward``:
-the backward op recomputes ``rstd`` from ``x`` (it reads the row anyway, so saving it would only cost a
-write) and returns ``dx`` plus per-program partial sums of ``dweight``, which one ``sum`` reduces. Every
-kernel indexes rows with 64 bits (``index_dtype="int64"``): tensors of more than 2^31 elements run.
+Each kernel is registered through opsmith's one path (``opsmith::rmsnorm_triton``, ``opsmith::rmsnorm_cuda``,
+``opsmith::rmsnorm_cute`` and their ``_backward`` ops) the first time it is used, and declares its backward
+with ``Backward``: the backward op recomputes ``rstd`` from ``x`` (it reads the row anyway, so saving it would
+only cost a write) and returns ``dx`` plus per-program partial sums of ``dweight``, which one ``sum`` reduces.
+Every kernel indexes rows with 64 bits (``index_dtype="int64"``): tensors of more than 2^31 elements run. The
+CuTe DSL kernels split long rows over a thread-block cluster (``kernels/rmsnorm_cute.py``).
 """
 
 from __future__ import annotations
@@ -206,6 +208,9 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
 
 def _register_cute(ns: str) -> tuple[Op, Op]:
     from .api import cute_op
+    from .flavors.cute import cutlass_version
+
+    cutlass_version()  # where CuTe DSL is missing: a ToolchainError naming the install, before the import below
     from .kernels import rmsnorm_cute as k
 
     d = _decl()

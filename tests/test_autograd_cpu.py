@@ -108,13 +108,13 @@ def test_declared_shape_is_checked_in_fake_tracing():
             fwd(x, torch.empty(1, 64, device="cuda"), 1e-6)
 
 
-@pytest.mark.parametrize("impl", ["cuda", "triton"])
+@pytest.mark.parametrize("impl", ["cuda", "triton", "cute"])
 def test_compile_builds_forward_and_backward_graphs_with_the_kernels(impl):
     """AOTAutograd traces both directions on fake tensors: the forward graph holds the forward kernel, the
     backward graph the backward kernel; no graph break. (Fake *CPU* tensors: a CPU-only torch build aborts
     when autograd meets a CUDA device, even a fake one; the fake implementations do not look at the device.)"""
-    if impl == "triton":
-        pytest.importorskip("triton")
+    if impl in ("triton", "cute"):
+        pytest.importorskip("triton" if impl == "triton" else "cutlass")
     from opsmith.rmsnorm import RMSNorm
 
     backend, graphs = _aot_capture()
@@ -132,9 +132,9 @@ def test_compile_builds_forward_and_backward_graphs_with_the_kernels(impl):
         return " ".join(str(n.target) + str(n.args) for gm in gms for n in gm.graph.nodes)
 
     assert len(graphs["fw"]) == 1 and len(graphs["bw"]) == 1
-    if impl == "cuda":
-        assert "opsmith.rmsnorm_cuda.default" in text(graphs["fw"])
-        assert "rmsnorm_cuda_backward" in text(graphs["bw"])
+    if impl in ("cuda", "cute"):
+        assert f"opsmith.rmsnorm_{impl}.default" in text(graphs["fw"])
+        assert f"rmsnorm_{impl}_backward" in text(graphs["bw"]) and f"rmsnorm_{impl}_dweight" in text(graphs["bw"])
     else:  # Triton ops decompose into the kernel itself, which Inductor can see
         assert "triton_kernel_wrapper" in text(graphs["fw"]) and "triton_kernel_wrapper" in text(graphs["bw"])
 
@@ -257,3 +257,18 @@ def test_dtype_generic_cuda_kernel_compiles_one_instantiation_per_dtype():
     bins = {dt: v.kernel(0, (dt, dt)).binary_for("sm_90") for dt in (torch.float32, torch.bfloat16, torch.float64)}
     assert len({b.data for b in bins.values()}) == 3 and len({b.symbol for b in bins.values()}) == 3
     assert all(b.data[:4] == b"\x7fELF" for b in bins.values())
+
+
+def test_cute_impl_without_cute_dsl_names_the_install():
+    """impl="cute" where CuTe DSL is not installed: the module's constructor says what to install."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; sys.modules['cutlass'] = None\n"
+            "import opsmith as ok\n"
+            "from opsmith.rmsnorm import RMSNorm\n"
+            "try:\n    RMSNorm(64, impl='cute')\nexcept ok.ToolchainError as e:\n    print('refused:', e)\n")  # fmt: skip
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
+    assert r.returncode == 0 and "refused:" in r.stdout and "pip install 'opsmith[cute]'" in r.stdout, r.stderr[-2000:]
