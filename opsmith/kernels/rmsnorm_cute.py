@@ -236,6 +236,52 @@ def _stage_row(x: cute.Pointer, dy: cute.Pointer, sx: cute.Tensor, sg: cute.Tens
     cute.arch.cp_async_commit_group()
 
 
+def _staging_atom(dtype: type, vec: int) -> cute.CopyAtom:
+    """cp.async for 4, 8 or 16 bytes (16 bypassing L1: .cg); a row of odd length in 2-byte elements is
+    staged by plain copies."""
+    bits = vec * dtype.width
+    if bits < 32:
+        return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=bits)
+    mode = cpasync.LoadCacheMode.GLOBAL if bits == 128 else cpasync.LoadCacheMode.ALWAYS
+    return cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=mode), dtype, num_bits_per_copy=bits)
+
+
+@cute.jit
+def _bwd_row(sx: cute.Tensor, sg: cute.Tensor, s: Int32, rw: cute.Tensor, dw: cute.Tensor, gdx: cute.Tensor,
+             red: cute.Tensor, mbar: cute.Pointer | None, phase: Int32, eps: Float32, t: Int32, rank: Int32,
+             n: cutlass.Constexpr, vec: cutlass.Constexpr, maxv: cutlass.Constexpr, threads: cutlass.Constexpr,
+             cluster: cutlass.Constexpr, copy: cute.CopyAtom) -> None:  # fmt: skip
+    """One staged row: the row's two sums, then dx (stored) and its dweight terms (added to ``dw``). Two passes
+    over the stage, a vector at a time (holding the whole slice in float32 registers took ~170 a thread at
+    8,192 elements a CTA: one CTA per SM, half the persistent grid waiting)."""
+    dtype = sx.element_type
+    acc_t = _acc(dtype)
+    nv, vpc = n // vec, (n // vec + cluster - 1) // cluster
+    rx, rg, rdx = (cute.make_rmem_tensor((vec,), dtype) for _ in range(3))
+    ss, sgw = acc_t(0.0), acc_t(0.0)
+    for i in cutlass.range_constexpr(maxv):
+        j = t + i * threads
+        if j < vpc and rank * vpc + j < nv:
+            cute.autovec_copy(sx[None, i, t, s], rx)
+            cute.autovec_copy(sg[None, i, t, s], rg)
+            xv = rx.load().to(acc_t)
+            gwv = rg.load().to(acc_t) * rw[None, i].load().to(acc_t)
+            ss = ss + (xv * xv).reduce(cute.ReductionOp.ADD, acc_t(0.0), 0)
+            sgw = sgw + (gwv * xv).reduce(cute.ReductionOp.ADD, acc_t(0.0), 0)
+    ss, sgw = _row_sum((ss, sgw), red, mbar, phase, threads, cluster)
+    rstd = _rsqrt(ss / n + eps.to(acc_t))
+    c = sgw / n * rstd * rstd * rstd
+    for i in cutlass.range_constexpr(maxv):
+        jd = t + i * threads
+        if jd < vpc and rank * vpc + jd < nv:
+            cute.autovec_copy(sx[None, i, t, s], rx)
+            cute.autovec_copy(sg[None, i, t, s], rg)
+            xv, gv = rx.load().to(acc_t), rg.load().to(acc_t)
+            rdx.store((gv * rw[None, i].load().to(acc_t) * rstd - xv * c).to(dtype))
+            cute.copy(copy, rdx, gdx[None, rank * vpc + jd])
+            dw[None, i].store(dw[None, i].load() + gv * xv * rstd)
+
+
 @cute.kernel
 def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Pointer, dx: cute.Pointer,
                 eps: Float32, rows: Int64, groups: Int32, n: cutlass.Constexpr, vec: cutlass.Constexpr,
@@ -265,14 +311,7 @@ def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Poi
         cute.arch.mbarrier_init_fence()
         cute.arch.cluster_arrive_relaxed()
 
-    # cp.async moves 4, 8 or 16 bytes (16 bypassing L1: .cg); a row of odd length in 2-byte elements is
-    # staged by plain copies.
-    bits = vec * dtype.width
-    if const_expr(bits >= 32):
-        mode = cpasync.LoadCacheMode.GLOBAL if const_expr(bits == 128) else cpasync.LoadCacheMode.ALWAYS
-        copy_in = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=mode), dtype, num_bits_per_copy=bits)
-    else:
-        copy_in = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=bits)
+    copy_in = _staging_atom(dtype, vec)
     copy = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=vec * dtype.width)
     gw = _row(w, Int64(0), n, vec)
     rw = cute.make_rmem_tensor((vec, maxv), dtype)
@@ -290,7 +329,6 @@ def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Poi
         _stage_row(x, dy, sx, sg, first + k * groups, rows, Int32(k), t, rank, n, vec, maxv, threads, cluster, copy_in)
     if const_expr(cluster > 1):
         cute.arch.cluster_wait()  # every peer's mbarriers are initialized before a st.async reaches them
-    rx, rg, rdx = (cute.make_rmem_tensor((vec,), dtype) for _ in range(3))
     for it in cutlass.range(count, unroll=1):
         row = first + it * groups
         s, par = Int32(it % stages), Int32(it % 2)  # this row's stage; its reduction slots and mbarrier
@@ -301,32 +339,9 @@ def _bwd_kernel(dy: cute.Pointer, x: cute.Pointer, w: cute.Pointer, pr: cute.Poi
         if const_expr(cluster > 1):  # noqa: SIM102 (a compile-time test, then a runtime one)
             if t == 0:
                 cute.arch.mbarrier_arrive_and_expect_tx(mbar + par, warps * cluster * 2 * (acc_t.width // 8))
-        # Two passes over the staged row, a vector at a time (holding the whole slice in float32 registers
-        # took ~170 a thread at 8,192 elements a CTA: one CTA per SM, half the persistent grid waiting).
-        ss, sgw = acc_t(0.0), acc_t(0.0)
-        for i in cutlass.range_constexpr(maxv):
-            j = t + i * threads
-            if j < vpc and rank * vpc + j < nv:
-                cute.autovec_copy(sx[None, i, t, s], rx)
-                cute.autovec_copy(sg[None, i, t, s], rg)
-                xv = rx.load().to(acc_t)
-                gwv = rg.load().to(acc_t) * rw[None, i].load().to(acc_t)
-                ss = ss + (xv * xv).reduce(cute.ReductionOp.ADD, acc_t(0.0), 0)
-                sgw = sgw + (gwv * xv).reduce(cute.ReductionOp.ADD, acc_t(0.0), 0)
-        ss, sgw = _row_sum((ss, sgw), red[None, None, None, par], mbar + par if const_expr(cluster > 1) else None,
-                           Int32((it // 2) % 2), threads, cluster)  # fmt: skip
-        rstd = _rsqrt(ss / n + eps.to(acc_t))
-        c = sgw / n * rstd * rstd * rstd
-        gdx = _row(dx, row, n, vec)
-        for i in cutlass.range_constexpr(maxv):
-            jd = t + i * threads
-            if jd < vpc and rank * vpc + jd < nv:
-                cute.autovec_copy(sx[None, i, t, s], rx)
-                cute.autovec_copy(sg[None, i, t, s], rg)
-                xv, gv = rx.load().to(acc_t), rg.load().to(acc_t)
-                rdx.store((gv * rw[None, i].load().to(acc_t) * rstd - xv * c).to(dtype))
-                cute.copy(copy, rdx, gdx[None, rank * vpc + jd])
-                dw[None, i].store(dw[None, i].load() + gv * xv * rstd)
+        _bwd_row(sx, sg, s, rw, dw, _row(dx, row, n, vec), red[None, None, None, par],
+                 mbar + par if const_expr(cluster > 1) else None, Int32((it // 2) % 2), eps, t, rank, n, vec, maxv,
+                 threads, cluster, copy)  # fmt: skip
     gp = _row(pr, first, n, vec)
     for i in cutlass.range_constexpr(maxv):
         jp = t + i * threads
