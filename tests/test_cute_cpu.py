@@ -126,3 +126,48 @@ def test_rmsnorm_compiles_every_path():
     spec[1] = torch.float16  # the weight's dtype
     with pytest.raises(ok.CompileError, match="weight must have the dtype of x"):
         fwd.variants.kernel(0, tuple(spec))
+
+
+def test_direct_call_only_on_its_device_and_failures_are_launch_errors(monkeypatch):
+    """The direct call (C argument buffers written per call) runs only where the call's device is the one it
+    was set up on and the current one; elsewhere the DSL's own call runs under that device. A failure of the
+    compiled executor arrives as LaunchError naming the op."""
+    import contextlib
+    import ctypes
+    import threading
+
+    import opsmith.flavors.cute as fc
+
+    calls = []
+
+    class Executor:
+        def __init__(self, fail=False):
+            self.fail = fail
+
+        def run_compiled_program(self, args):
+            if self.fail:
+                raise RuntimeError("cudaErrorLaunchFailure")
+            calls.append(("direct", bufs[0].value, stream.value))
+
+    k = fc.CuteKernel.__new__(fc.CuteKernel)
+    bufs, stream = [ctypes.c_void_p(0)], ctypes.c_void_p(0)
+    k.op_name, k.types, k.stream_at, k._lock = "t::op", ["ptr:Float32"], 1, threading.Lock()
+    k._convert = [None]
+    k.fn = lambda *a: calls.append(("dsl", *a)) or 0
+    k._fast = (1, bufs, stream, [], Executor())
+    monkeypatch.setattr(fc, "_raw_stream", lambda d: 100 + d)
+    monkeypatch.setattr(fc, "_STREAMS", {})
+    monkeypatch.setattr(fc, "_stream_handle", lambda raw: f"stream{raw}")
+    monkeypatch.setattr(fc.torch.cuda, "device", lambda d: contextlib.nullcontext())
+    monkeypatch.setattr(fc, "_current_device", lambda: 1)
+    k.launch(1, 4096)
+    assert calls[-1] == ("direct", 4096, 101)
+    monkeypatch.setattr(fc, "_current_device", lambda: 0)
+    k.launch(1, 8192)  # the call's device is not the current one: the DSL's call, under device 1
+    assert calls[-1] == ("dsl", 8192, "stream101")
+    k.launch(0, 16)  # another device than the direct call's
+    assert calls[-1] == ("dsl", 16, "stream100")
+    monkeypatch.setattr(fc, "_current_device", lambda: 1)
+    k._fast = (1, bufs, stream, [], Executor(fail=True))
+    with pytest.raises(ok.LaunchError, match="t::op: the CuTe DSL host function failed: cudaErrorLaunchFailure"):
+        k.launch(1, 32)

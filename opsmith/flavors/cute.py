@@ -317,12 +317,16 @@ class CuteKernel:
     def launch(self, device: int, *values: Any) -> None:
         raw = _raw_stream(device)  # the stream handles every flavor's launches share (launch.py)
         fast = self._fast
-        if fast and fast[0] == device:
+        # The compiled launch runs on the current device: the direct call only where that is the call's.
+        if fast and fast[0] == device and device == _current_device():
             with self._lock:
                 for buf, v in zip(fast[1], values, strict=True):
                     buf.value = v
                 fast[2].value = raw
-                fast[4].run_compiled_program(fast[3])  # raises the DSL's error on a failed launch
+                try:
+                    fast[4].run_compiled_program(fast[3])  # raises on a failed launch
+                except Exception as e:
+                    raise LaunchError(f"{self.op_name}: the CuTe DSL host function failed: {e}") from e
             return
         args = [v if c is None else c(v) for c, v in zip(self._convert, values, strict=True)]
         s = _STREAMS.get(raw)
