@@ -33,9 +33,10 @@ _STAGE_BYTES = 200 * 1024
 
 def cluster_size(n: int, most: int = 8) -> int:
     """CTAs per row in the backward: one per 8,192 elements, at most ``most`` (8 is the portable cluster
-    size). The backward's partial buffer has ``2 * sm_count // cluster_size(n)`` rows (``rmsnorm.py``), one per
-    persistent cluster; a config with a smaller ``most`` launches that many smaller clusters (one CTA per SM
-    instead of two, each with a longer slice), which a GPU fits more easily: clusters of 8 must share a GPC."""
+    size). The backward's partial buffer has a row per persistent cluster, ``2 * sm_count // cluster_size(n)``
+    of them, 7/8 of that for clusters of 4 and 8 (``_partial_rows`` in ``rmsnorm.py``: a cluster must fit one
+    GPC); a config with a smaller ``most`` launches that many smaller clusters (one CTA per SM instead of two,
+    each with a longer slice)."""
     return min(most, -(-n // 8192))
 
 
