@@ -26,7 +26,6 @@ import sys
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -224,9 +223,7 @@ class CuteSource:
             opts = {} if _detected_arch() == gpu_arch else {"options": f"--gpu-arch={gpu_arch}"}
             t0 = time.perf_counter()
             try:
-                with _LOCK, warnings.catch_warnings():  # the DSL's compiler keeps global state
-                    # A block size computed at run time is legitimate; the DSL only notes it skips a hint.
-                    warnings.filterwarnings("ignore", message="Dynamic variable in block size")
+                with _LOCK:  # the DSL's compiler keeps global state
                     compiled = cute.compile(self.fn, *args, **opts)
             except Exception as e:
                 raise CompileError(self.op_name, self.kernel_name, _ANSI.sub("", str(e)) or type(e).__name__,
