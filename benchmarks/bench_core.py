@@ -65,7 +65,7 @@ def host_time(fns: dict, x: torch.Tensor, calls: int = 2_000, rounds: int = 60, 
 def _impl_alone(op):
     from opsmith.eager import make_eager
 
-    impl, _, _ = make_eager(op.record, op.variants)
+    impl, _, _ = make_eager(op.record, op.variants, op.plan)
     return impl
 
 

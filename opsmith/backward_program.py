@@ -16,8 +16,7 @@ from typing import Any
 import torch
 
 from .errors import SpecError
-from .expr import ExprError, parse_size
-from .geometry import EXPR_GLOBALS, to_python
+from .expr import EXPR_GLOBALS, ExprError, parse_size, to_python
 from .spec import Buffer, Step
 
 __all__ = ["Program", "is_program"]

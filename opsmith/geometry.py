@@ -4,29 +4,18 @@ A declarative geometry (Elementwise, Reduction) is lowered once, at registration
 whose grid entries are JSON-able expression trees. The same plan is compiled to a Python function here
 and can be printed as C++ by a native backend, so no launch lives only in a Python closure.
 
-Expression forms (``ref`` is ``"i<k>"`` for the k-th tensor input or ``"o<k>"`` for the k-th output):
-    int | float              a constant
-    ["numel", ref]           number of elements
-    ["size", ref, axis]      one dimension (negative axis allowed)
-    ["stride", ref, axis]    the stride of one dimension, in elements
-    ["pow2", a]              a rounded up to a power of two (1 for a <= 1)
-    ["add"|"sub"|"min"|"max", a, b]
-    ["sm_count"]             the multiprocessor count of the call's device
-    ["lead", ref, k]         product of all dimensions but the last k (1 for rank <= k)
-    ["prod", ref, [axes]]    product of the listed dimensions
-    ["cdiv", a, b] / ["div", a, b] / ["mul", a, b]
+The expression trees, their semantics and their printing as Python are ``expr.py``'s; the call plan
+(``plan.py``) decides which of them are checked per call.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from .spec import Custom, Elementwise, Grid, Reduction
 
-__all__ = ["EXPR_GLOBALS", "LaunchPlan", "describe", "evaluate", "lower_geometry", "min_rank", "to_python"]
+__all__ = ["LaunchPlan", "lower_geometry", "min_rank"]
 
 Expr = Any  # int | list
 
@@ -58,42 +47,6 @@ class LaunchPlan:
 def _limit(block: int) -> int:
     """The most elements along one axis that ``block``-sized blocks cover with indices below 2^31."""
     return _INDEX_SPAN // block * block
-
-
-def _sms(t: Any) -> int:
-    """Multiprocessors of the device ``t`` is on (one query per device)."""
-    import torch
-
-    return _sm_count(t.get_device() if t.is_cuda else -1) if isinstance(t, torch.Tensor) else _sm_count(int(t))
-
-
-@functools.cache
-def _sm_count(device: int) -> int:
-    import torch
-
-    if device < 0 or not torch.cuda.is_available():
-        return 132  # no GPU (tracing on CPU, fake tensors): an H100/H200's count, so sizes stay realistic
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _sym(op: str) -> Any:
-    def f(a: Any, b: Any) -> Any:
-        import torch
-
-        return (torch.sym_min if op == "min" else torch.sym_max)(a, b)
-
-    return f
-
-
-def _pow2(n: Any) -> Any:
-    from .autotune import pow2
-
-    return pow2(n)
-
-
-#: What the Python printing of expressions needs (eager code, fake implementations, grids).
-EXPR_GLOBALS: dict[str, Any] = {"_prod": math.prod, "_pow2": _pow2, "_sms": _sms, "_min": _sym("min"),
-                                "_max": _sym("max")}  # fmt: skip
 
 
 def lower_geometry(geometry: Elementwise | Reduction | Grid | Custom, params: dict | None = None,
@@ -142,56 +95,3 @@ def min_rank(geometry: Elementwise | Reduction | Grid | Custom) -> tuple[str, in
     if isinstance(geometry, Reduction):
         return "i0", max(d + 1 if d >= 0 else -d for d in geometry.reduce_dims)
     return "o0", 0
-
-
-def to_python(expr: Expr, names: dict[str, str] | None = None) -> str:
-    """Python source for ``expr``; a ref becomes ``names[ref]`` (default: the ref itself, ``i0``...)."""
-    if isinstance(expr, int | float):
-        return repr(expr)
-    op, *args = expr
-    v = (names or {}).get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod") else ""
-    if op == "numel":
-        return f"{v}.numel()"
-    if op == "size":
-        return f"{v}.shape[{args[1]}]"
-    if op == "stride":
-        return f"{v}.stride({args[1]})"
-    if op == "pow2":
-        return f"_pow2({to_python(args[0], names)})"
-    if op == "lead":
-        return f"_prod({v}.shape[:-{args[1]}])"
-    if op == "prod":
-        return "(" + " * ".join(f"{v}.shape[{a}]" for a in args[1]) + ")" if args[1] else "1"
-    if op == "sm_count":
-        return (names or {}).get("sm_count", "_sms(i0)")
-    a, b = (to_python(x, names) for x in args)
-    if op in ("min", "max"):  # sym_min / sym_max: symbolic sizes (tracing) without a guard
-        return f"_{op}({a}, {b})"
-    if op == "add":
-        return f"({a} + {b})"
-    if op == "sub":
-        return f"({a} - {b})"
-    if op == "cdiv":
-        return f"(({a} + {b} - 1) // {b})"
-    if op == "div":
-        return f"({a} // {b})"
-    if op == "mul":
-        return f"({a} * {b})"
-    raise ValueError(f"unknown launch expression {expr!r}")
-
-
-def describe(expr: Expr, names: dict[str, str]) -> str:
-    """A reader's name for a size expression: ``numel(y)``, ``size(y, -1)``."""
-    if isinstance(expr, int | float):
-        return repr(expr)
-    op, *args = expr
-    if op in ("numel", "size", "stride"):
-        return f"{op}({', '.join([names.get(args[0], args[0]), *map(str, args[1:])])})"
-    if op == "pow2":
-        return f"pow2({describe(args[0], names)})"
-    return to_python(expr, names)
-
-
-def evaluate(expr: Expr, tensors: dict[str, Any]) -> int:
-    """Evaluate ``expr`` against tensors named by ref; the slow reference used by tests and tools."""
-    return int(eval(to_python(expr), EXPR_GLOBALS, dict(tensors)))

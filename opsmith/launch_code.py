@@ -1,142 +1,251 @@
-"""The launch part of the generated eager code (``eager.py``): a plain op's launch inlined, or the choice of
-config and specialization for a tuned or specialized op, then the launch of that kernel.
+"""The launch part of the generated eager code (``eager.py``): the plan's ``Launch`` printed for Python.
+
+A plain op's launch is inlined; a tuned or specialized op chooses its config and variant first; a Triton
+kernel goes through Triton's own C launcher; a ``Custom`` geometry or a CuTe DSL host function launches its
+own way; the dry run records the launch instead. Grids are computed and checked as the plan says, for the
+config that launches (tuning's trial launches included).
 
 Lines are returned without indentation; ``eager.py`` places them in the function body.
 """
 
 from __future__ import annotations
 
-from .autotune import key_to_python
-from .geometry import to_python
-from .record import KernelRecord
+import struct
+from typing import Any
+
+from .launch import pack_format
 from .variants import Variants
 
-__all__ = ["inline_simple", "variant_launch"]
+__all__ = ["custom_launch", "dry_launch", "inline_simple", "variant_launch"]
 
 
-def _reuse(expr: str, known: dict[str, str]) -> str:
-    for call, var in known.items():
-        expr = expr.replace(call, var)
-    return expr
+def _grid_functions(pr: Any) -> str:
+    """One function per config computing its checked grid from the call's locals (tuned ops): the hot path
+    calls the chosen config's, tuning calls each config's for its trial launch. Returns the call's text with
+    ``@C@`` for the config index."""
+    plan = pr.plan
+    n_t, n_o = len(pr.t), len(plan.outputs)
+    params = [*pr.t, *(f"_o{k}" for k in range(n_o)), *(f"_n{k}" for k in range(n_t)), "_dev"]
+    fns = []
+    for c in range(len(plan.launch.grids)):
+        body = pr.grid(c)
+        src = "\n".join([f"def _grid{c}({', '.join(params)}):", *("    " + x for x in body),
+                         "    return _g0, _g1, _g2"])  # fmt: skip
+        scope: dict[str, Any] = {}
+        exec(compile(src, f"<opsmith grid {plan.op} config {c}>", "exec"), pr.g, scope)
+        fns.append(scope[f"_grid{c}"])
+        pr.sources.append(src)
+    pr.g["_gridf"] = fns
+    return f"_gridf[@C@]({', '.join(params)})"
 
 
-def inline_simple(g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list, ret: str,
-                  known: dict[str, str]) -> list[str]:  # fmt: skip
+def _pointer_locals(pr: Any) -> tuple[list[str], list[str]]:
+    """Pointers read once into locals (the specialization reads their alignment, the launch passes them)."""
+    values, L, vals = pr.values(), [], []
+    for k, v in enumerate(values):
+        if v.endswith(".data_ptr()"):
+            L.append(f"_p{k} = {v}")
+            vals.append(f"_p{k}")
+        else:
+            vals.append(v)
+    return L, vals
+
+
+def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
+    spec = []
+    for kind, p in variants.spec_layout:
+        if kind == "dtype":
+            spec.append(f"{pr.t[p]}.dtype")
+        elif kind == "align":
+            spec.append(f"{vals[p]} & 15 == 0")
+        elif kind == "static":
+            spec.append(pr.refs[f"x{p}"])
+        else:
+            spec.append(f"{vals[p]} % 16 == 0")
+    return [f"_sk = ({', '.join(spec)}{',' if spec else ''})"]
+
+
+def _tune_key(pr: Any) -> str:
+    parts = [f"{t}.dtype" for t in pr.t]
+    for expr, pow2 in pr.plan.launch.tune_key:
+        v = pr.expr(expr)
+        parts.append(f"_pow2({v})" if pow2 else v)
+    return "(" + ", ".join(parts) + ",)"
+
+
+def _outs(pr: Any) -> tuple[str, str]:
+    outs = [f"_o{k}" for k in range(len(pr.plan.outputs))]
+    mutated = [pr.t[k] for k in pr.plan.mutated]
+    return f"({', '.join(mutated)}{',' if mutated else ''})", f"({', '.join(outs)}{',' if outs else ''})"
+
+
+def inline_simple(pr: Any, variants: Variants) -> list[str]:
     """One kernel and a declarative geometry: DeviceKernel.launch inlined for the current device (another
     device takes the method, which switches the device)."""
     kernel = variants.first
-    assert kernel is not None and record.launch is not None
+    assert kernel is not None
     block = ", ".join(str(b) for b in kernel.block)
     smem = kernel.shared_mem
-    gl = [_reuse(to_python(x, refs), known) for x in record.launch.grid]
-    g.update(kernel.fast_path_globals())
-    return [f"_g0, _g1, _g2 = {', '.join(gl)}",
+    vals = pr.values()
+    ret = pr.ret()
+    pr.g.update(kernel.fast_path_globals())
+    return [*pr.grid(0),
             "_f = _fns.get(_dev)",
             "if _f is None: _f = _kfn(_dev)",
-            f"if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {smem}, {', '.join(values)}); return {ret}",
-            "_b, _a = _P.v",
-            f"_pack(_b, 0, {', '.join(values)})",
+            f"if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {smem}, {', '.join(vals)}); return {ret}",
+            "_pb, _pa = _P.v",
+            f"_pack(_pb, 0, {', '.join(vals)})",
             "_s = _raw(_dev)",
             "_cs = _streams.get(_s)",
             "if _cs is None: _cs = _mkstream(_s)",
-            f"_e = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0)[0]",
-            f"if _e: _e = _retry(_e, _dev, lambda: _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _a, 0))",
-            f"if _e: _fail(_e, _dev, (_g0, _g1, _g2), ({block}), {smem})"]  # fmt: skip
+            f"_err = _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _pa, 0)[0]",
+            f"if _err: _err = _retry(_err, _dev, lambda: _cu(_f, _g0, _g1, _g2, {block}, {smem}, _cs, _pa, 0))",
+            f"if _err: _fail(_err, _dev, (_g0, _g1, _g2), ({block}), {smem})"]  # fmt: skip
 
 
-def variant_launch(g: dict, record: KernelRecord, variants: Variants, refs: dict, values: list, ret: str,
-                   tnames: list, outs: list, mutated: list, custom_takes_config: bool, known: dict[str, str],
-                   xs: list[str]) -> list[str]:  # fmt: skip
-    """Several kernels: pick the config (tuned) and the specialization (dtypes, alignment, values compiled
-    in), then launch that kernel. An untuned op's grid comes first: a Custom geometry's mistakes (a float
-    grid, too many threads) are refused before any pointer is read."""
+def _launch_globals(pr: Any, variants: Variants) -> None:
     from cuda.bindings.driver import cuLaunchKernel
 
     from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle, retry_launch
 
-    g.update({"_fast": variants.fast, "_entry": variants.entry, "_run": variants.run, "_grids": variants.grids,
-              "_pack": variants.pack, "_P": variants.params, "_raw": _raw_stream, "_streams": _STREAMS,
-              "_mkstream": _stream_handle, "_curdev": _current_device, "_retry": retry_launch, "_cu": cuLaunchKernel,
-              "_params": [c["params"] for c in record.configs], "_fixed": record.flavor == "triton"})  # fmt: skip
-    L: list[str] = []
-    args = ", ".join(tnames + outs)
-    ins = "{" + ", ".join(f"{a.name!r}: {a.name}" for a in record.inputs) + "}"
-    onames = "{" + ", ".join(f"{o.name!r}: _o{k}" for k, o in enumerate(record.outputs)) + "}"
-    if variants.host_launched:  # the host function launches its own kernels
-        geo = "()"
-    elif record.launch is not None:
-        geo = f"_grids[@C@]({args})"
-    else:
-        cfg = ", _params[@C@]" if custom_takes_config else ""
-        geo = f"_norm(_op, _custom({ins}, {onames}{cfg}), _fixed)"
-        if record.index_dtype == "int32" and record.flavor != "triton":
-            geo = f"_extent(_op, _E, {geo})"
-    c = "_c" if record.tuned else "0"
-    early = record.launch is None and not record.tuned and not variants.host_launched
-    if early:
-        L += [f"_geo = {geo.replace('@C@', '0')}"]
-        geo = "_geo"
-    # Pointers once, into locals: the specialization reads their alignment and the launch passes them.
-    ptr_locals = {}
-    for k, v in enumerate(values):
-        if v.endswith(".data_ptr()"):
-            L += [f"_p{k} = {v}"]
-            ptr_locals[k] = f"_p{k}"
-    vals = [ptr_locals.get(k, v) for k, v in enumerate(values)]
-    spec = []
-    for kind, p in variants.spec_layout:
-        if kind == "dtype":
-            spec.append(f"{tnames[p]}.dtype")
-        elif kind == "align":
-            spec.append(f"{vals[p]} & 15 == 0")
-        elif kind == "static":
-            spec.append(xs[p])
-        else:
-            spec.append(f"{vals[p]} % 16 == 0")
-    L += [f"_sk = ({', '.join(spec)}{',' if spec else ''})"]
-    if record.tuned:
-        g["_chosen"] = variants.tuner.decisions  # type: ignore[union-attr]
-        g["_decide"] = variants.tuner.decide  # type: ignore[union-attr]
-        tk = key_to_python(record.tune_key, refs, tnames)
-        L += [f"_tk = {tk}",
-              "_c = _chosen.get(_tk)",
-              f"if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
-              f"({', '.join(vals)},)), ({', '.join(mutated)}{',' if mutated else ''}), "
-              f"({', '.join(outs)}{',' if outs else ''}))",
-              "_vk = (_c, _sk)", "_v = _fast.get(_vk)", "if _v is None: _v = _entry(_vk)"]  # fmt: skip
-    else:
-        L += ["_v = _fast.get(_sk)", "if _v is None: _v = _entry(_sk)"]
-    if variants.host_launched:
-        return [*L, f"_v.launch(_dev, {', '.join(vals)})"]
+    pr.g.update({"_fast": variants.fast, "_entry": variants.entry, "_run": variants.run, "_pack": variants.pack,
+                 "_P": variants.params, "_raw": _raw_stream, "_streams": _STREAMS, "_mkstream": _stream_handle,
+                 "_curdev": _current_device, "_retry": retry_launch, "_cu": cuLaunchKernel,
+                 "_params": [c["params"] for c in pr.record.configs], "_fixed": pr.record.flavor == "triton"})  # fmt: skip
+
+
+def _choose(pr: Any, variants: Variants, vals: list[str], geo: str) -> list[str]:
+    """The config (tuned: the decision, tuning on a miss with ``geo`` as each config's launch) and the variant."""
+    if not pr.record.tuned:
+        return ["_v = _fast.get(_sk)", "if _v is None: _v = _entry(_sk)"]
+    pr.g["_chosen"] = variants.tuner.decisions  # type: ignore[union-attr]
+    pr.g["_decide"] = variants.tuner.decide  # type: ignore[union-attr]
+    mutated, outs = _outs(pr)
+    return [f"_tk = {_tune_key(pr)}",
+            "_c = _chosen.get(_tk)",
+            f"if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
+            f"({', '.join(vals)},)), {mutated}, {outs})",
+            "_vk = (_c, _sk)", "_v = _fast.get(_vk)", "if _v is None: _v = _entry(_vk)"]  # fmt: skip
+
+
+def variant_launch(pr: Any, variants: Variants) -> list[str]:
+    """Several kernels: pick the config (tuned) and the specialization (dtypes, alignment, values compiled
+    in), then launch that kernel."""
+    _launch_globals(pr, variants)
+    L, vals = _pointer_locals(pr)
+    L += _spec(pr, variants, vals)
+    geo = _grid_functions(pr) if pr.record.tuned else "(_g0, _g1, _g2)"
+    L += _choose(pr, variants, vals, geo)
+    grid = [f"_g0, _g1, _g2 = {geo.replace('@C@', '_c')}"] if pr.record.tuned else pr.grid(0)
+    ret = pr.ret()
     if variants.c_launched:  # Triton: its own C launcher takes every kernel parameter in order
-        grid = (", ".join(_reuse(to_python(x, refs), known) for x in record.launch.grid)
-                if record.launch is not None and not record.tuned else geo.replace("@C@", c))  # fmt: skip
         raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]  # it packs floats itself
         targs = ", ".join("None" if k is None else raw[k] for k in variants.sources[0].launcher_slots())  # type: ignore[attr-defined]
-        return [*L, f"_g0, _g1, _g2 = {grid}",
-                    "_hs, _tl, _md, _kd = _v",
-                    "_h = _hs.get(_dev)",
-                    "if _h is None: _h = _kd.handle(_dev)",
-                    "if _tl is None or _dev != _curdev(): "
-                    f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {ret}",
-                    f"try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
-                    "except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
-    if record.launch is not None and not record.tuned:  # one plan: its grid inline
-        L += [f"_g0, _g1, _g2 = {', '.join(_reuse(to_python(x, refs), known) for x in record.launch.grid)}",
-              "_fns, _b0, _b1, _b2, _sm, _kd = _v"]  # fmt: skip
-    elif record.launch is not None:  # the plan knows its block
-        L += [f"_g0, _g1, _g2 = {geo.replace('@C@', c)}", "_fns, _b0, _b1, _b2, _sm, _kd = _v"]
-    else:  # a Custom geometry gives the block per call
-        L += [f"_g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo.replace('@C@', c)}", "_fns = _v[0]", "_kd = _v[5]"]
-    return [*L, "_f = _fns.get(_dev)",
-                "if _f is None: _f = _kd.function(_dev)",
-                f"if _dev != _curdev(): _kd.launch(_dev, _g0, _g1, _g2, _b0, _b1, _b2, _sm, {', '.join(vals)}); "
-                f"return {ret}",
-                "_b, _a = _P.v",
-                f"_pack(_b, 0, {', '.join(vals)})",
-                "_s = _raw(_dev)",
-                "_cs = _streams.get(_s)",
-                "if _cs is None: _cs = _mkstream(_s)",
-                "_e = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0)[0]",
-                "if _e: _e = _retry(_e, _dev, lambda: _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _a, 0))",
-                "if _e: _kd._fail(_e, _dev, (_g0, _g1, _g2), (_b0, _b1, _b2), _sm)"]  # fmt: skip
+        return [*L, *grid,
+                "_hs, _tl, _md, _kd = _v",
+                "_h = _hs.get(_dev)",
+                "if _h is None: _h = _kd.handle(_dev)",
+                "if _tl is None or _dev != _curdev(): "
+                f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {ret}",
+                f"try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
+                "except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
+    return [*L, *grid, "_fns, _b0, _b1, _b2, _sm, _kd = _v", *_driver_launch(vals, ret)]
+
+
+def _driver_launch(vals: list[str], ret: str) -> list[str]:
+    return ["_f = _fns.get(_dev)",
+            "if _f is None: _f = _kd.function(_dev)",
+            f"if _dev != _curdev(): _kd.launch(_dev, _g0, _g1, _g2, _b0, _b1, _b2, _sm, {', '.join(vals)}); "
+            f"return {ret}",
+            "_pb, _pa = _P.v",
+            f"_pack(_pb, 0, {', '.join(vals)})",
+            "_s = _raw(_dev)",
+            "_cs = _streams.get(_s)",
+            "if _cs is None: _cs = _mkstream(_s)",
+            "_err = _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _pa, 0)[0]",
+            "if _err: _err = _retry(_err, _dev, lambda: _cu(_f, _g0, _g1, _g2, _b0, _b1, _b2, _sm, _cs, _pa, 0))",
+            "if _err: _kd._fail(_err, _dev, (_g0, _g1, _g2), (_b0, _b1, _b2), _sm)"]  # fmt: skip
+
+
+def custom_launch(pr: Any, variants: Variants, custom: Any, takes_config: bool) -> list[str]:
+    """A ``Custom`` geometry (its launch from Python per call, checked by ``_norm_geo``) or a CuTe DSL host
+    function (it launches its kernels itself)."""
+    from .guards import check_extent, norm_geo
+
+    _launch_globals(pr, variants)
+    pr.g.update({"_custom": custom, "_norm": norm_geo, "_extent": check_extent})
+    ins = "{" + ", ".join(f"{n!r}: {v}" for n, v in zip(pr.plan.names, pr.args, strict=True)) + "}"
+    onames = "{" + ", ".join(f"{o!r}: _o{k}" for k, o in enumerate(pr.plan.outputs)) + "}"
+    if variants.host_launched:
+        geo = "()"
+    else:
+        cfg = ", _params[@C@]" if takes_config else ""
+        geo = f"_norm(_op, _custom({ins}, {onames}{cfg}), _fixed, {pr.tn[0]!r})"
+        if pr.record.index_dtype == "int32" and pr.record.flavor != "triton":
+            geo = f"_extent(_op, _E, {geo}, {pr.tn[0]!r})"
+    L: list[str] = []
+    early = not pr.record.tuned and not variants.host_launched
+    if early:  # a Custom geometry's mistakes (a float grid, too many threads) refused before a pointer is read
+        L.append(f"_geo = {geo.replace('@C@', '0')}")
+        geo = "_geo"
+    pl, vals = _pointer_locals(pr)
+    L += pl + _spec(pr, variants, vals) + _choose(pr, variants, vals, geo)
+    if variants.host_launched:
+        return [*L, f"_v.launch(_dev, {', '.join(vals)})"]
+    c = "_c" if pr.record.tuned else "0"
+    geo_now = geo.replace("@C@", c)
+    if variants.c_launched:
+        raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]
+        targs = ", ".join("None" if k is None else raw[k] for k in variants.sources[0].launcher_slots())  # type: ignore[attr-defined]
+        return [*L, f"_g0, _g1, _g2 = {geo_now}",
+                "_hs, _tl, _md, _kd = _v",
+                "_h = _hs.get(_dev)",
+                "if _h is None: _h = _kd.handle(_dev)",
+                "if _tl is None or _dev != _curdev(): "
+                f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {pr.ret()}",
+                f"try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
+                "except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
+    return [*L, f"_g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo_now}", "_fns = _v[0]", "_kd = _v[5]",
+            *_driver_launch(vals, pr.ret())]  # fmt: skip
+
+
+# -- the dry run ---------------------------------------------------------------------------------------------
+
+
+def fnv1a64(data: bytes) -> str:
+    """A kernel image's identity both the Python and the C++ dry run can compute (C++ has no sha256)."""
+    h = 0xCBF29CE484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def dry_launch(pr: Any, variants: Variants) -> list[str]:
+    """The launch recorded, not made: the config (the tuning decision, never tuned), the kernel, the grid as
+    the plan computes and checks it, the variant's block and shared memory, the packed argument bytes."""
+    record = pr.record
+    launches: list[dict] = []
+    fmt = pack_format(variants.param_ctypes)
+    idents: dict[tuple, str] = {}
+
+    def rec(c: int, spec: tuple, grid: tuple, values: tuple) -> None:
+        kd = variants.kernel(c, spec)
+        binary = kd.binary_for(record.arch)
+        ident = idents.get((c, spec))
+        if ident is None:
+            ident = idents[(c, spec)] = fnv1a64(binary.data)
+        launches.append({"config": c, "symbol": binary.symbol, "image": ident, "grid": list(grid),
+                         "block": list(kd.block), "shared_mem": kd.shared_mem,
+                         "args": struct.pack(fmt, *values).hex()})  # fmt: skip
+
+    pr.g.update({"_launches": launches, "_rec": rec, "_default": record.tune_default,
+                 "_chosen": variants.tuner.decisions if variants.tuner else {}})  # fmt: skip
+    L, vals = _pointer_locals(pr)
+    L += _spec(pr, variants, vals)
+    if record.tuned:
+        geo = _grid_functions(pr)
+        L += [f"_tk = {_tune_key(pr)}", "_c = _chosen.get(_tk, _default)",
+              f"_g0, _g1, _g2 = {geo.replace('@C@', '_c')}"]  # fmt: skip
+    else:
+        L += ["_c = 0", *pr.grid(0)]
+    return [*L, f"_rec(_c, _sk, (_g0, _g1, _g2), ({', '.join(vals)},))"]

@@ -26,6 +26,7 @@ from .fake import make_fake
 from .fingerprint import declaration_fingerprint
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
+from .plan import lower
 from .record import KernelRecord, ScalarArg
 from .resolve import resolve
 from .schema import derive_schema
@@ -175,20 +176,22 @@ def register_kernel_op(
                 raise SpecError(op_name, "backward", "a backward needs the declared inputs and outputs to name "
                                 "its arguments.", "declare inputs=[...] and outputs=[...].")  # fmt: skip
             check_backward(op_name, record, backward)  # before anything is defined: a bad one leaves no op
-        plan = derive_plan(record, geometry, eager_fn=eager_fn, sharding=sharding)
+        sharding_plan = derive_plan(record, geometry, eager_fn=eager_fn, sharding=sharding)
         custom = geometry.fn if isinstance(geometry, Custom) else None
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + record.schema)
         # The implementations in a library of their own: opsmith.native.use() replaces them with a native
         # library's kernels and keeps the schema.
         impl_lib = torch.library.Library(ns, "FRAGMENT")
-        impl, impl_source = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward, resolved)
+        impl, impl_source, plan = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward,
+                                          resolved)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
+        op.plan = plan
         op.impl_lib, op.native = impl_lib, None
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
-        op.sharding_plan = plan
+        op.sharding_plan = sharding_plan
         if torch.distributed.is_available():
-            attach(op.overload, plan)
+            attach(op.overload, sharding_plan)
         _REGISTRY[op_name] = op
         return op
 
@@ -259,16 +262,17 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
 def _define(lib: torch.library.Library, name: str, record: KernelRecord, variants: Variants, custom: Callable | None,
             meta_fn: Callable | None, eager_fn: Callable | None, backward: Backward | None, resolved) -> tuple:  # fmt: skip
     """Register the implementations: CUDA (and CPU, for a clear error or Triton's interpreter), fake,
-    autograd (the declared backward, or a refusal)."""
+    autograd (the declared backward, or a refusal). Returns (impl, its source, the call plan or None)."""
     op_name = record.op_name
     overload = _overload(op_name)
     impl_source = impl_ag = None
+    plan = lower(record, variants.spec_layout) if resolved is not None else None
     if eager_fn is not None:
         impl = eager_fn
     else:
         takes_config = custom is not None and _arity(custom) >= 3
         refusal = no_backward_globals(op_name, overload) if backward is None else None
-        impl, impl_ag, impl_source = make_eager(record, variants, custom, takes_config,
+        impl, impl_ag, impl_source = make_eager(record, variants, plan, custom, takes_config,
                                                 meta_fn if resolved and resolved.outputs and
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
@@ -279,14 +283,14 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
         register_visible(lib, op_name, name, record, variants, custom, impl)
     elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
         lib.impl(name, impl, "CPU")
-    torch.library.register_fake(op_name, meta_fn if meta_fn is not None else make_fake(record), lib=lib)
+    torch.library.register_fake(op_name, meta_fn if meta_fn is not None else make_fake(record, plan), lib=lib)
     if backward is not None:
         register_backward(lib, record, backward)
     elif impl_ag is not None:
         lib.impl(name, impl_ag, "Autograd", with_keyset=True)
     else:  # an eager_fn override: the same refusal, without the generated fast path
         lib.impl(name, generic_no_backward(op_name, overload), "Autograd", with_keyset=True)
-    return impl, impl_source
+    return impl, impl_source, plan
 
 
 def _config_dict(c: Config) -> dict:

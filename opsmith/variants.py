@@ -16,8 +16,9 @@ from collections.abc import Callable, Sequence
 from . import env
 from .autotune import Tuner
 from .errors import InputError, LaunchError
+from .expr import EXPR_GLOBALS, to_python
 from .flavors.base import Binary, KernelSource
-from .geometry import EXPR_GLOBALS, LaunchPlan, to_python
+from .geometry import LaunchPlan
 from .launch import DeviceKernel, _Params, pack_format
 from .record import KernelRecord, TensorArg
 

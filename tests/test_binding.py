@@ -33,7 +33,7 @@ def test_outputs_first_with_cpp_linkage_binds_by_name():
     op = pk.register_gelu(NS)
     assert _params(op) == [("out", "output", 0, "ptr"), ("inp", "input", 0, "ptr"), ("N", "extra", 0, "i32")]
     assert op.record.symbol == "_Z20gelu_forward_kernel1PfPKfi"  # found by its C++ name
-    assert "x_ptr" not in op.impl_source and "_pack(_b, 0, _o0.data_ptr(), inp.data_ptr(), _x0)" in op.impl_source
+    assert "x_ptr" not in op.impl_source and "_pack(_pb, 0, _o0.data_ptr(), inp.data_ptr(), _n0)" in op.impl_source
     with FakeTensorMode():
         assert op(_cuda(3, 5)).shape == (3, 5)
 

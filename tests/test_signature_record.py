@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 import opsmith as ok
 from opsmith.cubin import cubin_param_layout, cubin_symbols
+from opsmith.expr import evaluate
 from opsmith.flavors.cuda_cpp import CudaSource
-from opsmith.geometry import evaluate, lower_geometry
+from opsmith.geometry import lower_geometry
 from opsmith.mangling import ProbeError, probe_parameters
 from opsmith.record import KernelRecord
 from opsmith.signature import name_params, params_from_probe, parse_ptx_entry

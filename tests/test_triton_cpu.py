@@ -72,9 +72,9 @@ def test_c_launcher_arguments_follow_the_kernel_parameter_order(caplog):
     signature, _ = src._types((torch.float16, True, True))
     assert list(signature.items()) == [("x_ptr", "*fp16"), ("BLOCK", "constexpr"), ("n", "i32"), ("y_ptr", "*fp16")]
     assert src.launcher_slots() == [0, None, 1, 2]
-    assert "_tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, _p0, None, _x0, _p2)" \
+    assert "_tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, _p0, None, _n0, _p2)" \
         in op.impl_source  # fmt: skip
-    assert "_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, _p0, _x0, _p2)" in op.impl_source
+    assert "_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, _p0, _n0, _p2)" in op.impl_source
     if not torch.cuda.is_available():
         with caplog.at_level("INFO", logger="opsmith.triton"):
             assert src.c_launcher((torch.float16, True, True)) is None

@@ -39,7 +39,8 @@ def source(ops: Iterable[Any], *, archs: Sequence[str] | None = None,
 
 
 def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None = None,
-          dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, object_only: bool = False) -> BuildReport:  # fmt: skip
+          dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, object_only: bool = False,
+          dry_run: bool = False) -> BuildReport:  # fmt: skip
     """Compile a native library serving ``ops`` (and the ops their backwards call) to ``path``.
 
     archs: GPU architectures to embed cubins for ("sm_90"); default: this machine's GPU (or
@@ -47,6 +48,9 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
     dtypes: for ops generic over dtypes ({T_x} kernels, Triton), the dtypes embedded besides those this
         process already ran; a guess that does not compile is skipped and listed in the report.
     object_only: compile to an object file without linking (what a machine without a GPU checks).
+    dry_run: a library whose calls run everything but the launch, on CPU tensors too, and record each launch
+        (config, kernel, grid, block, shared memory, argument bytes; ``torch.ops.opsmith_dry_run.take()`` returns
+        them as JSON): what a machine without a GPU compares with the Python path (``eager.make_dry_run``).
 
     Kernels: every specialization this process compiled (call the ops with the dtypes and compiled-in sizes
     you deploy first) under every config the tuning decisions made so far, and the default config, name.
@@ -55,7 +59,7 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
     t0 = time.perf_counter()
     ops = list(ops)
     text, images, natives, skipped = build_source(ops, _archs(archs), dtypes)
-    cached, _ = compile_library(text, images, Path(path), object_only=object_only)
+    cached, _ = compile_library(text, images, Path(path), object_only=object_only, dry_run=dry_run)
     return BuildReport(Path(path), cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
                        {n.record.op_name: len(n.variants) for n in natives}, skipped, text)  # fmt: skip
 

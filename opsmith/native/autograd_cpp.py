@@ -15,7 +15,7 @@ from ..autograd import _program, check_backward
 from ..backward_program import _Alloc
 from ..record import KernelRecord, TensorArg
 from .codegen import cpp_signature
-from .cpp import AT_DTYPE, cpp_expr, cpp_str, ident
+from .cpp import AT_DTYPE, comment, cpp_str, op_scope, sym_expr
 
 __all__ = ["autograd_source", "caller_source"]
 
@@ -23,18 +23,28 @@ _NO_BACKWARD_FIX = ("declare backward=Backward(...) for the op, or detach its in
                     "should flow.")  # fmt: skip
 
 
+def _scoped(record: KernelRecord, lines: list[str]) -> str:
+    ns, scope = op_scope(record.op_name)
+    return "\n".join([f"namespace {ns} {{", f"namespace {scope} {{", *lines, f"}}  // namespace {scope}",
+                      f"}}  // namespace {ns}"]) + "\n"  # fmt: skip
+
+
+def _fn(record: KernelRecord, name: str) -> str:
+    """The qualified name of one of an op's functions: ``ns_myns::op_relu::call``."""
+    return "::".join((*op_scope(record.op_name), name))
+
+
 def caller_source(record: KernelRecord) -> str:
-    """``<op>_call``: the op through the dispatcher, with the C++ types its kernels were registered with."""
+    """``call``: the op through the dispatcher, with the C++ types its kernels were registered with."""
     ret, types, names = cpp_signature(record)
     params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
-    fn = ident(record.op_name)
-    return "\n".join([
-        f"{ret} {fn}_call({params}) {{",
+    return _scoped(record, [
+        f"{ret} call({params}) {{",
         f"  static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow({cpp_str(record.op_name)}, \"\")",
         f"      .typed<{ret}({', '.join(types)})>();",
         f"  return handle.call({', '.join(names)});",
         "}",
-    ]) + "\n"  # fmt: skip
+    ])  # fmt: skip
 
 
 def _as_list(record: KernelRecord, expr: str) -> str:
@@ -63,18 +73,17 @@ def autograd_source(op: Any) -> str:
 
 def _no_backward(r: KernelRecord) -> str:
     ret, types, names = cpp_signature(r)
-    fn = ident(r.op_name)
     params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
     args = ", ".join(names)
-    tnames = [a.name for a in r.tensor_inputs]
-    grad = " || ".join(f"{t}.requires_grad()" for t in tnames)
+    local = dict(zip((a.name for a in r.inputs), names, strict=True))  # declared name -> C++ local
+    grad = " || ".join(f"{local[a.name]}.requires_grad()" for a in r.tensor_inputs)
     L = []
     if not r.mutated:
         L += [
-            f"struct {fn}_no_backward : public torch::autograd::Function<{fn}_no_backward> {{",
+            "struct NoBackward : public torch::autograd::Function<NoBackward> {",
             f"  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, {params}) {{",
             "    at::AutoDispatchBelowADInplaceOrView below;",
-            f"    torch::autograd::variable_list outs = {_as_list(r, f'{fn}_call({args})')};",
+            f"    torch::autograd::variable_list outs = {_as_list(r, f'call({args})')};",
             "    for (const at::Tensor& o : outs)",
             "      if (!o.is_floating_point() && !o.is_complex()) ctx->mark_non_differentiable({o});",
             "    return outs;",
@@ -87,7 +96,7 @@ def _no_backward(r: KernelRecord) -> str:
             "};",
             "",
         ]  # fmt: skip
-    L += [f"{ret} {fn}_autograd({params}) {{"]
+    L += [f"{ret} autograd_impl({params}) {{"]
     if r.mutated:
         L += [f"  if (at::GradMode::is_enabled() && ({grad}))",
               f"    opsmith::differentiation_error({cpp_str(r.op_name)}, \"it writes an input in place and declares no "
@@ -95,19 +104,18 @@ def _no_backward(r: KernelRecord) -> str:
               "torch.no_grad() (as optimizer steps do), or declare backward=.\");"]  # fmt: skip
         # The dispatcher's ADInplaceOrView step does this for built-in in-place ops: autograd then refuses a
         # backward that reads a tensor this op overwrote.
-        L += [f"  torch::autograd::impl::bump_version({a.name});" for a in r.mutated]
+        L += [f"  torch::autograd::impl::bump_version({local[a.name]});" for a in r.mutated]
     else:
         L += [f"  if (at::GradMode::is_enabled() && ({grad})) {{",
-              f"    auto outs = {fn}_no_backward::apply({args});",
+              f"    auto outs = NoBackward::apply({args});",
               f"    {_from_list(r, 'outs')}",
               "  }"]  # fmt: skip
-    L += ["  at::AutoDispatchBelowADInplaceOrView below;", f"  return {fn}_call({args});", "}"]
-    return "\n".join(L) + "\n"
+    L += ["  at::AutoDispatchBelowADInplaceOrView below;", f"  return call({args});", "}"]
+    return _scoped(r, L)
 
 
 def _backward(r: KernelRecord, backward: Any) -> str:
     ret, types, names = cpp_signature(r)
-    fn = ident(r.op_name)
     sources, grad_of = check_backward(r.op_name, r, backward)
     program = _program(r, backward)
     kept_in = sorted({k for kind, k in sources if kind == "in"})
@@ -117,14 +125,16 @@ def _backward(r: KernelRecord, backward: Any) -> str:
     params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
     tpos = {k: j for j, k in enumerate(k for k, a in enumerate(r.inputs) if isinstance(a, TensorArg))}
     save_t = [names[k] for k in kept_in if isinstance(r.inputs[k], TensorArg)] + [f"outs[{k}]" for k in kept_out]
-    call = f"{fn}_call({', '.join(names)})"
+    call = f"call({', '.join(names)})"
     fwd = [
         "    at::AutoDispatchBelowADInplaceOrView below;",
         f"    torch::autograd::variable_list outs = {_as_list(r, call)};",
         f"    ctx->save_for_backward({{{', '.join(save_t)}}});",
     ]
     fwd += [
-        f'    ctx->saved_data["{names[k]}"] = {names[k]};' for k in kept_in if not isinstance(r.inputs[k], TensorArg)
+        f"    ctx->saved_data[{cpp_str(names[k])}] = {names[k]};"
+        for k in kept_in
+        if not isinstance(r.inputs[k], TensorArg)
     ]
     nondiff = [f"outs[{k}]" for k in range(len(r.outputs)) if k not in graded]
     if nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
@@ -141,7 +151,7 @@ def _backward(r: KernelRecord, backward: Any) -> str:
         elif kind == "in" and not isinstance(r.inputs[k], TensorArg):
             t = ctype[names[k]]
             get = {"double": "toDouble()", "bool": "toBool()", "int64_t": "toInt()", "c10::SymInt": "toSymInt()"}[t]
-            values.append((f'ctx->saved_data["{names[k]}"].{get}', t))
+            values.append((f"ctx->saved_data[{cpp_str(names[k])}].{get}", t))
         else:
             values.append((f"saved[{slot[(kind, k)]}]", "at::Tensor"))
     needs = ", ".join(f"ctx->needs_input_grad({tpos[k]})" for k in grad_of)
@@ -157,7 +167,7 @@ def _backward(r: KernelRecord, backward: Any) -> str:
     env = {}
     for j, (name, (expr, t)) in enumerate(zip(backward.args, values, strict=True)):
         var = f"v{j}"
-        bwd.append(f"    {'const ' if t != 'at::Tensor' else ''}{t} {var} = {expr};  // {name}")
+        bwd.append(f"    {'const ' if t != 'at::Tensor' else ''}{t} {var} = {expr};  {comment(name)}")
         env[name] = (var, t)
     if program is None:
         got = _call(backward.fn.record, [env[a] for a in backward.args])
@@ -170,7 +180,7 @@ def _backward(r: KernelRecord, backward: Any) -> str:
             bwd.append(f"    if (needs[{j}]) result[{k}] = {env[name][0]};")
     bwd.append("    return result;")
     L = [
-        f"struct {fn}_function : public torch::autograd::Function<{fn}_function> {{",
+        "struct Function : public torch::autograd::Function<Function> {",
         f"  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, {params}) {{",
         *fwd,
         "  }",
@@ -180,12 +190,12 @@ def _backward(r: KernelRecord, backward: Any) -> str:
         "  }",
         "};",
         "",
-        f"{ret} {fn}_autograd({params}) {{",
-        f"  auto outs = {fn}_function::apply({', '.join(names)});",
+        f"{ret} autograd_impl({params}) {{",
+        f"  auto outs = Function::apply({', '.join(names)});",
         f"  {_from_list(r, 'outs')}",
         "}",
     ]  # fmt: skip
-    return "\n".join(L) + "\n"
+    return _scoped(r, L)
 
 
 def _convert(value: tuple[str, str], want: str) -> str:
@@ -202,7 +212,7 @@ def _convert(value: tuple[str, str], want: str) -> str:
 
 def _call(record: KernelRecord, args: list[tuple[str, str]]) -> str:
     _, types, _ = cpp_signature(record)
-    return f"{ident(record.op_name)}_call({', '.join(_convert(a, t) for a, t in zip(args, types, strict=True))})"
+    return f"{_fn(record, 'call')}({', '.join(_convert(a, t) for a, t in zip(args, types, strict=True))})"
 
 
 def _program_lines(program: Any, env: dict[str, tuple[str, str]], args: Any) -> list[str]:
@@ -220,13 +230,13 @@ def _program_lines(program: Any, env: dict[str, tuple[str, str]], args: Any) -> 
         if isinstance(it, _Alloc):
             var = f"b{k}"
             env[it.name] = (var, "at::Tensor")
-            L.append(f"    at::Tensor {var};  // {it.name}")
+            L.append(f"    at::Tensor {var};  {comment(it.name)}")
             L.append(f"    if (run[{k}]) {var} = {_allocate(it, env, first)};")
             continue
         rec = it.op.record
         outs = [f"s{k}_{j}" for j in range(len(it.outputs))]
         for o, name in zip(outs, it.outputs, strict=True):
-            L.append(f"    at::Tensor {o};  // {name}")
+            L.append(f"    at::Tensor {o};  {comment(name)}")
         call = _call(rec, [env[a] for a in it.args])
         if not outs:
             L.append(f"    if (run[{k}]) {call};")
@@ -254,5 +264,5 @@ def _allocate(a: _Alloc, env: dict[str, tuple[str, str]], first: str) -> str:
         dt = f"opsmith::accumulate_dtype({env[ref][0]}.scalar_type())"
     refs = {name: var for name, (var, _) in env.items()}
     refs["sm_count"] = f"opsmith::sm_count({first}.is_cuda() ? {first}.get_device() : -1)"
-    sizes = ", ".join(cpp_expr(e, refs, sym=True) for e in a.shape)
+    sizes = ", ".join(sym_expr(e, refs) for e in a.shape)
     return f"at::empty_symint({{{sizes}}}, {first}.options().dtype({dt}))"

@@ -229,15 +229,16 @@ def _cuda_include() -> str:
                          "nvidia-cuda-runtime (or a CUDA toolkit) so cuda.pathfinder finds it, or set CUDA_HOME.")  # fmt: skip
 
 
-def compile_flags(object_only: bool = False) -> tuple[list[str], list[str]]:
+def compile_flags(object_only: bool = False, dry_run: bool = False) -> tuple[list[str], list[str]]:
     """(compile flags, link flags) for a library against the installed torch; the link flags go after the
-    source (linkers that drop unused libraries read them in order)."""
+    source (linkers that drop unused libraries read them in order). ``dry_run``: launches are recorded, not
+    made, and CPU tensors pass the device guard (``launch_cpp.py``)."""
     from torch.utils.cpp_extension import include_paths
 
     torch_lib = str(Path(torch.__file__).parent / "lib")
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-             "-DTORCH_EXTENSION_NAME=opsmith_native", "-w"]  # fmt: skip
+             "-DTORCH_EXTENSION_NAME=opsmith_native", "-w", *(["-DOPSMITH_DRY_RUN"] if dry_run else [])]  # fmt: skip
     flags += [f"-I{d}" for d in include_paths()] + [f"-I{_cuda_include()}", f"-I{sysconfig.get_paths()['include']}"]
     if object_only:
         return [*flags, "-c"], []
@@ -252,12 +253,12 @@ def _compiler_version(cxx: str) -> str:
 
 
 def compile_library(source: str, images: Sequence[Image], out: Path, *, object_only: bool = False,
-                    use_cache: bool = True) -> tuple[bool, float]:  # fmt: skip
+                    use_cache: bool = True, dry_run: bool = False) -> tuple[bool, float]:  # fmt: skip
     """Compile ``source`` with ``images`` into ``out`` (a shared library, or an object file). Returns
     (from the cache, seconds). Raises ToolchainError with the compiler's log when it fails."""
     t0 = time.perf_counter()
     cxx = _compiler()
-    flags, link = compile_flags(object_only)
+    flags, link = compile_flags(object_only, dry_run)
     key = make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
                     "compile": flags, "link": link, "compiler": _compiler_version(cxx), "torch": torch.__version__,
                     "python": sys.version_info[:2]})  # fmt: skip

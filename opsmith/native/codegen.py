@@ -1,7 +1,8 @@
-"""C++ for one op from its kernel record: the CUDA implementation (``eager.py``'s guards, error texts and
-order), output allocation from the shape relations, extras, the tuning decision, the variant for the call's
-dtypes and sizes, the launch on the current stream; and the Meta implementation (``fake.py``'s rules, on
-symbolic sizes). ``autograd_cpp.py`` writes the Autograd kernels and ``library.py`` assembles the file.
+"""C++ for one op: its call plan (``plan.py``) printed as the CUDA kernel of a native library (guards,
+conversions, outputs, extras, the tuning decision, the variant for the call's dtypes and sizes, the checked
+grid, the launch on the current stream) and as its Meta kernel (the plan's meta semantics, over symbolic
+sizes). The Python printers (``eager.py``, ``fake.py``) print the same plan; this module decides nothing.
+``autograd_cpp.py`` writes the Autograd kernels and ``library.py`` assembles the file.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from typing import Any
 
 import torch
 
-from ..fake import FLOAT_MAX, INT32_MAX, INT_LIMITS
-from ..geometry import describe
-from ..record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
-from .cpp import AT_DTYPE, CTYPE, cpp_expr, cpp_str, ident
+from .. import plan as P
+from ..expr import bounds
+from ..record import KernelRecord, dtype_from_name
+from .cpp import AT_DTYPE, CTYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 
 __all__ = ["NativeOp", "Variant", "cpp_signature", "op_source"]
 
@@ -53,22 +54,23 @@ class NativeOp:
         return self.op.record
 
     @property
-    def name(self) -> str:
-        return ident(self.record.op_name)
+    def plan(self) -> P.CallPlan:
+        return self.op.plan
+
+    @property
+    def scope(self) -> str:
+        """The C++ scope of the op's functions: ``ns_myns::op_relu``."""
+        return "::".join(op_scope(self.record.op_name))
 
 
 def cpp_signature(record: KernelRecord) -> tuple[str, list[str], list[str]]:
-    """(return type, argument types, argument names) of the op's C++ kernels, from its schema."""
+    """(return type, argument types, argument locals) of the op's C++ kernels, from its schema."""
     schema = torch._C.parse_schema(f"{record.op_name}{record.schema}")
-    types = []
-    for a in schema.arguments:
-        if isinstance(a.type, torch.TensorType):
-            types.append("const at::Tensor&")
-        else:
-            types.append(_SCALAR[str(a.type)])
+    types = ["const at::Tensor&" if isinstance(a.type, torch.TensorType) else _SCALAR[str(a.type)]
+             for a in schema.arguments]  # fmt: skip
     n = len(schema.returns)
     ret = "void" if n == 0 else "at::Tensor" if n == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n)}>"
-    return ret, types, [a.name for a in schema.arguments]
+    return ret, types, cpp_locals([a.name for a in schema.arguments])
 
 
 def returns(outs: list[str]) -> str:
@@ -77,232 +79,287 @@ def returns(outs: list[str]) -> str:
     return f"return {outs[0]};" if len(outs) == 1 else f"return std::make_tuple({', '.join(outs)});"
 
 
-def _int(r: KernelRecord, name: str) -> str:
-    """A schema int as int64_t (a SymInt is concrete in a real call)."""
-    return f"{name}.expect_int()" if _is_sym(r, name) else name
-
-
-def _is_sym(r: KernelRecord, name: str) -> bool:
-    _, types, names = cpp_signature(r)
-    return types[names.index(name)] == "c10::SymInt"
-
-
-def _guards(r: KernelRecord, op: str) -> list[str]:
-    """Device, dtype, rank and layout of every tensor, dtype ties, declared shapes, scalar ranges: eager.py's
-    checks in its order, so a call with several mistakes gets the same first error."""
-    L: list[str] = []
-    tnames = [a.name for a in r.tensor_inputs]
-    first = tnames[0]
-    for a in r.tensor_inputs:
-        n = a.name
-        if n == first:
-            L.append(f"const c10::Device dev = opsmith::check_device(op, {cpp_str(n)}, {n}, nullptr, nullptr);")
-        else:
-            L.append(f"opsmith::check_device(op, {cpp_str(n)}, {n}, {cpp_str(first)}, &dev);")
-        if a.dtype:
-            L.append(f"opsmith::check_dtype(op, {cpp_str(n)}, {n}, {AT_DTYPE[dtype_from_name(a.dtype)]});")
-        if a.ndim is not None:
-            L.append(f'if ({n}.dim() != {a.ndim}) opsmith::rank_error(op, {cpp_str(n)}, {n}, "{a.ndim} dims");')
-        elif a.min_ndim:
-            L.append(f"if ({n}.dim() < {a.min_ndim}) opsmith::rank_error(op, {cpp_str(n)}, {n}, \"at least "
-                     f'{a.min_ndim} dims (the launch geometry, a reduced axis or an extra needs them)");')  # fmt: skip
-        axes = "{" + ", ".join(str(x) for x in a.strided) + "}"
-        check = f"!{n}.is_contiguous()" if not a.strided else f"!opsmith::addressable({n}, {axes})"
-        if a.contiguous == "make":
-            L.append(f"if ({check}) {n} = {n}.contiguous();")
-        else:
-            L.append(f"if ({check}) opsmith::layout_error(op, {cpp_str(n)}, {n}, {axes});")
-    for a in r.tensor_inputs:
-        if a.dtype_like:
-            L.append(
-                f"opsmith::check_like(op, {cpp_str(a.name)}, {a.name}, {cpp_str(a.dtype_like)}, {a.dtype_like}, true);"
-            )
-    for a in r.tensor_inputs:
-        if a.shape is None:
-            continue
-        want = [
-            "-1" if e is None else str(e) if isinstance(e, int) else f"{tnames[e[0]]}.size({e[1]})" for e in a.shape
-        ]
-        conds = [f"{a.name}.dim() != {len(want)}"] + [
-            f"{a.name}.size({i}) != {w}" for i, w in enumerate(want) if w != "-1"
-        ]
-        L.append(f"if ({' || '.join(conds)}) opsmith::shape_error(op, {cpp_str(a.name)}, {a.name}, "
-                 f"{{{', '.join(want)}}});")  # fmt: skip
-    for a in r.inputs:
-        if not isinstance(a, ScalarArg):
-            continue
-        if a.ctype in INT_LIMITS:
-            lo, hi = INT_LIMITS[a.ctype]
-            L.append(f"opsmith::check_int_range(op, {cpp_str(a.name)}, {_int(r, a.name)}, {_i64(lo)}, {_i64(hi)}, "
-                     f'"{a.ctype}");')  # fmt: skip
-        elif a.ctype in FLOAT_MAX and a.py_type == "float":
-            L.append(
-                f'opsmith::check_float_range(op, {cpp_str(a.name)}, {a.name}, {FLOAT_MAX[a.ctype]!r}, "{a.ctype}");'
-            )
-    return L
-
-
 def _i64(v: int) -> str:
-    """An integer literal; u64's top is clamped (a schema int is int64 anyway)."""
+    """An integer literal in int64 range; u64's top is clamped (a schema int is int64 anyway)."""
     if v >= 2**63:
         return "INT64_MAX"
     return "INT64_MIN" if v == -(2**63) else f"{v}LL"
 
 
-def _outputs(r: KernelRecord, tnames: list[str], sym: bool = False) -> list[str]:
-    """Allocate every output: contiguous, on the inputs' device; ``sym``: over symbolic sizes (Meta)."""
-    empty, sizes = ("at::empty_symint", "sym_sizes") if sym else ("at::empty", "sizes")
-    L = []
-    for k, o in enumerate(r.outputs):
-        src = tnames[o.shape.get("same_as", o.shape.get("reduce"))]
-        dt = AT_DTYPE[dtype_from_name(o.dtype)] if o.dtype else f"{tnames[o.dtype_from]}.scalar_type()"
+class _Printer:
+    """Prints one plan as C++; ``meta``: the Meta kernel's semantics."""
+
+    def __init__(self, n: NativeOp, meta: bool) -> None:
+        self.n, self.plan, self.record, self.meta = n, n.plan, n.record, meta
+        _, self.types, self.args = cpp_signature(n.record)
+        self.t = [self.args[p] for p in self.plan.tensors]
+        self.tn = self.plan.tensor_names
+        self.refs = {f"i{k}": v for k, v in enumerate(self.t)} | {
+            f"o{k}": f"o{k}" for k in range(len(self.plan.outputs))
+        }
+        self.refs |= {f"n{k}": f"n{k}.expect_int()" if meta else f"n{k}" for k in range(len(self.t))}
+        self.refs |= {f"x{k}": f"x{k}" for k in range(len(self.record.extras))}
+        self.refs["sm_count"] = (f"opsmith::sm_count({self.t[0]}.is_cuda() ? {self.t[0]}.get_device() : -1)" if meta
+                                 else "opsmith::sm_count(dev.index())")  # fmt: skip
+        self.statics_done = False
+
+    def expr(self, e: Any, where: tuple[str, str] | None = None, wide: bool = False) -> str:
+        w = None if where is None else f"opsmith::Where{{op, {cpp_str(where[0])}, {cpp_str(where[1])}}}"
+
+        def checked(divisor: Any) -> bool:
+            if isinstance(divisor, int):
+                return divisor == 0
+            lo, hi = bounds(divisor, self.plan.facts)
+            return lo <= 0 <= hi
+
+        return cpp_expr(e, self.refs, where=w, wide=wide, checked_div=checked)
+
+    def steps(self) -> list[str]:
+        L: list[str] = []
+        for s in self.plan.steps:
+            L += getattr(self, type(s).__name__.lower())(s)
+        return L
+
+    def _n(self, k: int) -> tuple[str, str]:
+        return self.t[k], cpp_str(self.tn[k])
+
+    def device(self, s: P.Device) -> list[str]:
+        if self.meta:
+            return []
+        t, n = self._n(s.k)
+        if s.k == 0:
+            return [f"const c10::Device dev = opsmith::check_device(op, {n}, {t}, nullptr, nullptr);"]
+        return [f"opsmith::check_device(op, {n}, {t}, {cpp_str(self.tn[0])}, &dev);"]
+
+    def dtype(self, s: P.Dtype) -> list[str]:
+        t, n = self._n(s.k)
+        return [f"opsmith::check_dtype(op, {n}, {t}, {AT_DTYPE[dtype_from_name(s.dtype)]});"]
+
+    def rank(self, s: P.Rank) -> list[str]:
+        t, n = self._n(s.k)
+        cond = f"{t}.dim() != {s.exact}" if s.exact is not None else f"{t}.dim() < {s.least}"
+        return [f"if ({cond}) opsmith::rank_error(op, {n}, {t}, {-1 if s.exact is None else s.exact}, {s.least});"]
+
+    def numel(self, s: P.Numel) -> list[str]:
+        t, n = self._n(s.k)
+        if self.meta:
+            L = [f"const c10::SymInt n{s.k} = {t}.sym_numel();"]
+            if s.narrow:
+                L.append(
+                    f"if (auto v = n{s.k}.maybe_as_int(); v && *v > {P.INT32_MAX}) opsmith::large_error(op, {n}, *v);"
+                )
+            return L
+        L = [f"const int64_t n{s.k} = {t}.numel();"]
+        return L + ([f"if (n{s.k} > {P.INT32_MAX}) opsmith::large_error(op, {n}, n{s.k});"] if s.narrow else [])
+
+    def layout(self, s: P.Layout) -> list[str]:
+        if self.meta:
+            return []
+        t, n = self._n(s.k)
+        axes = "{" + ", ".join(map(str, s.axes)) + "}"
+        check = f"!{t}.is_contiguous()" if not s.axes else f"!opsmith::addressable({t}, {axes})"
+        if s.policy == "make":
+            return [f"if ({check}) {t} = {t}.contiguous();"]
+        return [f"if ({check}) opsmith::layout_error(op, {n}, {t}, {axes});"]
+
+    def span(self, s: P.Span) -> list[str]:
+        t, n = self._n(s.k)
+        if not self.meta:
+            return [f"opsmith::check_span(op, {n}, {t});"]
+        axes = "{" + ", ".join(map(str, s.axes)) + "}"
+        return [f"if (opsmith::all_static({{&{t}}}) && opsmith::addressable({t}, {axes})) "
+                f"opsmith::check_span(op, {n}, {t});"]  # fmt: skip
+
+    def like(self, s: P.Like) -> list[str]:
+        t, n = self._n(s.k)
+        o, on = self._n(s.other)
+        return [f"opsmith::check_like(op, {n}, {t}, {on}, {o});"]
+
+    def shape(self, s: P.Shape) -> list[str]:
+        t, n = self._n(s.k)
+        want = ["c10::SymInt(-1)" if e is None else f"c10::SymInt({e})" if isinstance(e, int)
+                else f"{self.t[e[0]]}.sym_size({e[1]})" for e in s.entries]  # fmt: skip
+        return [f"opsmith::check_shape(op, {n}, {t}, {{{', '.join(want)}}});"]
+
+    def scalar(self, s: P.Scalar) -> list[str]:
+        v, n = self.args[s.pos], cpp_str(self.plan.names[s.pos])
+        if s.ctype in P.INT_LIMITS:
+            lo, hi = s.lo, s.hi
+            sym = self.types[s.pos] == "c10::SymInt"
+            if self.meta and sym:
+                return [f"if (auto v = {v}.maybe_as_int()) opsmith::check_int_range(op, {n}, *v, {_i64(lo)}, "
+                        f'{_i64(hi)}, "{s.ctype}");']  # fmt: skip
+            val = f"{v}.expect_int()" if sym else v
+            return [f'opsmith::check_int_range(op, {n}, {val}, {_i64(lo)}, {_i64(hi)}, "{s.ctype}");']
+        return [f'opsmith::check_float_range(op, {n}, {v}, {P.FLOAT_MAX[s.ctype]!r}, "{s.ctype}");']
+
+    def alloc(self, s: P.Alloc) -> list[str]:
+        """Contiguous, on the inputs' device; over symbolic sizes in the Meta kernel."""
+        src, name = self._n(s.src)
+        empty, sizes = ("at::empty_symint", "sym_sizes") if self.meta else ("at::empty", "sizes")
+        dt = AT_DTYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
         shape = f"{src}.{sizes}()"
-        if "reduce" in o.shape:
-            dims = "{" + ", ".join(str(d) for d in o.shape["dims"]) + "}"
-            shape = f"opsmith::reduced(op, {cpp_str(src)}, {shape}, {dims}, {str(o.shape['keepdim']).lower()})"
-        L.append(f"at::Tensor o{k} = {empty}({shape}, {src}.options().dtype({dt}));")
-    return L
+        if s.rule == "reduce":
+            dims = "{" + ", ".join(str(d) for d in s.dims) + "}"
+            shape = f"opsmith::reduced(op, {name}, {shape}, {dims}, {str(s.keepdim).lower()})"
+        L = [f"at::Tensor o{s.k} = {empty}({shape}, {src}.options().dtype({dt}));"]
+        if self.meta and s.k == len(self.plan.outputs) - 1:
+            L += self._statics()
+        return L
 
+    def _statics(self) -> list[str]:
+        self.statics_done = True
+        ts = ", ".join(f"&{t}" for t in [*self.t, *(f"o{k}" for k in range(len(self.plan.outputs)))])
+        return [f"const bool st = opsmith::all_static({{{ts}}});"]
 
-def _empty_and_extras(r: KernelRecord, refs: dict[str, str]) -> list[str]:
-    """Nothing to launch when everything written is empty; non-empty outputs from an empty input refused;
-    shared strides; every extra once, with its C type's range checked."""
-    tnames = [a.name for a in r.tensor_inputs]
-    outs = [f"o{k}" for k in range(len(r.outputs))]
-    written = list(
-        dict.fromkeys([f"o{k}.numel()" for k in range(len(outs))] + [f"{a.name}.numel()" for a in r.mutated])
-    )
-    L = [f"if ({' && '.join(f'{w} == 0' for w in written)}) {returns(outs)}"]
-    if outs:
-        made = "{" + ", ".join(f"&{o}" for o in outs) + "}"
-        L += [f"if ({n}.numel() == 0) opsmith::empty_error(op, {cpp_str(n)}, {made});" for n in tnames]
-    for e in r.extras:
-        if not e.same:
-            continue
-        group = [e.expr[1], *e.same]
-        labels = [tnames[int(g[1:])] if g.startswith("i") else r.outputs[int(g[1:])].name for g in group]
-        inputs = ", ".join("true" if g.startswith("i") else "false" for g in group)
-        require = ", ".join(str(g.startswith("i") and r.tensor_inputs[int(g[1:])].contiguous == "require").lower()
-                            for g in group)  # fmt: skip
-        L.append(f"opsmith::share_strides(op, {{{', '.join(map(cpp_str, labels))}}}, "
-                 f"{{{', '.join('&' + refs[g] for g in group)}}}, {{{inputs}}}, {{{require}}}, {e.expr[2]});")  # fmt: skip
-    for k, e in enumerate(r.extras):
-        if isinstance(e.expr, float) or e.ctype in ("f32", "f64"):
-            L.append(
-                f"const double x{k} = {cpp_expr(e.expr, refs) if isinstance(e.expr, list) else repr(float(e.expr))};"
-            )
-            continue
-        L.append(f"const int64_t x{k} = {cpp_expr(e.expr, refs)};  // {e.label}")
-        if e.static or e.ctype not in INT_LIMITS or e.ctype == "i64" or not isinstance(e.expr, list):
-            continue  # compiled in, or a value an int64 holds whole
-        is_numel = e.expr[0] == "numel" and e.expr[1].startswith("i")
-        if is_numel and e.ctype == "i32" and r.index_dtype == "int32":
-            continue  # the 32-bit index check bounds it already
-        lo, hi = INT_LIMITS[e.ctype]
-        hint = ("Fix: declare the extra with dtype='int64' and take it as long long / int64_t in the kernel."
-                if e.ctype in ("i32", "u32") else "")  # fmt: skip
-        L.append(f"opsmith::check_int_range(op, {cpp_str(e.label)}, x{k}, {_i64(lo)}, {_i64(hi)}, \"{e.ctype}\", "
-                 f"{cpp_str(hint)});")  # fmt: skip
-    return L
+    def ret(self) -> str:
+        return returns([f"o{k}" for k in range(len(self.plan.outputs))])
 
+    def returnifempty(self, s: P.ReturnIfEmpty) -> list[str]:
+        pre = self._statics() if self.meta and not self.statics_done else []
+        conds = [f"{self.expr(w)} == 0" for w in s.written]
+        return [*pre, f"if ({' && '.join((['st'] if self.meta else []) + conds)}) {self.ret()}"]
 
-def _labels(r: KernelRecord) -> dict[str, str]:
-    labels = {f"i{k}": a.name for k, a in enumerate(r.tensor_inputs)} | {
-        f"o{k}": o.name for k, o in enumerate(r.outputs)
-    }
-    if not r.outputs and r.mutated:
-        labels["o0"] = r.mutated[0].name
-    return labels
+    def refuseempty(self, s: P.RefuseEmpty) -> list[str]:
+        written = [f"&o{k}" for k in range(len(self.plan.outputs))] + [f"&{self.t[k]}" for k in self.plan.mutated]
+        made = "{" + ", ".join(written) + "}"
+        return [f"if ({'st && ' if self.meta else ''}{self.expr(['var', f'n{k}'])} == 0) "
+                f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});" for k in s.tensors]  # fmt: skip
 
+    def sharestrides(self, s: P.ShareStrides) -> list[str]:
+        if self.meta:
+            return []
+        labels = ", ".join(cpp_str(self.plan.labels[r]) for r in s.refs)
+        ptrs = ", ".join("&" + self.refs[r] for r in s.refs)
+        inputs = ", ".join("true" if r.startswith("i") else "false" for r in s.refs)
+        require = ", ".join(str(r.startswith("i") and self.record.tensor_inputs[int(r[1:])].contiguous == "require").lower()
+                            for r in s.refs)  # fmt: skip
+        return [f"opsmith::share_strides(op, {{{labels}}}, {{{ptrs}}}, {{{inputs}}}, {{{require}}}, {s.axis});"]
 
-def _limits(r: KernelRecord, refs: dict[str, str]) -> list[str]:
-    """A 32-bit kernel's launch extents, the tightest limit over the configs (eager.py's rule)."""
-    if r.index_dtype != "int32":
-        return []
-    seen: dict[str, tuple[int, str]] = {}
-    for plan in r.launches or (r.launch,):
-        for expr, limit in plan.limits if plan is not None else ():
-            if limit >= INT32_MAX:
-                continue  # no output is larger than the inputs, whose numel is checked
-            code = cpp_expr(expr, refs)
-            seen[code] = (min(limit, seen.get(code, (limit,))[0]), describe(expr, _labels(r)))
-    return [f"if ({code} > {limit}LL) opsmith::extent_error(op, {_extent_args(label)}, {code}, {limit}LL);"
-            for code, (limit, label) in seen.items()]  # fmt: skip
+    def extra(self, s: P.Extra) -> list[str]:
+        if self.meta and s.check is None and not s.wide and not _divides(s.expr):
+            return []
+        if not self.meta and isinstance(s.expr, list) and s.expr[0] == "var" and s.check is None:
+            self.refs[f"x{s.k}"] = self.refs[s.expr[1]]  # a numel read already: no copy
+            return []
+        if isinstance(s.expr, float) or s.ctype in ("f32", "f64"):
+            v = cpp_float(float(s.expr)) if not isinstance(s.expr, list) else self.expr(s.expr)
+            return [f"const double x{s.k} = {v};"]
+        L = [f"const opsmith::i128 x{s.k} = {self.expr(s.expr, s.where, s.wide)};  {comment(s.label)}"]
+        if s.check is not None:
+            lo, hi = s.check
+            L.append(f"opsmith::check_int_range(op, {cpp_str(s.label)}, x{s.k}, {_i128(lo)}, {_i128(hi)}, "
+                     f'"{s.ctype}", {cpp_str(s.hint)});')  # fmt: skip
+        return ["if (st) {", *("  " + x for x in L), "}"] if self.meta else L
 
+    def extent(self, s: P.Extent) -> list[str]:
+        e = self.expr(s.expr, (s.arg, s.label), s.wide)
+        line = (f"if (const opsmith::i128 e = {e}; e > {s.limit}) "
+                f"opsmith::extent_error(op, {cpp_str(s.arg)}, {cpp_str(s.label)}, e, {s.limit});")  # fmt: skip
+        return [f"if (st) {line}" if self.meta else line]
 
-def _extent_args(label: str) -> str:
-    """(argument name, launched size) of fake.extent_error: ``numel(y)`` names ``y``."""
-    name = label[label.index("(") + 1 :].split(",")[0].rstrip(")") if "(" in label else label
-    return f"{cpp_str(name)}, {cpp_str(label)}"
-
-
-def _values(r: KernelRecord) -> list[str]:
-    """The kernel's runtime arguments in its parameter order, each in a local of its C type."""
-    L = []
-    for k, p in enumerate(r.params):
-        if p.role == "input":
-            a = r.inputs[p.index]
-            if isinstance(a, TensorArg):
-                src = f"{a.name}.data_ptr()"
-            elif p.ctype in ("f16", "bf16"):
-                src = f"c10::{'Half' if p.ctype == 'f16' else 'BFloat16'}(static_cast<float>({a.name})).x"
+    def grid(self, c: int) -> list[str]:
+        launch = self.plan.launch
+        checks = {g.axis: g for g in launch.grid_checks[c]}  # type: ignore[union-attr]
+        out = []
+        for axis, e in enumerate(launch.grids[c]):  # type: ignore[union-attr,index]
+            chk = checks.get(axis)
+            if chk is None:
+                if e != 1:  # every axis starts at 1
+                    out.append(f"g{axis} = {e};" if isinstance(e, int) else f"g{axis} = int64_t({self.expr(e)});")
+            elif chk.low or chk.high:
+                out.append(f"g{axis} = opsmith::check_grid(op, {cpp_str(chk.arg)}, {cpp_str(chk.label)}, {axis}, "
+                           f"{self.expr(e, (chk.arg, chk.label), chk.wide)});")  # fmt: skip
             else:
-                src = f"static_cast<{CTYPE[p.ctype]}>({_int(r, a.name) if a.py_type == 'int' else a.name})"
-        elif p.role == "extra":
-            src = f"static_cast<{CTYPE[p.ctype]}>(x{p.index})"
+                out.append(f"g{axis} = int64_t({self.expr(e, (chk.arg, chk.label), chk.wide)});")
+        return out
+
+
+def _i128(v: int) -> str:
+    return str(v) if -(2**63) < v < 2**63 else f"opsmith::i128_of({cpp_str(str(v))})"
+
+
+def _divides(e: Any) -> bool:
+    return isinstance(e, list) and (e[0] in ("div", "cdiv") or any(_divides(a) for a in e[1:]))
+
+
+def _values(pr: _Printer) -> list[str]:
+    """The kernel's runtime arguments in its parameter order, each in a local of its C type (a float for an
+    fp16/bf16 parameter rounded once from the double, as guards.round_bits does)."""
+    L = []
+    for k, p in enumerate(pr.plan.launch.params):  # type: ignore[union-attr]
+        kind, i = p.source
+        if kind == "in":
+            src = f"{pr.t[i]}.data_ptr()"
+        elif kind == "out":
+            src = f"o{i}.data_ptr()"
+        elif kind == "scalar":
+            v = pr.args[i]
+            if p.ctype in ("f16", "bf16"):
+                src = f"opsmith::{'half' if p.ctype == 'f16' else 'bf16'}_bits({v})"
+            else:
+                src = f"static_cast<{CTYPE[p.ctype]}>({_int_arg(pr, i)})"
         else:
-            src = f"o{p.index}.data_ptr()"
+            src = f"static_cast<{CTYPE[p.ctype]}>({pr.refs[f'x{i}']})"
         L.append(f"{CTYPE[p.ctype]} a{k} = {src};")
     return L
 
 
-def _spec(n: NativeOp, tnames: list[str]) -> list[str]:
+def _int_arg(pr: _Printer, pos: int) -> str:
+    v = pr.args[pos]
+    return f"{v}.expect_int()" if pr.types[pos] == "c10::SymInt" else v
+
+
+def _spec(pr: _Printer) -> list[str]:
     """The call's specialization (Variants.spec_layout) as int64 values."""
     out = []
-    for kind, p in n.spec_layout:
+    for kind, p in pr.n.spec_layout:
         if kind == "dtype":
-            out.append(f"static_cast<int64_t>({tnames[p]}.scalar_type())")
+            out.append(f"static_cast<int64_t>({pr.t[p]}.scalar_type())")
         elif kind == "align":
             out.append(f"int64_t(reinterpret_cast<uintptr_t>(a{p}) % 16 == 0)")
         elif kind == "div16":
             out.append(f"int64_t(a{p} % 16 == 0)")
         else:
-            out.append(f"x{p}")
+            out.append(f"int64_t({pr.refs[f'x{p}']})")
     return out
 
 
-def _launch(n: NativeOp, refs: dict[str, str], tnames: list[str]) -> list[str]:
-    r = n.record
-    L = _values(r)
-    if r.tuned:
-        key = [f"static_cast<int64_t>({t}.scalar_type())" for t in tnames]
-        for entry in r.tune_key:
-            t = refs[entry[1]]
-            v = f"{t}.numel()" if entry[0] == "numel" or entry[2] is None else f"{t}.size({entry[2]})"
-            key.append(f"opsmith::pow2({v})" if entry[-1] == "pow2" else v)
+def _launch(pr: _Printer) -> list[str]:
+    launch = pr.plan.launch
+    assert launch is not None
+    L = _values(pr)
+    if launch.tuned:
+        key = [f"static_cast<int64_t>({t}.scalar_type())" for t in pr.t]
+        for e, pow2 in launch.tune_key:
+            v = pr.expr(e)
+            key.append(f"int64_t(opsmith::pow2({v}))" if pow2 else f"int64_t({v})")
         L.append(f"const std::array<int64_t, {len(key)}> key = {{{', '.join(key)}}};")
-        L.append(f"const int c = opsmith::lookup(key, {n.name}_decisions, {r.tune_default});")
+        L.append(f"const int c = opsmith::lookup(key, decisions, {launch.tune_default});")
     else:
         L.append("const int c = 0;")
-    spec = _spec(n, tnames)
-    L.append(f"const {n.name}_variant& v = {n.name}_find(c, {{{', '.join(spec) or '0'}}});")
+    spec = _spec(pr)
+    L.append(f"const Variant& v = find(c, {{{', '.join(spec) or '0'}}});")
     L.append("int64_t g0 = 1, g1 = 1, g2 = 1;")
-    plans = r.launches or (r.launch,)
-    if len(plans) == 1:
-        g = [cpp_expr(x, refs) for x in plans[0].grid]
-        L.append(f"g0 = {g[0]}; g1 = {g[1]}; g2 = {g[2]};")
+    if len(launch.grids) == 1:
+        L += pr.grid(0)
     else:
         L.append("switch (c) {")
-        for c, plan in enumerate(plans):
-            g = [cpp_expr(x, refs) for x in plan.grid]
-            L.append(f"  case {c}: g0 = {g[0]}; g1 = {g[1]}; g2 = {g[2]}; break;")
+        for c in range(len(launch.grids)):
+            L.append(f"  case {c}: {' '.join(pr.grid(c))} break;")
         L.append("}")
+    n = len(launch.params)
     # Pointers past the kernel's own parameters: a Triton kernel's scratch pointers, passed as NULL.
-    args = "".join(f"&a{k}, " for k in range(len(r.params)))
     L.append("void* none = nullptr;")
-    L.append(f"void* args[] = {{{args}&none, &none, &none, &none}};")
-    L.append("opsmith::launch(*v.kernel, dev, g0, g1, g2, v.bx, v.by, v.bz, v.smem, args);")
+    L.append(f"void* args[] = {{{''.join(f'&a{k}, ' for k in range(n))}&none, &none, &none, &none}};")
+    sizes = ", ".join(str(_SIZE[p.ctype]) for p in launch.params) or "0"
+    L.append(f"const uint8_t sizes[] = {{{sizes}}};")
+    L.append(f"opsmith::launch(*v.kernel, dev, {{c, {{g0, g1, g2}}, {{v.bx, v.by, v.bz}}, v.smem}}, args, sizes, {n});")
     return L
+
+
+_SIZE = {"ptr": 8, "f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "i16": 2,
+         "u16": 2, "i8": 1, "u8": 1, "bool": 1}  # fmt: skip
 
 
 def _tables(n: NativeOp) -> list[str]:
@@ -311,27 +368,20 @@ def _tables(n: NativeOp) -> list[str]:
     width = max(len(n.spec_layout), 1)
     for k, v in enumerate(n.variants):
         imgs = ", ".join(f"{{{arch}, {sym}, static_cast<size_t>({sym}_end - {sym})}}" for arch, sym in v.images)
-        L.append(f"opsmith::Kernel {n.name}_k{k}({op}, {cpp_str(v.symbol)}, {{{imgs}}}, {v.shared_mem});")
-    L.append(f"struct {n.name}_variant {{")
-    L.append("  int config;")
-    L.append(f"  std::array<int64_t, {width}> spec;")
-    L.append("  opsmith::Kernel* kernel;")
-    L.append("  int64_t bx, by, bz, smem;")
-    L.append("};")
-    L.append(f"const {n.name}_variant {n.name}_variants[] = {{")
+        L.append(f"opsmith::Kernel kernel{k}({op}, {cpp_str(v.symbol)}, {{{imgs}}}, {v.shared_mem});")
+    L += ["struct Variant {", "  int config;", f"  std::array<int64_t, {width}> spec;", "  opsmith::Kernel* kernel;",
+          "  int64_t bx, by, bz, smem;", "};", "const Variant variants[] = {"]  # fmt: skip
     for k, v in enumerate(n.variants):
-        L.append(f"    {{{v.config}, {{{', '.join(v.spec) or '0'}}}, &{n.name}_k{k}, {v.block[0]}, {v.block[1]}, "
+        L.append(f"    {{{v.config}, {{{', '.join(v.spec) or '0'}}}, &kernel{k}, {v.block[0]}, {v.block[1]}, "
                  f"{v.block[2]}, {v.shared_mem}}},")  # fmt: skip
-    L.append("};")
-    L.append(f"const {n.name}_variant& {n.name}_find(int c, std::array<int64_t, {width}> spec) {{")
-    L.append(f"  for (const auto& v : {n.name}_variants)")
-    L.append("    if (v.config == c && v.spec == spec) return v;")
+    L += ["};", f"const Variant& find(int c, std::array<int64_t, {width}> spec) {{",
+          "  for (const auto& v : variants)", "    if (v.config == c && v.spec == spec) return v;"]  # fmt: skip
     flags = [k for k, (kind, _) in enumerate(n.spec_layout) if kind in ("align", "div16")]
     if n.fallback and flags:
         L.append("  const auto asked = spec;")
         L.append(f"  for (int i : {{{', '.join(map(str, flags))}}}) spec[i] = 0;  // compiled assuming neither "
                  "alignment nor divisibility: serves any call")  # fmt: skip
-        L.append(f"  for (const auto& v : {n.name}_variants)")
+        L.append("  for (const auto& v : variants)")
         L.append("    if (v.config == c && v.spec == spec) return v;")
         L.append("  spec = asked;")
     held = ", ".join(("[" + ", ".join(v.spec) + "]") if v.spec else "[]" for v in n.variants[:8])
@@ -340,102 +390,31 @@ def _tables(n: NativeOp) -> list[str]:
     if n.record.tuned:
         k = len(n.record.tensor_inputs) + len(n.record.tune_key)
         rows = "".join(f"    {{{{{', '.join(key)}}}, {c}}},\n" for key, c in n.decisions)
-        L.append(f"const std::vector<std::pair<std::array<int64_t, {k}>, int>> {n.name}_decisions = {{\n{rows}}};")
+        L.append(f"const std::vector<std::pair<std::array<int64_t, {k}>, int>> decisions = {{\n{rows}}};")
     return L
 
 
-def _cuda(n: NativeOp) -> list[str]:
-    r = n.record
-    ret, types, names = cpp_signature(r)
-    tnames = [a.name for a in r.tensor_inputs]
-    refs = {f"i{k}": t for k, t in enumerate(tnames)} | {f"o{k}": f"o{k}" for k in range(len(r.outputs))}
-    if not r.outputs:
-        refs["o0"] = r.mutated[0].name
-    refs["sm_count"] = "opsmith::sm_count(dev.index())"
-    params = ", ".join(f"{t} {a}_in" if a in tnames else f"{t} {a}" for t, a in zip(types, names, strict=True))
-    body = [f"constexpr const char* op = {cpp_str(r.op_name)};", "opsmith::require_torch();"]
-    body += [f"at::Tensor {t} = {t}_in;" for t in tnames]
-    body += _guards(r, "op")
-    if r.index_dtype == "int32":
-        body += [f"if ({t}.numel() > {INT32_MAX}) opsmith::large_error(op, {cpp_str(t)}, {t}.numel());" for t in tnames]
-    body += _outputs(r, tnames)
-    body += _empty_and_extras(r, refs)
-    body += _limits(r, refs)
-    body += _launch(n, refs, tnames)
-    body.append(returns([f"o{k}" for k in range(len(r.outputs))]))
-    return [f"{ret} {n.name}_cuda({params}) {{", *("  " + x for x in body), "}"]
-
-
-def _meta(n: NativeOp) -> list[str]:
-    """fake.py's rules on symbolic sizes: scalar ranges, dtypes, ranks, declared shapes, the outputs, and the
-    size checks where sizes are static."""
-    r = n.record
-    ret, types, names = cpp_signature(r)
-    tnames = [a.name for a in r.tensor_inputs]
-    body = [f"constexpr const char* op = {cpp_str(r.op_name)};", "opsmith::require_torch();"]
-    for a in r.inputs:
-        if isinstance(a, ScalarArg) and a.ctype in INT_LIMITS:
-            lo, hi = INT_LIMITS[a.ctype]
-            v = f"{a.name}.maybe_as_int()" if _is_sym(r, a.name) else f"std::optional<int64_t>({a.name})"
-            body.append(f"if (auto v = {v}) opsmith::check_int_range(op, {cpp_str(a.name)}, *v, {_i64(lo)}, "
-                        f'{_i64(hi)}, "{a.ctype}");')  # fmt: skip
-        elif isinstance(a, ScalarArg) and a.ctype in FLOAT_MAX and a.py_type == "float":
-            body.append(f"opsmith::check_float_range(op, {cpp_str(a.name)}, {a.name}, {FLOAT_MAX[a.ctype]!r}, "
-                        f'"{a.ctype}");')  # fmt: skip
-    for a in r.tensor_inputs:
-        n_ = cpp_str(a.name)
-        if a.dtype:
-            body.append(f"opsmith::check_dtype(op, {n_}, {a.name}, {AT_DTYPE[dtype_from_name(a.dtype)]});")
-        if a.ndim is not None:
-            body.append(f'if ({a.name}.dim() != {a.ndim}) opsmith::rank_error(op, {n_}, {a.name}, "{a.ndim} dims");')
-        if a.min_ndim:
-            body.append(f"if ({a.name}.dim() < {a.min_ndim}) opsmith::rank_error(op, {n_}, {a.name}, \"at least "
-                        f'{a.min_ndim} dims (the launch geometry or a reduced axis needs them)");')  # fmt: skip
-        if a.dtype_like:
-            body.append(f"opsmith::check_like(op, {n_}, {a.name}, {cpp_str(a.dtype_like)}, {a.dtype_like}, false);")
-    for a in r.tensor_inputs:
-        if a.shape is None:
-            continue
-        want = ["c10::SymInt(-1)" if e is None else f"c10::SymInt({e})" if isinstance(e, int)
-                else f"{tnames[e[0]]}.sym_size({e[1]})" for e in a.shape]  # fmt: skip
-        body.append(f"opsmith::check_shape_sym(op, {cpp_str(a.name)}, {a.name}, {{{', '.join(want)}}});")
-    if r.index_dtype == "int32":
-        body += [f"if (auto v = {t}.sym_numel().maybe_as_int(); v && *v > {INT32_MAX}) "
-                 f"opsmith::large_error(op, {cpp_str(t)}, *v);" for t in tnames]  # fmt: skip
-    body += _outputs(r, tnames, sym=True)
-    outs = [f"o{k}" for k in range(len(r.outputs))]
-    if outs:
-        made = "{" + ", ".join(f"&{o}" for o in outs) + "}"
-        filled = " || ".join(f"{o}.sym_numel().maybe_as_int().value_or(0) != 0" for o in outs)
-        for t in tnames:
-            body.append(f"if ({t}.sym_numel().maybe_as_int() == std::optional<int64_t>(0) && ({filled})) "
-                        f"opsmith::empty_error(op, {cpp_str(t)}, {made});")  # fmt: skip
-    body += _meta_limits(r, tnames, outs)
-    body.append(returns(outs))
-    params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
-    return [f"{ret} {n.name}_meta({params}) {{", *("  " + x for x in body), "}"]
-
-
-def _meta_limits(r: KernelRecord, tnames: list[str], outs: list[str]) -> list[str]:
-    """Launch extents of a 32-bit kernel where every size is static (fake._static_checks)."""
-    if r.index_dtype != "int32":
-        return []
-    refs = {f"i{k}": t for k, t in enumerate(tnames)} | {f"o{k}": o for k, o in enumerate(outs)}
-    if not outs and r.mutated:
-        refs["o0"] = r.mutated[0].name
-    refs["sm_count"] = f"opsmith::sm_count({tnames[0]}.is_cuda() ? {tnames[0]}.get_device() : -1)"
-    static = ", ".join(f"&{t}" for t in dict.fromkeys([*tnames, *outs]))
-    L = []
-    for plan in r.launches or (r.launch,):
-        for expr, limit in plan.limits if plan is not None else ():
-            code = cpp_expr(expr, refs)
-            L.append(f"if (opsmith::all_static({{{static}}}) && {code} > {limit}LL) "
-                     f"opsmith::extent_error(op, {_extent_args(describe(expr, _labels(r)))}, {code}, {limit}LL);")  # fmt: skip
-    return L
+def _function(n: NativeOp, meta: bool) -> list[str]:
+    ret, types, _ = cpp_signature(n.record)
+    pr = _Printer(n, meta)
+    if meta:
+        params = ", ".join(f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
+        body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
+        body += [*pr.steps(), pr.ret()]
+        return [f"{ret} meta_impl({params}) {{", *("  " + x for x in body), "}"]
+    tensors = set(pr.t)
+    params = ", ".join(f"{t} {a}_in" if a in tensors else f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
+    body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
+    body += [f"at::Tensor {t} = {t}_in;" for t in pr.t]
+    body += pr.steps() + _launch(pr) + [pr.ret()]
+    return [f"{ret} cuda_impl({params}) {{", *("  " + x for x in body), "}"]
 
 
 def op_source(n: NativeOp) -> str:
-    """The C++ of one op: its kernel tables, CUDA implementation and Meta implementation."""
+    """The C++ of one op, in its own scope: its kernel tables, CUDA kernel and Meta kernel."""
+    ns, scope = op_scope(n.record.op_name)
     title = f"// ---- {n.record.op_name} "
-    L = [title + "-" * max(4, 116 - len(title)), *_tables(n), "", *_cuda(n), "", *_meta(n)]
+    L = [title + "-" * max(4, 116 - len(title)), f"namespace {ns} {{", f"namespace {scope} {{", *_tables(n), "",
+         *_function(n, meta=False), "", *_function(n, meta=True), f"}}  // namespace {scope}",
+         f"}}  // namespace {ns}"]  # fmt: skip
     return "\n".join(L) + "\n"

@@ -1,0 +1,463 @@
+"""The call plan: an op's record lowered once into the ordered steps of one call.
+
+A call of an opsmith op checks its arguments, allocates its outputs, computes the kernel's extras and launch
+sizes, chooses a config and a compiled variant, converts every argument to the kernel's C type and launches.
+Four implementations serve calls: the Python eager code (``eager.py``), the Python fake implementation that
+tracing runs (``fake.py``), and a native library's CUDA and Meta kernels (``native/codegen.py``). Each of
+them only *prints* this plan, so a refusal, its message, a conversion or a launch size cannot differ between
+them: every rule lives here.
+
+The plan is a list of steps. Each step says what a real call does (CUDA tensors) and what a meta call does
+(fake or meta tensors, sizes possibly symbolic): a meta call skips what needs data or a device (device,
+layout copies, the launch) and applies a size check only where every size it reads is a plain integer.
+Expression values are checked only where ``expr.bounds`` cannot prove them in range, so a plain op's call
+pays for nothing it does not need.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import SpecError
+from .expr import I64_MAX, Facts, bounds, describe, first_tensor, is_wide, unsafe_divisors
+from .record import KernelRecord, ScalarArg, TensorArg
+
+__all__ = ["CallPlan", "lower", "INT_LIMITS", "FLOAT_MAX", "GRID_MAX", "INT32_MAX"]
+
+INT32_MAX = 2**31 - 1
+INT_LIMITS = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
+              "u64": (0, 2**64 - 1), "i16": (-(2**15), 2**15 - 1), "u16": (0, 2**16 - 1),
+              "i8": (-128, 127), "u8": (0, 255)}  # fmt: skip
+# Largest finite values: a Python float beyond them cannot be packed (float, __half) or becomes inf (bf16).
+FLOAT_MAX = {"f32": 3.4028234663852886e38, "f16": 65504.0, "bf16": 3.3895313892515355e38}
+#: Blocks one launch may have along x, y, z (cuLaunchKernel's limits; its parameters are unsigned int).
+GRID_MAX = (2**31 - 1, 65535, 65535)
+_AXES = "xyz"
+
+
+# -- steps ---------------------------------------------------------------------------------------------------
+# ``k`` is a tensor input's position among the tensor inputs; refs in expressions are "i<k>" and "o<k>".
+
+
+@dataclass(frozen=True)
+class Device:
+    """The tensor is a CUDA tensor (the first one's device is the call's), on the call's device. Real only."""
+
+    k: int
+
+
+@dataclass(frozen=True)
+class Dtype:
+    k: int
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Rank:
+    """``exact`` dims, or at least ``least`` (the geometry, a reduced axis or an extra needs them)."""
+
+    k: int
+    exact: int | None
+    least: int
+
+
+@dataclass(frozen=True)
+class Numel:
+    """Read the tensor's numel into var ``n<k>``; ``narrow``: refuse more than 2^31 - 1 elements (a 32-bit
+    kernel). Before the layout step, so a tensor too large is refused before it is copied."""
+
+    k: int
+    narrow: bool
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Make the tensor addressable by the kernel (``axes``: those whose strides it is given): copy it
+    (``policy`` "make") or refuse it ("require"). Real only."""
+
+    k: int
+    axes: tuple[int, ...]
+    policy: str
+
+
+@dataclass(frozen=True)
+class Span:
+    """A 32-bit kernel addresses this tensor with its strides: the elements its view spans (the largest
+    offset + 1) must be at most 2^31 - 1, or ``row * stride + col`` wraps. (A contiguous tensor spans its
+    numel, which ``Numel`` checked.)"""
+
+    k: int
+    axes: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Like:
+    """The tensor has the dtype of tensor ``other`` (one template parameter types both)."""
+
+    k: int
+    other: int
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The declared exact shape: per axis an int, None (any) or (tensor j, axis) for another input's size."""
+
+    k: int
+    entries: tuple
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar argument (input position ``pos``) within its C type's range: ``lo``..``hi`` for an integer
+    (the C type's range within int64, which a schema int holds), FLOAT_MAX for a float."""
+
+    pos: int
+    ctype: str
+    py_type: str
+    lo: int = 0
+    hi: int = 0
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """Output ``k``: ``rule`` "same" (the shape of tensor ``src``), "reduce" (``dims`` removed or kept as 1)
+    or "meta" (the op's meta_fn allocates every output; Python only). Its dtype: ``dtype`` when fixed, else
+    tensor ``dtype_from``'s."""
+
+    k: int
+    rule: str
+    src: int
+    dtype: str | None
+    dtype_from: int
+    dims: tuple[int, ...] = ()
+    keepdim: bool = False
+
+
+@dataclass(frozen=True)
+class ReturnIfEmpty:
+    """Nothing to launch when every written tensor (``written``: numel expressions) is empty."""
+
+    written: tuple
+
+
+@dataclass(frozen=True)
+class RefuseEmpty:
+    """A non-empty written tensor cannot be filled from an empty input (the first empty one is named)."""
+
+    tensors: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ShareStrides:
+    """Tensors one stride parameter describes must agree on ``axis`` (``layout.share_strides``). Real only."""
+
+    refs: tuple[str, ...]
+    axis: int
+
+
+@dataclass(frozen=True)
+class Extra:
+    """Extra ``k``: ``expr`` into var ``x<k>``, of C type ``ctype``; ``check``: the (lo, hi) its value must
+    lie in, where ``bounds`` cannot prove it; ``label``: how messages name it; ``static``: compiled into the
+    kernel (part of the specialization). Real only; a meta call checks the range where sizes are static."""
+
+    k: int
+    expr: Any
+    ctype: str
+    label: str
+    check: tuple[int, int] | None = None
+    hint: str = ""
+    static: bool = False
+    wide: bool = False
+    where: tuple[str, str] = ("", "")  # (argument, words) a failing division or overflow names
+
+
+@dataclass(frozen=True)
+class Extent:
+    """A 32-bit kernel's launch covers ``expr`` elements with ``blockIdx.x * blockDim.x + threadIdx.x``: at
+    most ``limit``, or its top thread index wraps. ``label``/``arg``: how the message names it."""
+
+    expr: Any
+    limit: int
+    label: str
+    arg: str
+    wide: bool = False
+
+
+@dataclass(frozen=True)
+class GridCheck:
+    """Config ``config``'s grid along ``axis`` lies in [1, GRID_MAX[axis]] (a launch of 2^32 + k blocks would
+    launch k: cuLaunchKernel takes unsigned ints). Checked before every launch of that config."""
+
+    config: int
+    axis: int
+    expr: Any
+    label: str
+    arg: str
+    low: bool  # the value may be below 1
+    high: bool  # the value may pass GRID_MAX[axis]
+    wide: bool = False
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel parameter in the kernel's order: ``source`` ("in", k) tensor input k's pointer, ("out", k)
+    output k's pointer, ("scalar", pos) a scalar input, ("extra", k) extra k; ``ctype`` its C type. A float
+    scalar for an f16/bf16 parameter is rounded once, to nearest even, from its double value."""
+
+    source: tuple[str, int]
+    ctype: str
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Choosing and launching: per config its grid (three expressions, None for a ``Custom`` geometry), the
+    checks that grid needs (made for the config a call launches, tuning's trial launches included), block and
+    shared memory; the tuning key (after the tensors' dtypes: (expression, rounded to a power of two)); what
+    a call specializes on (``spec``: ("dtype", k), ("align", p), ("div16", p), ("static", e)); the kernel's
+    parameters in its order."""
+
+    grids: tuple[tuple[Any, Any, Any] | None, ...]
+    grid_checks: tuple[tuple[GridCheck, ...], ...]
+    blocks: tuple[tuple[int, int, int], ...]
+    shared_mem: tuple[int, ...]
+    tuned: bool
+    tune_key: tuple
+    tune_default: int
+    spec: tuple[tuple[str, int], ...]
+    params: tuple[Param, ...]
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The steps of one call of ``op``, in order. ``names``: every argument's declared name (schema order);
+    ``tensors``: the tensor inputs' positions among the arguments; ``outputs``: output names;
+    ``labels``: ref -> declared name; ``mutated``: tensor inputs written in place."""
+
+    op: str
+    names: tuple[str, ...]
+    tensors: tuple[int, ...]
+    outputs: tuple[str, ...]
+    steps: tuple[Any, ...]
+    launch: Launch | None
+    labels: dict[str, str] = field(default_factory=dict)
+    mutated: tuple[int, ...] = ()
+    #: What the guards proved for the expressions after them (which divisions need a zero check).
+    facts: Facts = field(default_factory=Facts)
+
+    @property
+    def tensor_names(self) -> list[str]:
+        return [self.names[p] for p in self.tensors]
+
+
+# -- lowering ------------------------------------------------------------------------------------------------
+
+
+def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ()) -> CallPlan:
+    """The call plan of ``record``. ``spec_layout``: what its variants specialize on (``Variants``)."""
+    targs = record.tensor_inputs
+    tnames = [a.name for a in targs]
+    narrow = record.index_dtype == "int32"
+    mutated = tuple(k for k, a in enumerate(targs) if a.mutates)
+    labels = {f"i{k}": n for k, n in enumerate(tnames)} | {f"o{k}": o.name for k, o in enumerate(record.outputs)}
+    alias = {} if record.outputs else {"o0": f"i{mutated[0]}"} if mutated else {}
+    steps: list[Any] = []
+    for k, a in enumerate(targs):
+        steps.append(Device(k))
+        if a.dtype:
+            steps.append(Dtype(k, a.dtype))
+        if a.ndim is not None or a.min_ndim:
+            steps.append(Rank(k, a.ndim, a.min_ndim))
+        steps.append(Numel(k, narrow))
+        steps.append(Layout(k, tuple(a.strided), a.contiguous))
+        if narrow and a.strided:
+            steps.append(Span(k, tuple(a.strided)))
+    steps += [Like(k, tnames.index(a.dtype_like)) for k, a in enumerate(targs) if a.dtype_like]
+    steps += [Shape(k, tuple(tuple(e) if isinstance(e, list) else e for e in a.shape))
+              for k, a in enumerate(targs) if a.shape is not None]  # fmt: skip
+    for p, a in enumerate(record.inputs):
+        if isinstance(a, ScalarArg) and a.ctype in INT_LIMITS:
+            lo, hi = INT_LIMITS[a.ctype]
+            steps.append(Scalar(p, a.ctype, a.py_type, max(lo, -(2**63)), min(hi, I64_MAX)))
+        elif isinstance(a, ScalarArg) and a.ctype in FLOAT_MAX and a.py_type == "float":
+            steps.append(Scalar(p, a.ctype, a.py_type))
+    steps += _allocations(record)
+    numel_var = {f"i{k}": f"n{k}" for k in range(len(targs))}
+    for k, o in enumerate(record.outputs):
+        if "same_as" in o.shape:
+            numel_var[f"o{k}"] = f"n{o.shape['same_as']}"
+
+    def sub(expr: Any) -> Any:
+        """Refs resolved (an in-place op's o0 is its written input) and numels read from their vars."""
+        if not isinstance(expr, list):
+            return expr
+        if expr[0] in ("numel", "size", "stride", "lead", "prod"):
+            ref = alias.get(expr[1], expr[1])
+            if expr[0] == "numel" and ref in numel_var:
+                return ["var", numel_var[ref]]
+            return [expr[0], ref, *expr[2:]]
+        return [expr[0], *(sub(a) for a in expr[1:])]
+
+    written = tuple(sub(["numel", f"o{k}"]) for k in range(len(record.outputs))) + \
+        tuple(["var", f"n{k}"] for k in mutated)  # fmt: skip
+    steps.append(ReturnIfEmpty(_dedupe(written)))
+    # Unreachable, so not emitted, when one input's numel decides everything written (relu, softmax).
+    single = len(targs) == 1 and all(w == ["var", "n0"] for w in written)
+    if record.outputs and not single:
+        # An input whose numel is the one thing written was refused by the return above already.
+        alone = [k for k in range(len(targs)) if _dedupe(written) == (["var", f"n{k}"],)]
+        steps.append(RefuseEmpty(tuple(k for k in range(len(targs)) if k not in alone)))
+    for e in record.extras:
+        if e.same:
+            steps.append(ShareStrides((alias.get(e.expr[1], e.expr[1]), *(alias.get(r, r) for r in e.same)),
+                                      e.expr[2]))  # fmt: skip
+    # From here every tensor is non-empty when the op has outputs (an in-place op may read an empty input: a
+    # sum over no rows); a 32-bit kernel's tensors hold at most 2^31 - 1 elements.
+    narrow_refs = set()
+    if narrow:
+        narrow_refs = {f"i{k}" for k in range(len(targs))}
+        narrow_refs |= {f"o{k}" for k, o in enumerate(record.outputs) if "meta" not in o.shape}
+    var_bounds = tuple((f"n{k}", (1, INT32_MAX if narrow else I64_MAX)) for k in range(len(targs)))
+    nonempty = bool(record.outputs)
+    var_bounds = tuple((v, (1 if nonempty else 0, hi)) for v, (_, hi) in var_bounds)
+    facts = Facts(frozenset(narrow_refs), nonempty=nonempty, vars=var_bounds,
+                  numel_vars=tuple((f"n{k}", f"i{k}") for k in range(len(targs))),
+                  maybe_empty=frozenset(f"o{k}" for k, o in enumerate(record.outputs) if "meta" in o.shape))  # fmt: skip
+    steps += _extras(record, sub, facts, labels)
+    plans = record.launches or (record.launch,)
+    if narrow:
+        steps += _extents(plans, sub, facts, labels)
+    launch = _launch(record, spec_layout, sub, facts, labels)
+    return CallPlan(record.op_name, tuple(a.name for a in record.inputs),
+                    tuple(p for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)),
+                    tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts)  # fmt: skip
+
+
+def _key(e: Any) -> str:
+    return repr(e)
+
+
+def _dedupe(exprs: tuple) -> tuple:
+    seen: dict[str, Any] = {}
+    for e in exprs:
+        seen.setdefault(_key(e), e)
+    return tuple(seen.values())
+
+
+def _allocations(record: KernelRecord) -> list[Alloc]:
+    out = []
+    for k, o in enumerate(record.outputs):
+        if "meta" in o.shape:
+            out.append(Alloc(k, "meta", 0, o.dtype, o.dtype_from))
+        elif "same_as" in o.shape:
+            out.append(Alloc(k, "same", o.shape["same_as"], o.dtype, o.dtype_from))
+        else:
+            out.append(Alloc(k, "reduce", o.shape["reduce"], o.dtype, o.dtype_from, tuple(o.shape["dims"]),
+                             bool(o.shape["keepdim"])))  # fmt: skip
+    return out
+
+
+def _where(expr: Any, labels: dict[str, str], words: str) -> tuple[str, str]:
+    ref = first_tensor(expr)
+    return (labels.get(ref, ref) if ref else next(iter(labels.values()), "launch")), words
+
+
+def _extras(record: KernelRecord, sub: Any, facts: Facts, labels: dict[str, str]) -> list[Extra]:
+    out = []
+    for k, e in enumerate(record.extras):
+        expr = sub(e.expr) if isinstance(e.expr, list) else e.expr
+        check = None
+        hint = ""
+        if not e.static and e.ctype in INT_LIMITS and isinstance(expr, list):
+            lo, hi = INT_LIMITS[e.ctype]
+            blo, bhi = bounds(expr, facts)
+            if blo < lo or bhi > hi:
+                check = (lo, hi)
+            if e.ctype in ("i32", "u32"):
+                hint = "Fix: declare the extra with dtype='int64' and take it as long long / int64_t in the kernel."
+        wide = isinstance(expr, list) and is_wide(expr, facts)
+        where = _where(expr, labels, e.label)
+        out.append(Extra(k, expr, e.ctype, e.label, check, hint, e.static, wide, where))
+    return out
+
+
+def _extents(plans: tuple, sub: Any, facts: Facts, labels: dict[str, str]) -> list[Extent]:
+    """A 32-bit kernel's launch extents, the tightest limit over the configs (tuning launches every one)."""
+    seen: dict[str, tuple[Any, int]] = {}
+    for plan in plans:
+        for expr, limit in plan.limits if plan is not None else ():
+            e = sub(expr)
+            key = _key(e)
+            seen[key] = (e, min(limit, seen.get(key, (e, limit))[1]))
+    out = []
+    for e, limit in seen.values():
+        if bounds(e, facts)[1] <= limit:
+            continue  # proved: e.g. a numel of at most 2^31 - 1 in blocks that divide 2^31
+        label = describe(e, _var_labels(labels, e))
+        arg = _where(e, labels, label)[0]
+        out.append(Extent(e, limit, label, arg, is_wide(e, facts)))
+    return out
+
+
+def _var_labels(labels: dict[str, str], expr: Any) -> dict[str, str]:
+    """Labels for ``describe``: a numel var reads as ``numel(<tensor>)``."""
+    out = dict(labels)
+    for ref, name in labels.items():
+        if ref.startswith("i"):
+            out[f"n{ref[1:]}"] = f"numel({name})"
+    return out
+
+
+def _grid_checks(op: str, plans: tuple, sub: Any, facts: Facts, labels: dict[str, str]) -> tuple:
+    """Per config, the checks its grid needs (none where ``bounds`` proves every axis in range)."""
+    per_config = []
+    for c, plan in enumerate(plans):
+        out: list[GridCheck] = []
+        per_config.append(tuple(out))
+        if plan is None:
+            continue
+        for axis, g in enumerate(plan.grid):
+            e = sub(g)
+            if isinstance(e, int):
+                if not 1 <= e <= GRID_MAX[axis]:
+                    raise SpecError(op, "geometry.grid", f"config {c}'s grid along {_AXES[axis]} is {e}.",
+                                    f"launch between 1 and {GRID_MAX[axis]} blocks along {_AXES[axis]}.")  # fmt: skip
+                continue
+            lo, hi = bounds(e, facts)
+            low, high = lo < 1, hi > GRID_MAX[axis]
+            if low or high or unsafe_divisors(e, facts):
+                label = describe(e, _var_labels(labels, e))
+                out.append(GridCheck(c, axis, e, label, _where(e, labels, label)[0], low, high, is_wide(e, facts)))
+        per_config[-1] = tuple(out)
+    return tuple(per_config)
+
+
+def _launch(record: KernelRecord, spec_layout: Any, sub: Any, facts: Facts, labels: dict[str, str]) -> Launch:
+    plans = record.launches or (record.launch,)
+    checks = _grid_checks(record.op_name, plans, sub, facts, labels)
+    grids = tuple(tuple(sub(g) for g in p.grid) if p is not None else None for p in plans)
+    blocks = tuple(tuple(p.block) if p is not None else (0, 0, 0) for p in plans)
+    smem = tuple(p.shared_mem if p is not None else 0 for p in plans)
+    params = []
+    for p in record.params:
+        if p.role == "input":
+            a = record.inputs[p.index]
+            if isinstance(a, TensorArg):
+                params.append(Param(("in", record.tensor_inputs.index(a)), "ptr"))
+            else:
+                params.append(Param(("scalar", p.index), p.ctype))
+        elif p.role == "extra":
+            params.append(Param(("extra", p.index), p.ctype))
+        else:
+            params.append(Param(("out", p.index), "ptr"))
+    key = tuple(_key_entry(e, sub) for e in record.tune_key) if record.tuned else ()
+    return Launch(grids, checks, blocks, smem, record.tuned, key, record.tune_default, tuple(spec_layout),
+                  tuple(params))  # fmt: skip
+
+
+def _key_entry(entry: list, sub: Any) -> tuple[Any, bool]:
+    """(the value's expression, whether it is rounded up to a power of two)."""
+    if entry[0] == "numel":
+        return sub(["numel", entry[1]]), entry[2] == "pow2"
+    return sub(["size", entry[1], entry[2]]), entry[3] == "pow2"

@@ -1,0 +1,337 @@
+"""Differential testing of the two implementations of one record: the Python path is the oracle for the native
+library, on declarations and calls nobody wrote by hand (Csmith's method, with hypothesis as the generator).
+
+A batch is a set of generated CUDA C++ ops: inputs of every dtype, scalars of every C type, extras of every
+kind, ``Elementwise``/``Reduction``/``Grid`` geometries (tuned too), in-place inputs, declared shapes, 32- and
+64-bit indexing, names chosen to collide with what either generator declares (``c``, ``x0``, ``dev``, ``op``,
+``key``, ``grad_y``...), C++ keywords and macros (``new``, ``int``, ``NULL``), and op names that mangle alike.
+Each op gets calls: valid ones, empty and strided ones, ones with a mistake, huge ones (meta only), scalars at
+their edges. The Python path runs them (``eager.make_dry_run`` on CPU tensors, the fake on meta tensors); a
+library built from the same records with ``-DOPSMITH_DRY_RUN`` runs them in a process without opsmith. Every
+outcome must be equal: accepted or refused, the refusal's text, the outputs' shapes, dtypes and strides, and
+each launch's config, kernel, grid, block, shared memory and argument bytes.
+
+    tests/test_differential.py        a bounded slice (CI)
+    python scripts/differential.py    the longer run
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diff_calls import build_args, outcome
+from hypothesis import strategies as st
+
+import opsmith as ok
+from opsmith import native
+from opsmith.eager import make_dry_run
+
+HERE = Path(__file__).resolve().parent
+
+# Names that collide with the Python printer's globals and locals, the C++ printer's locals, the backward's
+# argument names, C++ keywords and macros. Those a CUDA parameter cannot be named are bound by position.
+NAMES = ["x", "y", "w", "c", "x0", "a0", "n0", "o0", "g0", "dev", "op", "key", "st", "v", "args", "sizes", "none",
+         "grad_y", "new", "int", "template", "this", "NULL", "errno", "x_in", "torch", "u0_c", "_t", "alpha", "ctx",
+         "result", "b0", "s0_0", "INFINITY", "major", "std", "auto"]  # fmt: skip
+_NOT_CUDA_PARAM = {"new", "int", "template", "auto", "this", "NULL", "errno", "INFINITY", "major", "std", "torch"}
+DTYPES = {"float32": "float", "float16": "__half", "bfloat16": "__nv_bfloat16", "float64": "double",
+          "int32": "int", "int64": "long long", "uint8": "unsigned char", "int8": "signed char"}  # fmt: skip
+SCALAR_CTYPES = {float: ["float", "double", "__half", "__nv_bfloat16"],
+                 int: ["int", "long long", "unsigned int", "short", "unsigned short", "signed char", "unsigned char",
+                       "unsigned long long"], bool: ["bool", "int"]}  # fmt: skip
+EXTRA_CTYPES = ["int", "long long", "unsigned int", "unsigned long long"]
+FLOATS = [1.5, 1 + 2**-11 + 2**-40, 1 + 2**-8 + 2**-40, 65504.0, 65520.0, 3.5e38, -0.0, float("inf"), float("nan"),
+          1e-8, 3.3895313892515355e38, -2.5]  # fmt: skip
+INTS = [0, 1, -1, 7, 255, 256, 2**15, 2**31 - 1, 2**31, -(2**31) - 1, 2**32, 2**63 - 1, -(2**63)]
+
+
+@dataclass
+class Gen:
+    """One generated op: its registration arguments and what its calls need to know."""
+
+    op_name: str
+    spec: ok.KernelSpec
+    source: str
+    ok: ok.Op | None = None
+    refused: str = ""
+    calls: list[list[dict]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        s = self.spec
+        return (f"{self.op_name}: inputs={s.inputs} outputs={s.outputs} extras={list(s.extras)} geometry={s.geometry} "
+                f"autotune={s.autotune} index_dtype={s.index_dtype} param_order={s.param_order}\n{self.source}")  # fmt: skip
+
+
+@st.composite
+def declaration(draw: Any, op_name: str) -> Gen:
+    n_t = draw(st.integers(1, 3))
+    n_s = draw(st.integers(0, 2))
+    names = draw(st.lists(st.sampled_from(NAMES), min_size=n_t + n_s + 2, max_size=n_t + n_s + 2, unique=True))
+    kinds = draw(st.permutations(["t"] * n_t + ["s"] * n_s))
+    inputs, params, tensors = [], {}, []
+    for k, kind in enumerate(kinds):
+        name = names[k]
+        if kind == "s":
+            py = draw(st.sampled_from([float, int, bool]))
+            inputs.append(ok.ScalarInput(name, py))
+            params[name] = draw(st.sampled_from(SCALAR_CTYPES[py]))
+            continue
+        dt = draw(st.sampled_from(list(DTYPES)))
+        mutates = draw(st.booleans()) and draw(st.booleans())
+        ndim = draw(st.one_of(st.none(), st.none(), st.integers(1, 3)))
+        shape = None
+        if tensors and draw(st.integers(0, 4)) == 0:
+            other = draw(st.sampled_from(tensors))
+            shape = tuple(draw(st.sampled_from([None, 2, ok.DimSize(other, -1), ok.DimSize(other, 0)]))
+                          for _ in range(ndim or draw(st.integers(1, 2))))  # fmt: skip
+            ndim = None
+        contiguous = "require" if mutates else draw(st.sampled_from(["make", "make", "require"]))
+        inputs.append(ok.InputDecl(name, contiguous=contiguous, ndim=ndim, mutates=mutates, shape=shape))
+        params[name] = f"{'' if mutates else 'const '}{DTYPES[dt]}*"
+        tensors.append(name)
+    mutated = [d.name for d in inputs if isinstance(d, ok.InputDecl) and d.mutates]
+    out_names = [n for n in names[len(kinds) :]]
+    n_out = draw(st.integers(0 if mutated else 1, 2))
+    outputs = []
+    for name in out_names[:n_out]:
+        src = draw(st.sampled_from(tensors))
+        if draw(st.booleans()):
+            rel: Any = ok.SameAs(src)
+        else:
+            rel = ok.ReduceDims(src, tuple(draw(st.lists(st.sampled_from([0, 1, -1]), min_size=1, max_size=2,
+                                                         unique=True))), draw(st.booleans()))  # fmt: skip
+        outputs.append(ok.OutputDecl(name, rel))
+        params[name] = f"{DTYPES[draw(st.sampled_from(list(DTYPES)))]}*"
+    extras, extra_params = draw(_extras(tensors, [o.name for o in outputs]))
+    geometry, autotune = draw(_geometry(tensors, [o.name for o in outputs], mutated))
+    index_dtype = draw(st.sampled_from(["int32", "int64"]))
+    declared = [d.name for d in inputs] + [e.name for e in extras if e.name] + [o.name for o in outputs]
+    by_name = all(n not in _NOT_CUDA_PARAM for n in declared) and all(e.name for e in extras) and draw(st.booleans())
+    order = [d.name for d in inputs] + [f"extra{k}" for k in range(len(extras))] + [o.name for o in outputs]
+    kernel_types = {**params, **{f"extra{k}": t for k, t in enumerate(extra_params)}}
+    extra_names = {f"extra{k}": e.name for k, e in enumerate(extras)}
+    if by_name:
+        order = draw(st.permutations(order))
+        cnames = [extra_names.get(n) or n for n in order]
+    else:
+        cnames = [f"p{k}" for k in range(len(order))]
+    param_order = None
+    if not by_name and all(e.name for e in extras) and draw(st.booleans()):
+        order = draw(st.permutations(order))
+        param_order = [extra_names.get(n) or n for n in order]
+    kname = "k_" + op_name.replace("::", "_")
+    plist = ", ".join(f"{kernel_types[n]} {c}" for n, c in zip(order, cnames, strict=True))
+    src = f'#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nextern "C" __global__ void {kname}({plist}) {{}}\n'
+    spec = ok.KernelSpec(kernel_source=src, kernel_name=kname, inputs=inputs, outputs=outputs, extras=extras,
+                         geometry=geometry, autotune=autotune, index_dtype=index_dtype, param_order=param_order)  # fmt: skip
+    return Gen(op_name, spec, src)
+
+
+@st.composite
+def _extras(draw: Any, tensors: list[str], outputs: list[str]) -> tuple[list, list[str]]:
+    extras, ctypes = [], []
+    pool = [f"e{k}" for k in range(4)] + ["c", "x0", "key", "n", "N"]
+    names = draw(st.lists(st.sampled_from(pool), min_size=4, max_size=4, unique=True))
+    taken = set(tensors) | set(outputs)
+    for k in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["numel", "dim", "stride", "const_int", "const_float"]))
+        name = names[k] if names[k] not in taken and draw(st.integers(0, 3)) else None
+        t = draw(st.sampled_from(tensors))
+        if kind == "numel":
+            e: Any = ok.Numel(t, name=name)
+        elif kind == "dim":
+            e = ok.DimSize(t, draw(st.sampled_from([0, -1, 1])), name=name,
+                           bucket=draw(st.sampled_from(["exact", "exact", "pow2"])))  # fmt: skip
+        elif kind == "stride":
+            group = draw(st.lists(st.sampled_from(tensors + outputs), min_size=1, max_size=2, unique=True))
+            e = ok.Stride(group[0] if len(group) == 1 else tuple(group), draw(st.sampled_from([0, -1])), name=name)
+        elif kind == "const_int":
+            e = ok.Const(draw(st.sampled_from([0, 7, -3, 2**31 - 1])), name=name)
+        else:
+            e = ok.Const(draw(st.sampled_from([0.5, -2.25, float("inf"), float("nan"), 1e-30])), name=name)
+        ctype = (
+            draw(st.sampled_from(["float", "double"])) if kind == "const_float" else draw(st.sampled_from(EXTRA_CTYPES))
+        )
+        extras.append(e)
+        ctypes.append(ctype)
+    return extras, ctypes
+
+
+def _expr(draw: Any, refs: list[str], depth: int = 0) -> str:
+    leaf = st.sampled_from(["numel({t})", "size({t}, 0)", "size({t}, -1)", "stride({t}, 0)", "7", "2", "sm_count",
+                            "0", "-3"])  # fmt: skip
+    if depth >= 2 or draw(st.integers(0, 2)) == 0:
+        return draw(leaf).format(t=draw(st.sampled_from(refs)))
+    op = draw(st.sampled_from(["{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} // {b}", "cdiv({a}, {b})", "min({a}, {b})",
+                               "max({a}, {b})", "pow2({a})"]))  # fmt: skip
+    return op.format(a=_expr(draw, refs, depth + 1), b=_expr(draw, refs, depth + 1))
+
+
+@st.composite
+def _geometry(draw: Any, tensors: list[str], outputs: list[str], mutated: list[str]) -> tuple[Any, Any]:
+    kind = draw(st.sampled_from(["flat", "nd", "rows", "grid", "grid"]))
+    if kind == "flat":
+        return ok.Elementwise(block=(draw(st.sampled_from([32, 256, 768, 1024])),)), None
+    if kind == "nd":
+        return ok.Elementwise(block=draw(st.sampled_from([(16, 16), (32, 8), (8, 8, 4)])), layout="nd"), None
+    if kind == "rows":
+        dims = tuple(draw(st.lists(st.sampled_from([0, 1, -1]), min_size=1, max_size=2, unique=True)))
+        return ok.Reduction(dims, block_size=draw(st.sampled_from([32, 256]))), None
+    refs = tensors + outputs
+    grid = tuple(_expr(draw, refs) for _ in range(draw(st.integers(1, 3))))
+    if draw(st.booleans()):
+        configs = [ok.Config({"THREADS": t}) for t in (128, 256)]
+        grid = tuple(g if k else f"cdiv({g}, THREADS)" for k, g in enumerate(grid))
+        return ok.Grid(grid=grid, block=("THREADS",)), ok.Autotune(configs, default=draw(st.integers(0, 1)))
+    return ok.Grid(grid=grid, block=(draw(st.sampled_from([64, 256])),)), None
+
+
+# -- calls ---------------------------------------------------------------------------------------------------
+
+
+@st.composite
+def calls(draw: Any, op: ok.Op) -> list[list[dict]]:
+    """Calls of ``op``: valid, empty, strided, with one mistake, huge (meta), scalars at their edges."""
+    out = []
+    for _ in range(draw(st.integers(3, 5))):
+        how = draw(st.sampled_from(["valid", "valid", "empty", "strided", "wrong", "huge", "edge"]))
+        out.append(draw(_call(op, how)))
+    return out
+
+
+@st.composite
+def _call(draw: Any, op: ok.Op, how: str) -> list[dict]:
+    r = op.record
+    shapes: dict[str, list[int]] = {}
+    for a in r.tensor_inputs:
+        rank = a.ndim if a.ndim is not None else draw(st.integers(max(a.min_ndim, 1), max(a.min_ndim, 1) + 1))
+        shapes[a.name] = [draw(st.integers(1, 5)) for _ in range(rank)]
+    for a in r.tensor_inputs:
+        if a.shape is not None:
+            shapes[a.name] = [e if isinstance(e, int) else draw(st.integers(1, 5)) if e is None else
+                              _size(shapes[r.tensor_inputs[e[0]].name], e[1]) for e in a.shape]  # fmt: skip
+    device = "meta" if how == "huge" or draw(st.integers(0, 3)) == 3 else "cpu"
+    if how == "empty":
+        t = draw(st.sampled_from(list(shapes)))
+        if shapes[t]:
+            shapes[t][draw(st.integers(0, len(shapes[t]) - 1))] = 0
+    if how == "huge":
+        t = draw(st.sampled_from(list(shapes)))
+        shapes[t] = [*shapes[t][:-1], draw(st.sampled_from([2**31, 2**31 + 5, 2**32 + 1, 3 * 2**30]))]
+    dtypes = {a.name: a.dtype or "float32" for a in r.tensor_inputs}
+    views = {a.name: "plain" for a in r.tensor_inputs}
+    if how == "strided":
+        t = draw(st.sampled_from(list(shapes)))
+        views[t] = draw(st.sampled_from(["t", "slice", "expand", "offset"]))
+    wrong = draw(st.sampled_from(["dtype", "rank", "size"])) if how == "wrong" else None
+    if wrong:
+        t = draw(st.sampled_from(list(shapes)))
+        if wrong == "dtype":
+            dtypes[t] = draw(st.sampled_from(["float16", "int64", "float32"]))
+        elif wrong == "rank":
+            shapes[t] = [*shapes[t], 2]
+        else:
+            shapes[t] = [s + 1 for s in shapes[t]]
+    call = []
+    for k, a in enumerate(r.inputs):
+        if isinstance(a, ok.record.TensorArg):
+            call.append({"t": "tensor", "shape": shapes[a.name], "dtype": dtypes[a.name], "device": device,
+                         "view": views[a.name], "seed": k})  # fmt: skip
+        else:
+            call.append({"t": "scalar", "v": draw(_scalar(a, how == "edge"))})
+    return call
+
+
+def _size(shape: list[int], axis: int) -> int:
+    return shape[axis] if -len(shape) <= axis < len(shape) else 3
+
+
+def _scalar(a: Any, edge: bool) -> Any:
+    if a.py_type == "float":
+        return st.sampled_from(FLOATS) if edge else st.sampled_from([1.5, -0.25, 2.0])
+    if a.py_type == "int":
+        return st.sampled_from(INTS) if edge else st.integers(-4, 100)
+    return st.booleans()
+
+
+# -- running both paths --------------------------------------------------------------------------------------
+
+
+def register(gens: list[Gen]) -> list[Gen]:
+    """Register each generated op; a declaration the registration refuses is kept out (with its reason)."""
+    for g in gens:
+        try:
+            g.ok = ok.cuda_kernel_op(g.op_name, g.spec)
+        except ok.SpecError as e:
+            g.refused = str(e).splitlines()[0]
+    return [g for g in gens if g.ok is not None]
+
+
+def python_outcomes(gens: list[Gen]) -> tuple[dict, list[dict]]:
+    """The Python path's outcome of every call (case id -> outcome), and the cases for the native side."""
+    results, cases = {}, []
+    for g in gens:
+        dry, _ = make_dry_run(g.ok)
+        pointers = [k for k, p in enumerate(g.ok.plan.launch.params) if p.ctype == "ptr"]
+
+        def take(dry: Any = dry) -> list:
+            got, dry.launches[:] = list(dry.launches), []
+            return got
+
+        for j, call in enumerate(g.calls):
+            cid = f"{g.op_name}#{j}"
+            meta = any(a.get("device") == "meta" for a in call if a["t"] == "tensor")
+            args = build_args(call)
+            results[cid] = outcome(g.ok, args) if meta else outcome(dry, args, pointers, take)
+            cases.append({"id": cid, "op": g.op_name, "call": call, "pointers": pointers})
+    return results, cases
+
+
+def native_outcomes(gens: list[Gen], cases: list[dict], work: Path) -> dict:
+    lib = work / "libdiff.so"
+    native.build([g.ok for g in gens], lib, dry_run=True)
+    (work / "cases.json").write_text(json.dumps(cases))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(HERE / "diff_native.py"), str(lib), str(work / "cases.json")],
+                          capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["opsmith_imported"] is False
+    return got["cases"]
+
+
+def compare(gens: list[Gen], py: dict, nat: dict) -> list[str]:
+    """Every disagreement, described with the declaration and the call."""
+    by_op = {g.op_name: g for g in gens}
+    bad = []
+    for cid, want in py.items():
+        got = nat.get(cid)
+        if got != want:
+            g = by_op[cid.split("#")[0]]
+            call = g.calls[int(cid.split("#")[1])]
+            bad.append(f"{cid}\n  python: {want}\n  native: {got}\n  call: {call}\n  {g.describe()}")
+    return bad
+
+
+def summary(gens: list[Gen], py: dict) -> dict:
+    accepted = sum(1 for o in py.values() if o["ok"])
+    launched = sum(len(o.get("launches", ())) for o in py.values())
+    return {"ops": len(gens), "calls": len(py), "accepted": accepted, "refused": len(py) - accepted,
+            "launches": launched}  # fmt: skip
+
+
+def run_batch(data: Any, ns: str, n_ops: int, work: Path) -> tuple[list[Gen], dict, dict]:
+    """Draw ``n_ops`` declarations (two of them named to mangle alike in C++: ``<ns>a__b::c``, ``<ns>a::b__c``),
+    register them, draw their calls, and run both paths. Returns (the registered ops, python, native)."""
+    names = [f"{ns}::k{i}" for i in range(n_ops - 2)] + [f"{ns}a__b::c", f"{ns}a::b__c"]
+    gens = register([data.draw(declaration(n), label=n) for n in names])
+    for g in gens:
+        g.calls = data.draw(calls(g.ok), label=f"calls of {g.op_name}")
+    py, cases = python_outcomes(gens)
+    return gens, py, native_outcomes(gens, cases, work)

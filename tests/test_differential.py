@@ -1,0 +1,28 @@
+"""The Python path and the native library agree on generated declarations and calls (``differential.py``):
+a bounded, derandomized slice for CI; ``python scripts/differential.py`` runs longer."""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from pathlib import Path
+
+from differential import compare, run_batch, summary
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+_BATCH = itertools.count()
+
+
+# No shrinking: each example builds a library (~30 s); a failure prints every disagreeing call in full.
+@settings(max_examples=3, deadline=None, derandomize=True, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))  # fmt: skip
+@given(data=st.data())
+def test_the_python_path_and_the_native_library_agree(data):
+    ns = f"dfci{next(_BATCH)}"
+    with tempfile.TemporaryDirectory() as tmp:
+        gens, py, nat = run_batch(data, ns, 12, Path(tmp))
+    bad = compare(gens, py, nat)
+    assert not bad, f"{len(bad)} disagreements of {len(py)} calls:\n" + "\n\n".join(bad[:8])
+    s = summary(gens, py)
+    assert s["ops"] >= 8 and s["accepted"] >= 6 and s["launches"] >= 6, s  # the slice exercises launches
