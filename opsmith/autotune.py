@@ -25,7 +25,7 @@ import torch
 
 from . import env
 from .cache import DiskCache, make_key
-from .distributed.tuning import job_decision
+from .distributed.tuning import in_job, job_decision
 from .errors import CompileError, LaunchError, OpsmithError
 
 __all__ = ["Timer", "Tuner", "cuda_event_timer", "key_to_python", "pow2"]
@@ -168,27 +168,53 @@ class Tuner:
     # -- deciding ------------------------------------------------------------------------------------
     def decide(self, key: tuple, device: int | None, run: Callable[[int], None],
                mutated: Sequence[torch.Tensor] = (), outputs: Sequence[torch.Tensor] = ()) -> int:  # fmt: skip
-        """The config for ``key``: remembered, read from disk, or tuned now on the caller's tensors."""
+        """The config for ``key``: remembered, read from disk, or tuned now on the caller's tensors. In a job of
+        several ranks the decision is the job's (``distributed/tuning.py``): one rank makes it (from its disk
+        or by tuning) and every rank launches it, whatever the others' node-local caches hold."""
         with self._lock:  # eight threads missing the same key tune once
             force = env.AUTOTUNE_FORCE.get() and key not in self._forced
             if key in self.decisions and not force:
                 return self.decisions[key]
+            if in_job():
+                winner = job_decision(self, key, device, lambda: self._local(key, device, run, mutated, outputs, force))
+                self._forced.add(key)
+                self.decisions[key] = winner
+                return winner
             if _cannot_tune():
                 hit = self.cached(key, device)
                 return self.default if hit is None else hit  # not remembered: a later eager call may tune
-            if not force:
-                hit = self.cached(key, device)
-                if hit is not None:
-                    self.decisions[key] = hit
-                    return hit
-            if not env.AUTOTUNE.get():
-                self.decisions[key] = self.default
-                return self.default
-            # In a multi-rank job one rank tunes and the others launch its choice (distributed/tuning.py).
-            winner = job_decision(self, key, device, lambda: self._tune(key, device, run, mutated, outputs))
+            winner = self._local(key, device, run, mutated, outputs, force)
             self._forced.add(key)
             self.decisions[key] = winner
             return winner
+
+    def untuned(self, key: tuple, device: int | None) -> int:
+        """The config where nothing may be tuned (torch.compile tracing a Triton op): remembered, on disk, or
+        the default; in a job, the job's decision (so every rank traces the same kernel)."""
+        with self._lock:
+            if key in self.decisions:
+                return self.decisions[key]
+            if in_job():
+                winner = job_decision(self, key, device, lambda: self._stored(key, device))
+                self.decisions[key] = winner
+                return winner
+            return self._stored(key, device)
+
+    def _stored(self, key: tuple, device: int | None) -> int:
+        hit = self.cached(key, device)
+        return self.default if hit is None else hit
+
+    def _local(self, key: tuple, device: int | None, run: Callable[[int], None], mutated: Sequence[torch.Tensor],
+               outputs: Sequence[torch.Tensor], force: bool) -> int:  # fmt: skip
+        """What this process decides alone: the disk's decision, else a tuning (or the default where tuning
+        cannot run or is turned off)."""
+        if not force:
+            hit = self.cached(key, device)
+            if hit is not None:
+                return hit
+        if _cannot_tune() or not env.AUTOTUNE.get():
+            return self.default
+        return self._tune(key, device, run, mutated, outputs)
 
     def _tune(self, key: tuple, device: int | None, run: Callable[[int], None], mutated: Sequence[torch.Tensor],
               outputs: Sequence[torch.Tensor]) -> int:  # fmt: skip

@@ -18,6 +18,7 @@ import torch
 from .errors import SpecError
 from .expr import EXPR_GLOBALS, ExprError, parse_size, to_python
 from .spec import Buffer, Step
+from .validate import ident
 
 __all__ = ["Program", "is_program"]
 
@@ -73,6 +74,7 @@ class Program:
         }
 
     def _alloc(self, field: str, b: Buffer, known: set[str], tensors: set[str]) -> _Alloc:
+        ident(self.op_name, field + ".name", b.name)  # it names a value in generated code, Python and C++
         if b.name in known:
             raise SpecError(self.op_name, field + ".name", f"'{b.name}' is already a name of the program.",
                             "give every buffer its own name.")  # fmt: skip
@@ -103,6 +105,11 @@ class Program:
             raise SpecError(self.op_name, field, f"{rec.op_name} takes {len(rec.inputs)} arguments and returns "
                             f"{len(rec.outputs)}, the step passes {len(s.args)} and names {len(s.outputs)}.",
                             "pass one name per argument and name every output.")  # fmt: skip
+        for j, name in enumerate(s.outputs):
+            ident(self.op_name, f"{field}.outputs[{j}]", name)  # it names a value in generated code
+            if name in known or name in s.outputs[:j]:
+                raise SpecError(self.op_name, f"{field}.outputs[{j}]", f"'{name}' is already a name of the program.",
+                                "give every step output its own name.")  # fmt: skip
         unknown = [a for a in s.args if a not in known]
         if unknown:
             raise SpecError(self.op_name, field + ".args", f"{unknown} are not defined before this step.",

@@ -31,6 +31,7 @@ class _MetaPrinter(_Printer):
     def __init__(self, plan: P.CallPlan, record: KernelRecord) -> None:
         super().__init__(plan, record, dry=False)
         self.g.update({"_static": static_int, "_static_t": _static_tensors})
+        self.refs["sm_count"] = f"_sms({self.t[0]})"  # no device here: the tensor's (132 SMs without a GPU)
         self.allocated = False
 
     def device(self, s: P.Device) -> list[str]:

@@ -363,9 +363,23 @@ def _where(expr: Any, labels: dict[str, str], words: str) -> tuple[str, str]:
     return (labels.get(ref, ref) if ref else next(iter(labels.values()), "launch")), words
 
 
+def _constant(op: str, k: int, e: Any) -> None:
+    """A ``Const`` must fit the kernel parameter it fills (struct would refuse it, C++ would wrap it)."""
+    v = e.expr
+    if isinstance(v, int) and e.ctype in INT_LIMITS and not INT_LIMITS[e.ctype][0] <= v <= INT_LIMITS[e.ctype][1]:
+        lo, hi = INT_LIMITS[e.ctype]
+        raise SpecError(op, f"extras[{k}].value", f"{v} does not fit the kernel's {e.ctype} parameter ({lo} to {hi}).",
+                        "pass a value in that range, or take the parameter as a wider type.")  # fmt: skip
+    if isinstance(v, float) and e.ctype == "f32" and abs(v) > FLOAT_MAX["f32"] and v == v and abs(v) != float("inf"):
+        raise SpecError(op, f"extras[{k}].value", f"{v!r} is beyond a float's range (the parameter is float).",
+                        "take the parameter as double, or pass a smaller value.")  # fmt: skip
+
+
 def _extras(record: KernelRecord, sub: Any, facts: Facts, labels: dict[str, str]) -> list[Extra]:
     out = []
     for k, e in enumerate(record.extras):
+        if not isinstance(e.expr, list):
+            _constant(record.op_name, k, e)
         expr = sub(e.expr) if isinstance(e.expr, list) else e.expr
         check = None
         hint = ""

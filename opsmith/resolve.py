@@ -182,35 +182,55 @@ def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str])
 
 
 def _min_ranks(inputs: Sequence, out_args: list[OutputArg], extra_args: list[ExtraArg], geometry: object,
-               n_tensors: int) -> list[int]:  # fmt: skip
-    """Per tensor input, the least rank the geometry, the reduced axes and the extras need."""
+               n_tensors: int, launches: Sequence = ()) -> list[int]:  # fmt: skip
+    """Per tensor input, the least rank the geometry, the reduced axes, the extras and the grid's size
+    expressions need (an axis of an output needs its source input's rank plus the axes a reduction drops)."""
     min_nd = [0] * n_tensors
+    mutated = next((j for j, d in enumerate(d for d in inputs if isinstance(d, InputDecl)) if d.mutates), 0)
 
     def need(k: int, axis: int) -> None:
         min_nd[k] = max(min_nd[k], axis + 1 if axis >= 0 else -axis)
+
+    def need_ref(ref: str, axis: int) -> None:
+        if ref.startswith("i"):
+            need(int(ref[1:]), axis)
+            return
+        if not out_args:  # an in-place op's o0 is its first written input
+            need(mutated, axis)
+            return
+        o = out_args[int(ref[1:])]
+        if "meta" in o.shape:
+            return  # a meta_fn's output: its rank is not known here
+        src = o.shape.get("same_as", o.shape.get("reduce"))
+        lost = 0 if "same_as" in o.shape or o.shape["keepdim"] else len(o.shape["dims"])
+        rank = (axis + 1 if axis >= 0 else -axis) + lost
+        min_nd[src] = max(min_nd[src], rank)
+
+    def walk(e: object) -> None:
+        if isinstance(e, list):
+            if e[0] in ("size", "stride"):
+                need_ref(e[1], e[2])
+            for a in e[1:]:
+                walk(a)
 
     for o in out_args:
         if "reduce" in o.shape:
             for d in o.shape["dims"]:
                 need(o.shape["reduce"], d)
     for e in extra_args:
-        x = e.expr[1] if isinstance(e.expr, list) and e.expr[0] == "pow2" else e.expr
-        if isinstance(x, list) and x[0] in ("size", "stride"):
-            for r in (x[1], *e.same):
-                if r.startswith("i"):
-                    need(int(r[1:]), x[2])
+        walk(e.expr)
+        for r in e.same:
+            if isinstance(e.expr, list) and e.expr[0] == "stride":
+                need_ref(r, e.expr[2])
+    for plan in launches:
+        for g in plan.grid if plan is not None else ():
+            walk(g)
     if geometry is not None:
         ref, rank = min_rank(geometry)  # type: ignore[arg-type]
         if ref == "i0":
             min_nd[0] = max(min_nd[0], rank)
-        elif rank and not out_args:  # no outputs: the geometry spans the first mutated input
-            k = next(i for i, d in enumerate(d for d in inputs if isinstance(d, InputDecl)) if d.mutates)
-            min_nd[k] = max(min_nd[k], rank)
-        elif rank and "meta" not in out_args[0].shape:  # the first output's rank follows from its source's
-            o = out_args[0]
-            src = o.shape.get("same_as", o.shape.get("reduce"))
-            lost = 0 if "same_as" in o.shape or o.shape["keepdim"] else len(o.shape["dims"])
-            min_nd[src] = max(min_nd[src], rank + lost)
+        elif rank:
+            need_ref("o0", rank - 1)
     return min_nd
 
 
@@ -296,7 +316,11 @@ def resolve(
         out_args = _outputs(op, outputs, tensors, scalars)
     extra_args = _extras(op, extras or (), tensors, scalars, out_names, static_names,
                          set(tensors + scalars + out_names))  # fmt: skip
-    min_nd = _min_ranks(inputs, out_args, extra_args, geometry, len(tensors))
+    launches = tuple(_lower(op, geometry, c.params, tensors, out_names) for c in configs)
+    key = tune_key_entries(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
+    axes = [["size", e[1], e[2]] for e in key if e[0] == "dim"]  # a tuning key's axes need their dims too
+    min_nd = _min_ranks(inputs, out_args, [*extra_args, *(ExtraArg("", a, "i64") for a in axes)], geometry,
+                        len(tensors), launches)  # fmt: skip
     tensor_decls = [d for d in inputs if isinstance(d, InputDecl)]
     typing = Typing(dtypes=[d.dtype for d in tensor_decls], like=[None] * len(tensors),
                     scalar_ctypes={d.name: _DEFAULT_SCALAR_CTYPE[d.py_type.__name__] for d in inputs
@@ -339,8 +363,6 @@ def resolve(
                                          len(d.shape) if d.shape is not None else d.ndim, nd_min, d.mutates,
                                          shapes[ti], typing.like[ti], tuple(strided[ti])))  # fmt: skip
         ti += 1
-    launches = tuple(_lower(op, geometry, c.params, tensors, out_names) for c in configs)
-    key = tune_key_entries(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound)
 
 

@@ -227,6 +227,26 @@ say(
     f"job tuning: (winner, keys tuned) per rank {spmd}: rank 0 tuned, both launch its choice; a key only rank 1 "
     f"missed: {gathered}, tuned by rank 1 after the claim wait"
 )
+# c, d) Node-local disk caches that disagree: a rank holding a decision on its own disk still takes the job's.
+import tempfile  # noqa: E402
+
+os.environ["OPSMITH_DISABLE_DISK_CACHE"] = "0"
+os.environ["OPSMITH_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"opsmith-rank{rank}-")
+local = []
+for tag, holder in (("disk_rank1", 1), ("disk_rank0", 0)):
+    t = tuner(tag)
+    if rank == holder:
+        t._write(("k",), None, 1, {}, {})  # this node's cache says config 1
+    winner = t.decide(("k",), None, run)
+    dist.all_gather_object(gathered, (winner, t.tuned_keys))
+    local.append(list(gathered))
+    # Rank 0 claims: from its disk (d) or by tuning (c: config 0 on rank 0's timer); rank 1 takes its choice.
+    want = [(0, 1), (0, 0)] if holder == 1 else [(1, 0), (1, 0)]
+    if gathered != want:
+        failures.append(f"node-local cache on rank {holder}: (winner, keys tuned) per rank {gathered}, expected {want}")
+say(
+    f"node-local caches: a decision on rank 1's disk only -> {local[0]}; on rank 0's only -> {local[1]}: one config per job"
+)
 
 dist.barrier()
 if failures:

@@ -104,7 +104,7 @@ def test_derived_rules_on_two_cpu_ranks():
     r = _torchrun([str(ROOT / "tests" / "distributed_check.py")], port=29701)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     for line in ("rmsnorm: 5 placement cases", "swiglu: matching placements", "rowsum (combine='sum')",
-                 "refusals name the op", "job tuning:"):  # fmt: skip
+                 "refusals name the op", "job tuning:", "node-local caches:"):  # fmt: skip
         assert line in r.stdout, r.stdout
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from .. import env
 from ..errors import LaunchError
 
-__all__ = ["job_decision"]
+__all__ = ["in_job", "job_decision"]
 
 _PREFIX = "opsmith/tuning/"
 
@@ -40,6 +40,11 @@ def _store() -> tuple[Any, int] | None:
     from torch.distributed.distributed_c10d import _get_default_store
 
     return _get_default_store(), dist.get_rank()
+
+
+def in_job() -> bool:
+    """Whether this process is one rank of a job of several (decisions are then the job's)."""
+    return _store() is not None
 
 
 def job_decision(tuner: Any, key: tuple, device: int | None, tune: Callable[[], int]) -> int:

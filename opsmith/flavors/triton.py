@@ -378,11 +378,7 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
         if v is None:
             return tuner.default
         key.append(pow2(v) if entry[-1] == "pow2" else v)
-    k = tuple(key)
-    hit = tuner.decisions.get(k)
-    if hit is None:
-        hit = tuner.cached(k, tensors[0].get_device() if tensors[0].is_cuda else None)
-    return tuner.default if hit is None else hit
+    return tuner.untuned(tuple(key), tensors[0].get_device() if tensors[0].is_cuda else None)
 
 
 def _prepare(record: KernelRecord, args: list, outs: list | None) -> None:

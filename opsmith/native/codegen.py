@@ -202,7 +202,11 @@ class _Printer:
         if s.rule == "reduce":
             dims = "{" + ", ".join(str(d) for d in s.dims) + "}"
             shape = f"opsmith::reduced(op, {name}, {shape}, {dims}, {str(s.keepdim).lower()})"
-        L = [f"at::Tensor o{s.k} = {empty}({shape}, {src}.options().dtype({dt}));"]
+        if s.rule == "same" and not self.meta:  # empty_like, as the Python path allocates (its strides too)
+            fmt = ", at::MemoryFormat::Contiguous" if self.record.tensor_inputs[s.src].strided else ""
+            L = [f"at::Tensor o{s.k} = at::empty_like({src}, {src}.options().dtype({dt}){fmt});"]
+        else:
+            L = [f"at::Tensor o{s.k} = {empty}({shape}, {src}.options().dtype({dt}));"]
         if self.meta and s.k == len(self.plan.outputs) - 1:
             L += self._statics()
         return L
