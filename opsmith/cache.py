@@ -73,7 +73,7 @@ class DiskCache:
         self.root = root
         self.dir = root / namespace
 
-    def _usable(self, create: bool) -> bool:
+    def usable(self, create: bool) -> bool:
         """The one safety check, before every read and write: both directories exist (or are created, for a
         write) and are ours, private and not symlinks. Refusal is warned once per directory and reason."""
         for d in (self.root, self.dir):
@@ -98,7 +98,7 @@ class DiskCache:
         return self.dir / f"{key}.bin"
 
     def get(self, key: str) -> tuple[dict, bytes] | None:
-        if not self._usable(create=False):
+        if not self.usable(create=False):
             return None
         try:
             fd = os.open(self.path_for(key), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -132,7 +132,7 @@ class DiskCache:
         return meta, payload
 
     def put(self, key: str, meta: dict, payload: bytes) -> bool:
-        if not self._usable(create=True):
+        if not self.usable(create=True):
             return False
         head = dict(meta, key=key, size=len(payload), sha256=hashlib.sha256(payload).hexdigest())
         blob = MAGIC + json.dumps(head, sort_keys=True).encode() + b"\n" + payload

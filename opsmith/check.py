@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .errors import InputError
+from .errors import DifferentiationError, InputError
 
 __all__ = ["CheckCase", "CheckReport", "assert_check_passes", "check"]
 
@@ -447,11 +447,18 @@ def _check_autograd(case: CheckCase, device: torch.device) -> str:
         it = iter(leaves)  # the op gets non-leaf copies: an in-place op may write them
         args = [next(it).clone() if _is_float(a) else a for a in case.inputs(shape, dt, device)]
         written = case.written_args()
+        from .registration import Op
+
         try:
             out = [o for o in _as_tuple(case.op(*args)) if isinstance(o, torch.Tensor)]
             out += [a for k, a in enumerate(args) if k in written]
             torch.autograd.grad([o.float().sum() for o in out], leaves, allow_unused=True)
+        except InputError:
+            raise  # the input was refused: nothing about differentiation was shown
         except Exception as e:
+            if isinstance(case.op, Op) and not isinstance(e, DifferentiationError):
+                raise AssertionError(f"differentiating raised {type(e).__name__} ({str(e).splitlines()[0][:120]}), "
+                                     "not opsmith's DifferentiationError") from None  # fmt: skip
             return f"not differentiable; differentiating raises {type(e).__name__}: {str(e).splitlines()[0][:120]}"
         raise AssertionError("the op declares no backward, yet differentiating through it raised no error "
                              "(gradients would be silently wrong)")  # fmt: skip
@@ -510,10 +517,14 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
     unknown = set(only or ()) - set(runs)
     if unknown:
         raise ValueError(f"check(only=...): unknown checks {sorted(unknown)}. Fix: choose from {list(CHECKS)}.")
+    elsewhere = _runs_elsewhere(case, dev)
     for c in CHECKS:
         if only is not None and c not in only:
             continue
         torch.manual_seed(0x5EED + len(report.rows))
+        if elsewhere and c not in ("cuda-graph", "stream"):
+            report.rows.append((c, "skip", elsewhere))
+            continue
         try:
             report.rows.append((c, "pass", runs[c]()))
         except _Skip as s:
@@ -522,6 +533,23 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
             msg = str(e).strip() or type(e).__name__
             report.rows.append((c, "FAIL", f"{type(e).__name__}: {msg}"))
     return report
+
+
+def _runs_elsewhere(case: CheckCase, dev: torch.device) -> str:
+    """Why the op cannot run on ``dev`` at all ("" when it can): an op whose kernels need CUDA tensors, checked
+    on a machine without a GPU, skips its rows rather than failing them."""
+    if dev.type == "cuda":
+        return ""
+    try:
+        case.op(*case.inputs(tuple(case.shapes[0]), case.dtypes[0], dev))
+    except (InputError, NotImplementedError) as e:
+        # opsmith's guard ("expected a CUDA tensor"), or the dispatcher: no kernel for this device (an eager_fn)
+        if getattr(e, "expected", None) == "a CUDA tensor" or f"from the '{dev.type.upper()}' backend" in str(e):
+            gpu = "no GPU here" if not torch.cuda.is_available() else "pass device='cuda'"
+            return f"the op runs on CUDA tensors only and the device is {dev} ({gpu})"
+    except Exception:  # any other failure is the checks' to report
+        return ""
+    return ""
 
 
 def assert_check_passes(case: CheckCase, **kwargs: Any) -> CheckReport:

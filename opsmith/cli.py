@@ -6,7 +6,8 @@
     opsmith tuning export|import FILE [--op ns::name]   move tuning decisions between machines as JSON
 
 Exit status: 0 on success (every check passed, the library built), 1 when a check failed or a build was
-refused or a decision rejected, 2 for a bad target, file or usage.
+refused or a decision rejected, 2 for a mistake in the command (a bad target, file, option or value), with a
+message that says the fix.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ class TargetError(Exception):
     """MODULE:NAME does not name check cases."""
 
 
+class UsageError(Exception):
+    """An option's value is wrong; the message says the fix (exit status 2)."""
+
+
 def _load(target: str, what: str, example: str, leaf: type) -> object:
     """The object ``MODULE:NAME`` names (the module is imported from the current directory too), called when it
     is a function of no arguments. ``leaf``: the type that is not such a function (an op is callable)."""
@@ -34,7 +39,10 @@ def _load(target: str, what: str, example: str, leaf: type) -> object:
     try:
         obj = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
-        raise TargetError(f"cannot load '{target}': {e}") from None
+        raise TargetError(
+            f"cannot load '{target}': {e}. Fix: name an importable module (run from the directory "
+            f"that holds it, or put it on PYTHONPATH) and a name it defines, e.g. {example}."
+        ) from None
     if callable(obj) and not isinstance(obj, leaf):
         try:
             obj = obj()
@@ -62,11 +70,14 @@ def load_cases(target: str) -> list:
 
 
 def _check(args: argparse.Namespace) -> int:
-    try:
-        cases = load_cases(args.target)
-    except TargetError as e:
-        print(f"opsmith check: {e}", file=sys.stderr)
-        return 2
+    from .check import CHECKS
+
+    only = [c for c in args.only.split(",") if c] if args.only else None
+    unknown = sorted(set(only or ()) - set(CHECKS))
+    if unknown:
+        raise UsageError(f"--only: unknown checks {unknown}. Fix: choose from {', '.join(CHECKS)}.")
+    device = _device(args.device)
+    cases = load_cases(args.target)
     if args.sanitize:
         from .sanitize import sanitize
 
@@ -75,13 +86,34 @@ def _check(args: argparse.Namespace) -> int:
         return 0 if report.ok else 1
     from .check import check
 
-    only = args.only.split(",") if args.only else None
     failed = False
     for case in cases:
-        report = check(case, device=args.device, examples=args.examples, compile_backend=args.backend, only=only)
+        report = check(case, device=device, examples=args.examples, compile_backend=args.backend, only=only)
         print(report.table(), end="\n\n", flush=True)
         failed |= not report.ok
     return 1 if failed else 0
+
+
+def _device(text: str | None) -> str | None:
+    """``--device``: cpu, cuda or cuda:N, and a CUDA device only where there is one."""
+    if text is None:
+        return None
+    import torch
+
+    try:
+        dev = torch.device(text)
+    except RuntimeError:
+        raise UsageError(f"--device: {text!r} is not a device. Fix: pass cuda, cuda:1 or cpu.") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {text}: this machine has no CUDA device (torch.cuda.is_available() is "
+                             "False). Fix: run on a GPU machine, or pass --device cpu.")  # fmt: skip
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA devices. Fix: "
+                             "pass one of them.")  # fmt: skip
+    elif dev.type != "cpu":
+        raise UsageError(f"--device: {text!r} is neither a CUDA device nor cpu. Fix: pass cuda, cuda:1 or cpu.")
+    return text
 
 
 def load_ops(target: str) -> list:
@@ -98,22 +130,30 @@ def load_ops(target: str) -> list:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from .errors import SpecError, ToolchainError
-    from .native import build
+    from .flavors.cuda_cpp import arch_problem
+    from .native import NativeBuildError, build
 
+    out = Path(args.output)
+    if not out.parent.is_dir():
+        raise UsageError(f"-o {args.output}: the directory {str(out.parent)!r} does not exist. Fix: create it first "
+                         f"(mkdir -p {out.parent}).")  # fmt: skip
+    for a in args.arch or ():
+        why = arch_problem(a)
+        if why:
+            raise UsageError(f"--arch: {why}. Fix: pass an architecture like sm_90 (repeat --arch for several).")
+    dtypes = _dtypes(args.dtypes)
+    ops = load_ops(args.target)
     try:
-        ops = load_ops(args.target)
-    except TargetError as e:
-        print(f"opsmith build: {e}", file=sys.stderr)
-        return 2
-    import torch
-
-    dtypes = [getattr(torch, d) for d in args.dtypes.split(",") if d]
-    try:
-        report = build(ops, args.output, archs=args.arch or None, dtypes=dtypes, object_only=args.object_only)
-    except (SpecError, ToolchainError) as e:
+        report = build(ops, out, archs=args.arch or None, dtypes=dtypes, object_only=args.object_only)
+    except NativeBuildError as e:
         print(e, file=sys.stderr)
         return 1
+    except (SpecError, ToolchainError) as e:
+        print(e, file=sys.stderr)
+        return 2 if isinstance(e, SpecError) else 1
     print(report.summary())
     for op, n in report.kernels.items():
         print(f"  {op}: {n} kernel{'s' * (n != 1)}")
@@ -122,8 +162,25 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dtypes(text: str) -> list:
+    import torch
+
+    out = []
+    for name in (d.strip() for d in text.split(",") if d.strip()):
+        dt = getattr(torch, name.removeprefix("torch."), None)
+        if not isinstance(dt, torch.dtype):
+            raise UsageError(
+                f"--dtypes: {name!r} is not a torch dtype. Fix: name dtypes like float32,float16,bfloat16."
+            )
+        out.append(dt)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from ._version import __version__
+
     p = argparse.ArgumentParser(prog="opsmith", description="opsmith: kernels as first-class PyTorch ops.")
+    p.add_argument("--version", action="version", version=f"opsmith {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="prove an op correct, safe and compile-ready",
                        description="Run opsmith's conformance checks on MODULE:NAME (a CheckCase or a list).")  # fmt: skip
@@ -151,21 +208,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("file", help="the decisions file to write (export) or read (import)")
     t.add_argument("--op", action="append", help="export only this op (ns::name; repeatable)")
     args = p.parse_args(argv)
-    return {"check": _check, "build": _build, "tuning": _tuning}[args.command](args)
+    try:
+        return {"check": _check, "build": _build, "tuning": _tuning}[args.command](args)
+    except (TargetError, UsageError) as e:
+        print(f"opsmith {args.command}: {e}", file=sys.stderr)
+        return 2
 
 
 def _tuning(args: argparse.Namespace) -> int:
-    from .decisions import export_decisions, import_decisions
+    from pathlib import Path
+
+    from .decisions import export_decisions, import_decisions, known_ops
 
     if args.action == "export":
+        if not Path(args.file).resolve().parent.is_dir():
+            raise UsageError(f"{args.file}: the directory {str(Path(args.file).parent)!r} does not exist. Fix: "
+                             "create it first, or export elsewhere.")  # fmt: skip
+        if args.op:
+            have = known_ops()
+            missing = [o for o in args.op if o not in have]
+            if missing:
+                raise UsageError(f"--op: no tuning decisions for {missing} in this machine's cache (it holds "
+                                 f"decisions for {sorted(have) or 'no op'}). Fix: run the op here first (a call "
+                                 "tunes it), or name one of those.")  # fmt: skip
         n = export_decisions(args.file, args.op)
         print(f"exported {n} tuning decisions to {args.file}")
         return 0
     try:
         report = import_decisions(args.file)
     except ValueError as e:
-        print(f"opsmith tuning import: {e}", file=sys.stderr)
-        return 2
+        raise UsageError(str(e)) from None
     print(report.summary())
     return 1 if report.rejected else 0
 

@@ -23,7 +23,7 @@ from . import env
 from ._version import __version__
 from .cache import DiskCache
 
-__all__ = ["ImportReport", "export_decisions", "import_decisions"]
+__all__ = ["ImportReport", "export_decisions", "import_decisions", "known_ops"]
 
 FORMAT = "opsmith-tuning-decisions"
 _KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -33,12 +33,11 @@ def _cache() -> DiskCache:
     return DiskCache(env.cache_dir(), "tuning")
 
 
-def export_decisions(path: str | os.PathLike, ops: list[str] | None = None) -> int:
-    """Write the cached decisions (of ``ops``, qualified names, or all) to ``path``; the number written."""
+def _entries() -> list[tuple[str, dict]]:
+    """(key, entry) of every verified decision in the tuning cache."""
     cache = _cache()
-    entries = []
-    names = sorted(cache.dir.glob("*.bin")) if cache.dir.is_dir() else []
-    for f in names:
+    out = []
+    for f in sorted(cache.dir.glob("*.bin")) if cache.dir.is_dir() else []:
         key = f.stem
         hit = cache.get(key) if _KEY.match(key) else None
         if hit is None:
@@ -47,8 +46,19 @@ def export_decisions(path: str | os.PathLike, ops: list[str] | None = None) -> i
             entry = json.loads(hit[1])
         except ValueError:
             continue
-        if ops is None or entry.get("op") in ops:
-            entries.append({"key": key, "entry": entry})
+        if isinstance(entry, dict):
+            out.append((key, entry))
+    return out
+
+
+def known_ops() -> set[str]:
+    """The ops the tuning cache holds decisions for."""
+    return {str(e.get("op")) for _, e in _entries()}
+
+
+def export_decisions(path: str | os.PathLike, ops: list[str] | None = None) -> int:
+    """Write the cached decisions (of ``ops``, qualified names, or all) to ``path``; the number written."""
+    entries = [{"key": key, "entry": entry} for key, entry in _entries() if ops is None or entry.get("op") in ops]
     doc = {"format": FORMAT, "version": 1, "opsmith": __version__, "entries": entries}
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return len(entries)

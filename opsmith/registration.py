@@ -104,7 +104,16 @@ def default_arch() -> str:
     if torch.cuda.is_available():
         major, minor = torch.cuda.get_device_capability()
         return f"sm_{major}{minor}"
-    return env.DEFAULT_ARCH.get()
+    arch = env.DEFAULT_ARCH.get()
+    from .flavors.cuda_cpp import arch_problem
+
+    why = arch_problem(arch)
+    if why:
+        from .errors import ToolchainError
+
+        raise ToolchainError(f"{env.DEFAULT_ARCH.name}: {why}. Fix: set it to one of those (sm_90 for an H100/H200), or "
+                             "unset it.")  # fmt: skip
+    return arch
 
 
 def _check_schema(op: str, schema: str, record: KernelRecord) -> None:

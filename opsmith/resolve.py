@@ -355,9 +355,11 @@ def resolve(
             resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, typing.scalar_ctypes[d.name]))
             continue
         dt, nd_min = typing.dtypes[ti], min_nd[ti]
-        if d.ndim is not None and d.ndim < nd_min:
-            raise SpecError(op, f"inputs[{ti}].ndim", f"'{d.name}' is declared with {d.ndim} dims but the "
-                            f"geometry, a ReduceDims or an extra needs at least {nd_min}.", "fix ndim or the axes.")  # fmt: skip
+        nd = d.ndim if d.ndim is not None else len(d.shape) if d.shape is not None else None
+        if nd is not None and nd < nd_min:
+            what = "ndim" if d.ndim is not None else "shape"
+            raise SpecError(op, f"inputs[{ti}].{what}", f"'{d.name}' is declared with {nd} dims but the "
+                            f"geometry, a ReduceDims or an extra needs at least {nd_min}.", f"fix {what} or the axes.")  # fmt: skip
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
                                          "require" if d.mutates else d.contiguous,
                                          len(d.shape) if d.shape is not None else d.ndim, nd_min, d.mutates,

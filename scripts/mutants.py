@@ -243,7 +243,7 @@ MUTANTS = [
         "8-unsafe-dir-read",
         "a cache directory others can write is read",
         "opsmith/cache.py",
-        "        if not self._usable(create=False):\n            return None",
+        "        if not self.usable(create=False):\n            return None",
         "        pass",
         (H,),
     ),

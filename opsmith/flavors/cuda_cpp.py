@@ -31,7 +31,7 @@ from ..signature import SLOT_PREFIX, KernelParam, name_params, params_from_probe
 from ..spec import Config
 from .base import Binary
 
-__all__ = ["CudaSource", "nvrtc_version", "toolkit_include_dirs"]
+__all__ = ["CudaSource", "arch_problem", "nvrtc_version", "toolkit_include_dirs"]
 
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*(?:[<"]([^>"]+)[>"]|(\S+))', re.M)
 _LOG_LINE = re.compile(r"^(?P<file>[^\s(]+)\((?P<line>\d+)\): (?P<kind>error|catastrophic error|warning)", re.M)
@@ -49,6 +49,20 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 @functools.cache
+def arch_problem(arch: object) -> str:
+    """Why ``arch`` is not a GPU architecture this NVRTC compiles for ("" when it is): ``sm_90``, ``sm_90a``."""
+    m = re.fullmatch(r"sm_(\d+)[af]?", arch) if isinstance(arch, str) else None
+    if m is None:
+        return f"{arch!r} is not an architecture name (they read like sm_90 or sm_90a)"
+    from cuda.bindings import nvrtc
+
+    _, supported = nvrtc.nvrtcGetSupportedArchs()
+    if int(m.group(1)) not in supported:
+        names = ", ".join(f"sm_{a}" for a in supported)
+        return f"{arch!r} is not an architecture NVRTC {'.'.join(map(str, nvrtc_version()))} compiles for ({names})"
+    return ""
+
+
 def toolkit_include_dirs() -> tuple[str, ...]:
     """The CUDA headers NVRTC needs: cudart's (cuda_fp16.h and friends) and CCCL's (cooperative groups
     include <nv/target>), from a toolkit or the nvidia-cuda-runtime / nvidia-cuda-cccl wheels, found by

@@ -11,7 +11,7 @@ call).
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -19,13 +19,20 @@ from typing import Any
 
 import torch
 
-from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library
+from ..errors import SpecError
+from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library, library_key
 
 __all__ = ["BuildReport", "NativeBuildError", "build", "source", "use"]
 
 
 def _archs(archs: Sequence[str] | None) -> list[str]:
     if archs:
+        from ..flavors.cuda_cpp import arch_problem
+
+        for a in archs:
+            why = arch_problem(a)
+            if why:
+                raise SpecError("opsmith build", "archs", f"{why}.", "pass GPU architectures like sm_90.")
         return list(archs)
     from ..registration import default_arch
 
@@ -57,24 +64,32 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
     Raises NativeBuildError (listing every op that cannot be native, and why), or ToolchainError.
     """
     t0 = time.perf_counter()
-    ops = list(ops)
-    text, images, natives, skipped = build_source(ops, _archs(archs), dtypes)
-    cached, _ = compile_library(text, images, Path(path), object_only=object_only, dry_run=dry_run)
-    return BuildReport(Path(path), cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise SpecError("opsmith build", "path", f"the directory {str(path.parent)!r} does not exist.",
+                        f"create it first (mkdir -p {path.parent}) or write the library elsewhere.")  # fmt: skip
+    text, images, natives, skipped = build_source(list(ops), _archs(archs), dtypes)
+    cached, _ = compile_library(text, images, path, object_only=object_only, dry_run=dry_run)
+    return BuildReport(path, cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
                        {n.record.op_name: len(n.variants) for n in natives}, skipped, text)  # fmt: skip
 
 
 def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -> BuildReport:
     """Serve ``ops`` (registered in this process) through a native library from now on: same op names,
-    same results, no Python per call. The library is built (or taken from the cache) at ``path`` (default:
-    in opsmith's cache directory); the ops' Python implementations are removed and the library's kernels
-    registered in their place. Not undone; a new process starts with the Python ones again."""
-    from .. import env
-
+    same results, no Python per call. The library is built (or taken from the cache) at ``path``; by default
+    at a path named by its content in opsmith's private cache directory (``native-libs``; a directory that is
+    not yours, is writable by others or is a symbolic link is refused, with a warning, for a fresh private
+    one), so a later ``use`` whose library differs (new kernels, new tuning decisions) loads a new file
+    rather than the handle of the old one. The ops' Python implementations are removed and the library's
+    kernels registered in their place (a later library's replace an earlier one's). Not undone; a new
+    process starts with the Python ones again."""
     ops = closure(list(ops))
     if path is None:
-        names = ",".join(o.record.op_name for o in ops)
-        path = env.cache_dir() / "native-libs" / f"ops-{hashlib.sha256(names.encode()).hexdigest()[:16]}.so"
+        text, images, _, _ = build_source(
+            ops, _archs(build_args.get("archs")), build_args.get("dtypes", DEFAULT_DTYPES)
+        )
+        key = library_key(text, images, object_only=False, dry_run=build_args.get("dry_run", False))
+        path = _libs_dir() / f"ops-{key[:32]}.so"
     report = build(ops, path, **build_args)
     for op in ops:
         lib = getattr(op, "impl_lib", None)
@@ -89,3 +104,16 @@ def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -
     for op in ops:
         op.native = report.path
     return report
+
+
+def _libs_dir() -> Path:
+    """Where ``use`` keeps libraries: the cache's ``native-libs`` when it passes the cache's checks (ours,
+    private, no symlink), else a fresh private directory (the warning says why)."""
+    from .. import env
+    from ..cache import DiskCache
+
+    if not env.DISABLE_DISK_CACHE.get():
+        libs = DiskCache(env.cache_dir(), "native-libs")
+        if libs.usable(create=True):
+            return libs.dir
+    return Path(tempfile.mkdtemp(prefix="opsmith-native-libs-"))

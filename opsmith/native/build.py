@@ -33,7 +33,7 @@ from .codegen import NativeOp, Variant
 from .cpp import AT_DTYPE
 from .library import Image, image_label, library_source
 
-__all__ = ["BuildReport", "NativeBuildError", "collect", "compile_library"]
+__all__ = ["BuildReport", "NativeBuildError", "collect", "compile_library", "library_key"]
 
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -252,6 +252,14 @@ def _compiler_version(cxx: str) -> str:
         return cxx
 
 
+def library_key(source: str, images: Sequence[Image], *, object_only: bool = False, dry_run: bool = False) -> str:
+    """The content address of a library: its source, images, flags, compiler and torch."""
+    flags, link = compile_flags(object_only, dry_run)
+    return make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
+                     "compile": flags, "link": link, "compiler": _compiler_version(_compiler()),
+                     "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
+
+
 def compile_library(source: str, images: Sequence[Image], out: Path, *, object_only: bool = False,
                     use_cache: bool = True, dry_run: bool = False) -> tuple[bool, float]:  # fmt: skip
     """Compile ``source`` with ``images`` into ``out`` (a shared library, or an object file). Returns
@@ -259,12 +267,9 @@ def compile_library(source: str, images: Sequence[Image], out: Path, *, object_o
     t0 = time.perf_counter()
     cxx = _compiler()
     flags, link = compile_flags(object_only, dry_run)
-    key = make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
-                    "compile": flags, "link": link, "compiler": _compiler_version(cxx), "torch": torch.__version__,
-                    "python": sys.version_info[:2]})  # fmt: skip
+    key = library_key(source, images, object_only=object_only, dry_run=dry_run)
     cache = None if (env.DISABLE_DISK_CACHE.get() or not use_cache) else DiskCache(env.cache_dir(), "native")
     hit = cache.get(key) if cache else None
-    out.parent.mkdir(parents=True, exist_ok=True)
     if hit is not None:
         _write_atomic(out, hit[1])
         return True, time.perf_counter() - t0

@@ -97,8 +97,15 @@ def _registrations(ops: Sequence[NativeOp]) -> list[str]:
             for n in group:
                 L.append(f"  m.impl({cpp_str(n.record.op_name.split('::')[1])}, TORCH_FN({n.scope}::{fn}));")
             L.append("}")
+    # A dry-run library's launches, for the differential tests: the last library loaded answers (it serves
+    # every op it holds, a library loaded later replacing an earlier one's kernels).
     L += ["#ifdef OPSMITH_DRY_RUN",
-          "TORCH_LIBRARY_FRAGMENT(opsmith_dry_run, m) { m.def(\"take() -> str\", &opsmith::dry_run_take); }",
+          "TORCH_LIBRARY_FRAGMENT(opsmith_dry_run, m) {",
+          '  opsmith::define(m, "opsmith_dry_run::take", "take() -> str");',
+          "}",
+          "TORCH_LIBRARY_IMPL(opsmith_dry_run, CompositeExplicitAutograd, m) {",
+          '  m.impl("take", TORCH_FN(opsmith::dry_run_take));',
+          "}",
           "#endif"]  # fmt: skip
     return L
 
