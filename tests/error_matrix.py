@@ -38,6 +38,8 @@ template <typename T, typename W> __global__ void ko(const T* x, const W* w, lon
 extern "C" __global__ void named(float* out, const float* inp, int N) {}
 extern "C" __global__ void both(const float* x, const float* x_ptr, int n, float* y) {}
 extern "C" __global__ void ks(const float* x, float a, int n, float* y) {}
+extern "C" __global__ void kst(const float* x, int stride, int n, float* y) {}
+extern "C" __global__ void kc(const float* x, unsigned int c, int n, float* y) {}
 """
 
 
@@ -82,6 +84,19 @@ def op(kind: str) -> ok.Op:
             _OPS[kind] = ok.cuda_kernel_op(
                 "errm::ok_scalar", spec(kernel_name="ks", inputs=[I("x"), ok.ScalarInput("a", float)])
             )
+        elif kind == "strided":  # indexes x with its row stride: row * stride + col
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_strided", spec(kernel_name="kst", extras=[
+                ok.Stride("x", 0), ok.DimSize("x", -1)]))  # fmt: skip
+        elif kind == "biggrid":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_biggrid", spec(index_dtype="int64", geometry=ok.Grid(
+                grid=("size(x, 0) * 1073741824",), block=(32,))))  # fmt: skip
+        elif kind == "lowgrid":
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_lowgrid", spec(geometry=ok.Grid(grid=("size(x, 0) - 4",),
+                                                                                      block=(32,))))  # fmt: skip
+        elif kind == "divgrid":  # a stride 0 (a broadcast row) divides the grid by zero
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_divgrid", spec(kernel_name="kst", extras=[
+                ok.Stride("x", 0), ok.DimSize("x", -1)], geometry=ok.Grid(grid=("cdiv(numel(x), stride(x, 0))",),
+                                                                          block=(32,))))  # fmt: skip
         elif kind == "floatgrid":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_floatgrid", spec(
                 geometry=ok.Custom(lambda i, o: ((i["x"].numel() / 256,), (256,)))))  # fmt: skip
@@ -125,6 +140,22 @@ def _no_backward():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no warnings filter decides it
         (op("plain")(x.view(2, 4)).sum() + x.sum()).backward()
+
+
+def _buffer_name():
+    bad = ok.Backward(fn=(ok.spec.Buffer("p\n} evil(); //", like="x"),), args=("grad_y",), grads=("x",),
+                      returns=("p\n} evil(); //",))  # fmt: skip
+    return ok.cuda_kernel_op("errm::bw_name", spec(), backward=bad)
+
+
+def _bad_default_arch():
+    import os
+
+    os.environ["OPSMITH_DEFAULT_ARCH"] = "90"
+    try:
+        return ok.cuda_kernel_op("errm::bad_arch", spec())
+    finally:
+        del os.environ["OPSMITH_DEFAULT_ARCH"]
 
 
 def _ptx_without_driver():
@@ -220,6 +251,10 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("cute-config-param", R, "a CuTe DSL `Config` param that is not a `cutlass.Constexpr`", _cute("copy", autotune=ok.Autotune([ok.Config({"WARPS": 4})])), E, "any"),
         ("cute-compile-error", R, "a CuTe DSL host function that does not compile", _cute("broken"), ok.CompileError, "any"),
         ("index-width", R, "an `index_dtype` that is not int32/int64", reg("width_idx", index_dtype="int16"), E, "any"),
+        ("const-range", R, "a `Const` its kernel parameter cannot hold (-3 for `unsigned int`)", reg("const_range", kernel_name="kc", extras=[ok.Const(-3), ok.Numel("x")]), E, "any"),
+        ("shape-rank", R, "a declared shape of fewer dims than the geometry needs", reg("shape_rank", inputs=[I("x", shape=(None,))], geometry=ok.Elementwise(block=(16, 16), layout="nd")), E, "any"),
+        ("buffer-name", R, "a backward-program name that is not an identifier (it would reach generated C++)", _buffer_name, E, "any"),
+        ("default-arch", R, "an `OPSMITH_DEFAULT_ARCH` that is not an architecture name (`90`)", _bad_default_arch, ok.ToolchainError, "nodriver"),
         ("ptx-needs-driver", R, "`target=\"ptx\"` on a machine without a CUDA driver", _ptx_without_driver, ok.ToolchainError, "nodriver"),
         ("cpu-tensor", C, "a CPU tensor", lambda: op("plain")(torch.randn(2, 4)), ok.InputError, "any"),
         ("wrong-dtype", C, "a tensor of another dtype", _fake(lambda: op("plain")(torch.empty(2, 4, dtype=torch.float16, device="cuda"))), ok.InputError, "any"),
@@ -230,6 +265,10 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("float-scalar-range", C, "a float scalar outside its C type's range (3.5e38 for `float`)", _fake(lambda: op("scalar")(torch.empty(4, device="cuda"), 3.5e38)), ok.InputError, "any"),
         ("template-dtype", C, "tensors one template parameter types, of two dtypes", _fake(lambda: op("like")(torch.empty(4, device="cuda"), torch.empty(4, device="cuda", dtype=torch.float16))), ok.InputError, "any"),
         ("empty-reduced-axis", C, "an empty reduced axis with non-empty outputs (shape (3, 0))", _fake(lambda: op("rows")(torch.empty(3, 0, device="cuda"))), ok.InputError, "any"),
+        ("strided-span-int32", C, "a strided view spanning over 2^31 - 1 elements for a 32-bit-indexing kernel (`x[:, :16]` of a (2^26, 64) tensor)", _fake(lambda: op("strided")(torch.empty_strided((2**26, 16), (64, 1), device="cuda"))), ok.InputError, "any"),
+        ("grid-too-large", C, "a launch grid past 2^31 - 1 blocks along x (`size(x, 0) * 2^30` blocks)", lambda: op("biggrid").eager(*CPU_ARGS["grid-too-large"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-too-large"), ok.InputError, "any"),
+        ("grid-below-one", C, "a launch grid below one block (`size(x, 0) - 4` for 2 rows)", lambda: op("lowgrid").eager(*CPU_ARGS["grid-below-one"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-below-one"), ok.InputError, "any"),
+        ("grid-divides-by-zero", C, "a grid expression dividing by zero (`stride(x, 0)` of a broadcast row)", lambda: op("divgrid").eager(*CPU_ARGS["grid-divides-by-zero"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-divides-by-zero"), ok.InputError, "any"),
         ("custom-float-grid", C, "a `Custom` geometry returning a float grid (`numel / 256`)", _fake(lambda: op("floatgrid").eager(torch.empty(1000, device="cuda"))), E, "any"),
         ("dtensor-no-rule", C, "a DTensor into an op whose sharding is not derivable (`Custom` geometry) and that has no `sharding=`", _dtensor(lambda x: op("floatgrid")(x)), ok.ShardingError, "any"),
         ("dtensor-inplace", C, "a DTensor into an op that writes it in place", _dtensor(lambda x: op("inplace")(x)), ok.ShardingError, "any"),
@@ -239,6 +278,34 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("inplace-grad", C, "an in-place op without backward on a tensor that requires grad", lambda: op("inplace")(torch.empty(8, device="meta").requires_grad_().clone()), ok.DifferentiationError, "any"),
         ("double-backward", C, "`create_graph=True` through an undeclared double backward", _double_backward, ok.DifferentiationError, "any"),
     ]  # fmt: skip
+
+
+# Call rows whose arguments can be real CPU tensors: what the native CUDA kernel is walked with, in a library
+# built with -DOPSMITH_DRY_RUN (tests/native_matrix.py --dry-run), and what the Python path's dry run takes.
+# (op kind, args on a device). Huge inputs are broadcast views: refused before any copy.
+CPU_ARGS: dict[str, tuple[str, Callable[[str], tuple]]] = {
+    "wrong-dtype": ("plain", lambda d: (torch.empty(2, 4, dtype=torch.float16, device=d),)),
+    "wrong-rank": ("plain", lambda d: (torch.empty(8, device=d),)),
+    "wrong-shape": ("shaped", lambda d: (torch.empty(2, 4, device=d), torch.empty(5, device=d))),
+    "too-large-for-int32": ("shaped", lambda d: (torch.empty(1, 1, device=d).expand(2**20, 2**11 + 1),
+                                                 torch.empty(2**11 + 1, device=d))),
+    "float-scalar-range": ("scalar", lambda d: (torch.empty(4, device=d), 3.5e38)),
+    "template-dtype": ("like", lambda d: (torch.empty(4, device=d), torch.empty(4, device=d, dtype=torch.float16))),
+    "empty-reduced-axis": ("rows", lambda d: (torch.empty(3, 0, device=d),)),
+    "not-contiguous": ("plain", lambda d: (torch.randn(4, 2, device=d).t(),)),
+    "grid-too-large": ("biggrid", lambda d: (torch.randn(8, device=d),)),
+    "grid-below-one": ("lowgrid", lambda d: (torch.randn(2, device=d),)),
+    "grid-divides-by-zero": ("divgrid", lambda d: (torch.randn(1, 4, device=d).expand(3, 4),)),
+}  # fmt: skip
+
+
+def _dry(cid: str) -> object:
+    """A call row on CPU tensors through the Python path's dry run (everything but the launch)."""
+    from opsmith.eager import make_dry_run
+
+    kind, args = CPU_ARGS[cid]
+    fn, _ = make_dry_run(op(kind))
+    return fn(*args("cpu"))
 
 
 def has_driver() -> bool:

@@ -1,10 +1,13 @@
 """The call-time rows of the bad-input matrix, walked through native kernels (run in its own process, since
 ``opsmith.native.use`` replaces the matrix ops' Python implementations for good).
 
-    python tests/native_matrix.py    prints JSON {case id: "ErrorClass: first line"} on its last line
-
-Rows whose op cannot be native (a ``Custom`` geometry, a Python backward) are reported as "not native";
-rows needing hardware missing here as "not here".
+    python tests/native_matrix.py            the rows' own calls (fake tensors: the Meta kernels), through use()
+    python tests/native_matrix.py --dry-run  the rows with CPU arguments (error_matrix.CPU_ARGS) through the CUDA
+                                             kernels of a library built with -DOPSMITH_DRY_RUN, in a process that
+                                             loads only that library
+Each prints JSON {case id: "ErrorClass: first line"} on its last line. Rows whose op cannot be native (a
+``Custom`` geometry, a Python backward) are reported as "not native"; rows needing hardware missing here, or
+taking CPU arguments only (a row the Meta kernel cannot show), as "not here".
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import error_matrix as em
 from opsmith import native
 
 # The op kinds behind the call rows, and the rows whose op cannot be native.
-KINDS = ("plain", "shaped", "inplace", "flat768", "rows", "like", "scalar")
+KINDS = ("plain", "shaped", "inplace", "flat768", "rows", "like", "scalar", "strided", "biggrid", "lowgrid", "divgrid")
 # DTensor rows: DTensor's dispatch (Python) refuses before any kernel, native or not, is reached.
 NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward",
               "dtensor-no-rule": "DTensor rule", "dtensor-inplace": "DTensor rule"}  # fmt: skip
@@ -40,7 +43,7 @@ def main() -> dict:
         if cid in NOT_NATIVE:
             out[cid] = "not native"
             continue
-        if where == "nodriver" or (where == "gpu" and not em.runs_here(cid)):
+        if where == "nodriver" or (where == "gpu" and not em.runs_here(cid)) or cid.startswith("grid-"):
             out[cid] = "not here"
             continue
         try:
@@ -51,5 +54,32 @@ def main() -> dict:
     return out
 
 
+def dry_run() -> dict:
+    """The CPU-argument rows through a dry-run library's CUDA kernels, in a child that loads only it."""
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = Path(tmp) / "libmatrix.so"
+        native.build(ops(), lib, dry_run=True)
+        code = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                "import error_matrix as em\n"  # its module imports opsmith for the other rows' thunks only
+                f"torch.ops.load_library({str(lib)!r})\nout = {{}}\n"
+                "for cid, (kind, args) in em.CPU_ARGS.items():\n"
+                "    name = {'plain': 'ok_plain', 'shaped': 'ok_shaped', 'rows': 'ok_rows', 'like': 'ok_like', "
+                "'scalar': 'ok_scalar', 'biggrid': 'ok_biggrid', 'lowgrid': 'ok_lowgrid', 'divgrid': 'ok_divgrid'}[kind]\n"
+                "    try:\n        getattr(torch.ops.errm, name)(*args('cpu')); out[cid] = 'no error'\n"
+                "    except Exception as e:\n        out[cid] = f'{type(e).__name__}: {str(e).splitlines()[0]}'\n"
+                "print(json.dumps(out))")  # fmt: skip
+        env = dict(
+            os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])
+        )
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+        if proc.returncode:
+            raise SystemExit(proc.stderr[-4000:])
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 if __name__ == "__main__":
-    print(json.dumps(main()))
+    print(json.dumps(dry_run() if "--dry-run" in sys.argv else main()))

@@ -40,6 +40,17 @@ def meta(cases: list[dict]) -> dict:
         except Exception as e:
             err = _first_line(e)
         out[c["op"]] = {"schema": str(op._schema), "outputs": [[list(t.shape), str(t.dtype)] for t in got], "cpu": err}
+        if c.get("grad"):  # a backward that is one op (not a program): its Autograd kernel calls that op
+            leaves = [a.detach().requires_grad_() for a in args if isinstance(a, torch.Tensor)]
+            it = iter(leaves)
+            res = op(*[next(it) if isinstance(a, torch.Tensor) else a for a in args])
+            gs = torch.autograd.grad(res.sum(), leaves)
+            out[c["op"]]["grads"] = [[list(g.shape), str(g.dtype)] for g in gs]
+            try:
+                torch.autograd.grad(op(leaves[0]).sum(), leaves[:1], create_graph=True)  # a one-input op
+                out[c["op"]]["double"] = "no error"
+            except Exception as e:
+                out[c["op"]]["double"] = _first_line(e)
     grads = {}
     for impl in ("cuda", "triton"):
         name = f"opsmith::rmsnorm_{impl}"

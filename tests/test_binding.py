@@ -196,3 +196,46 @@ def test_ported_triton_kernel_runs_in_the_interpreter_with_strided_inputs():
                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     assert "checked 12 cases" in out.stdout
+
+
+# -- blind spots of the third review: pointer vs value, names inside names, kernels among comments ----------
+
+
+def test_a_tensor_for_a_value_parameter_and_a_scalar_for_a_pointer_are_refused():
+    src = 'extern "C" __global__ void k(const float* x, float a, int n, float* y) {}'
+
+    def reg(name, inputs):
+        return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(kernel_source=src, kernel_name="k", inputs=inputs,
+                                 outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                                 geometry=ok.Elementwise()))  # fmt: skip
+
+    with pytest.raises(ok.SpecError, match=r"parameter 'float a' \(for a \(tensor input\)\) is not a pointer"):
+        reg("tensor_for_value", [ok.InputDecl("x"), ok.InputDecl("a", dtype=torch.float32)])
+    with pytest.raises(ok.SpecError, match=r"parameter 'float const\* x' \(for x \(scalar input\)\) is a pointer but "
+                       r"x \(scalar input\) is passed by value"):  # fmt: skip
+        ok.cuda_kernel_op(f"{NS}::value_for_pointer", ok.KernelSpec(
+            kernel_source=src, kernel_name="k", inputs=[ok.ScalarInput("x", float), ok.InputDecl("a", dtype=torch.float32)],
+            outputs=[ok.OutputDecl("y", ok.SameAs("a"))], extras=[ok.Numel("a", name="n")], param_order=["x", "a", "n", "y"],
+            geometry=ok.Elementwise()))  # fmt: skip
+
+
+def test_a_name_that_begins_another_binds_to_its_own_parameter():
+    """``x`` and ``x_scale`` (``x_ptr`` and ``x_scale_ptr`` in the kernel, in another order): exact names only."""
+    src = 'extern "C" __global__ void k(const float* x_scale_ptr, const float* x_ptr, int n, float* y) {}'
+    op = ok.cuda_kernel_op(f"{NS}::prefix_names", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x"), ok.InputDecl("x_scale")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+    assert _params(op) == [("x_scale_ptr", "input", 1, "ptr"), ("x_ptr", "input", 0, "ptr"), ("n", "extra", 0, "i32"),
+                           ("y", "output", 0, "ptr")]  # fmt: skip
+
+
+def test_a_kernel_between_block_comments_is_read_from_the_code_not_the_comments():
+    src = r"""
+    /* an older version: __global__ void k(const double* z, int q, double* w) {} */
+    extern "C" __global__ void k(const float* x, /* the count */ int n, float* y) {}
+    /* a note after it, with __global__ void k(float* a, float* b, float* c) */
+    """
+    op = ok.cuda_kernel_op(f"{NS}::between_comments", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+        extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+    assert _params(op) == [("x", "input", 0, "ptr"), ("n", "extra", 0, "i32"), ("y", "output", 0, "ptr")]

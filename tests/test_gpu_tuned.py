@@ -102,20 +102,28 @@ def test_cuda_cpp_tuned_op_under_compile_and_export(ex):
 
 
 def test_cuda_graph_with_cached_choice_and_unseen_key(ex):
+    """Under capture the cached decision is launched (planted as a non-default config, so the test does not
+    depend on what tuning happens to pick), and an unseen key launches the default without tuning."""
     for name in ("softmax_tuned", "softmax_tt"):
         op = ex[name].op
         x = torch.randn(48, 640, device="cuda")
+        op.tuner.decisions.clear()
         op(x)  # tunes this key outside capture
+        (key,) = op.tuner.decisions
+        forced = (op.record.tune_default + 1) % len(op.record.configs)
+        op.tuner.decisions[key] = forced
         unseen = torch.randn(4, 9000, device="cuda")
         op(torch.randn(4, 9000, device="cuda")[:, :10])  # other key; loads every config's module (warm-up)
         torch.cuda.synchronize()
         runs = op.tuner.trial_runs
+        op.variants.fast.clear()  # what the capture launches fills it again: (config, specialization)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             out = op(x)
             out2 = op(unseen)  # no decision for this key: the default config, no tuning in capture
         assert op.tuner.trial_runs == runs, f"{name} tuned during capture"
         assert (unseen.dtype, 16384) not in op.tuner.decisions  # the default was used, not remembered
+        assert {k[0] for k in op.variants.fast} == {forced, op.record.tune_default}, (name, list(op.variants.fast))
         for _ in range(2):
             x.copy_(torch.randn_like(x))
             unseen.copy_(torch.randn_like(unseen))
@@ -151,14 +159,15 @@ def test_triton_ops_launch_through_tritons_c_launcher(ex):
         sm.variants.fast.update(saved)
 
 
-def test_a_failed_triton_launch_is_opsmiths_error_naming_the_op():
+def test_a_grid_cuda_cannot_launch_is_refused_before_the_launch():
     from opsmith.kernels.triton_kernels import relu_kernel
 
-    # gridDim.y above 65,535 is refused by the driver at launch
+    # gridDim.y above 65,535: the driver would refuse it; a grid past 2^32 along x would wrap. Both refused first.
     op = ok.triton_op(f"{NS}::relu_bad_grid", relu_kernel, inputs=[ok.InputDecl("x")],
                       outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
                       geometry=ok.Custom(lambda i, o: (1, 70_000)))  # fmt: skip
-    with pytest.raises(ok.LaunchError, match=rf"{NS}::relu_bad_grid: launching grid=\(1, 70000, 1\)"):
+    with pytest.raises(ok.InputError, match=rf"{NS}::relu_bad_grid: argument 'x': expected a launch of 1 to 65535 "
+                       r"blocks along y \(the Custom geometry's grid\), got 70000"):  # fmt: skip
         op(torch.randn(64, device="cuda"))
     torch.cuda.synchronize()
 

@@ -279,3 +279,35 @@ def test_dry_run_records_the_launch_of_a_shipped_op():
         assert launch["grid"][0] == max(1, min(partial.shape[0], 132 * config["MINB"])), (rows, launch)
         assert launch["grid"][0] == (3 if rows == 3 else 264)  # config 0 (the default): MINB 2
     assert json.dumps(run.launches)  # plain data
+
+
+# -- boundaries, tested at the edge ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "usable"), [(0o700, True), (0o750, True), (0o720, False), (0o702, False),
+                                              (0o710, True), (0o770, False)])  # fmt: skip
+def test_a_cache_directory_is_refused_exactly_when_group_or_others_can_write(tmp_path, mode, usable):
+    import os
+    import warnings
+
+    from opsmith.cache import DiskCache
+
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    (root / "ns").mkdir()
+    os.chmod(root / "ns", mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert DiskCache(root, "ns").usable(create=False) is usable
+
+
+def test_a_stored_winner_must_name_one_of_the_configs():
+    from opsmith.autotune import Tuner
+
+    configs = [{"params": {"B": b}} for b in (1, 2, 3)]
+    t = Tuner(f"{NS}::edge", {"op": "edge"}, configs, 0)
+    assert t.winner_of({"winner": 2, "config": configs[2]}) == 2  # the last one
+    assert t.winner_of({"winner": 3, "config": configs[2]}) is None  # one past the configs
+    assert t.winner_of({"winner": -1, "config": configs[2]}) is None
+    assert t.winner_of({"winner": True, "config": configs[1]}) is None  # a bool is not an index
+    assert t.winner_of({"winner": 1, "config": configs[2]}) is None  # another config's entry

@@ -37,6 +37,7 @@ def catalog(tmp_path_factory):
     """The shipped example ops (all but repeat2, whose eager_fn cannot be native) and both RMSNorms, built."""
     cases = {**register_all(NS), **register_tuned(NS)}
     repeat2 = cases.pop("repeat2").op
+    cases["twice"] = _twice()
     ops = [c.op for _, c in sorted(cases.items())] + [rmsnorm_ops("cuda")[0]]
     if triton_available():
         ops.append(rmsnorm_ops("triton")[0])
@@ -45,13 +46,27 @@ def catalog(tmp_path_factory):
     return {"cases": cases, "ops": ops, "path": path, "report": report, "repeat2": repeat2}
 
 
+def _twice() -> ok.CheckCase:
+    """y = 2x, whose backward is one more op (not a program): a library must carry and call it."""
+    src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
+    decl = {"inputs": [ok.InputDecl("x")], "outputs": [ok.OutputDecl("y", ok.SameAs("x"))], "extras": [ok.Numel("x")],
+            "geometry": ok.Elementwise()}  # fmt: skip
+    bwd = ok.cuda_kernel_op(f"{NS}::twice_backward", ok.KernelSpec(kernel_source=src, kernel_name="k", **{
+        **decl, "inputs": [ok.InputDecl("grad_y")], "outputs": [ok.OutputDecl("dx", ok.SameAs("grad_y"))],
+        "extras": [ok.Numel("grad_y")]}))  # fmt: skip
+    op = ok.cuda_kernel_op(f"{NS}::twice", ok.KernelSpec(kernel_source=src, kernel_name="k", **decl),
+                           backward=ok.Backward(bwd, args=("grad_y",), grads=("x",)))  # fmt: skip
+    return ok.CheckCase(op, inputs=lambda s, d, dev: (torch.randn(s, device=dev, dtype=d),), reference=lambda x: 2 * x,
+                        shapes=[(7, 3)])  # fmt: skip
+
+
 def test_build_embeds_every_op_and_its_backward_ops(catalog):
     r = catalog["report"]
     assert r.path.is_file() and not r.cached
     names = set(r.ops)
     assert {op.record.op_name for op in catalog["ops"]} <= names
     # RMSNorm's backward program calls two more ops, which the library carries too.
-    assert {"opsmith::rmsnorm_cuda_backward", "opsmith::rmsnorm_cuda_dweight"} <= names
+    assert {"opsmith::rmsnorm_cuda_backward", "opsmith::rmsnorm_cuda_dweight", f"{NS}::twice_backward"} <= names
     assert all(n >= 1 for n in r.kernels.values()), r.kernels
     assert "compiled in" in r.summary()
 
@@ -100,7 +115,8 @@ def _meta_cases(cases: dict) -> list[dict]:
         dtype = c.dtypes[0] if c.dtypes else torch.float32
         args = c.inputs(shape, dtype, "meta")
         out.append({"op": c.op.record.op_name, "args": [{"shape": list(a.shape), "dtype": str(a.dtype)[6:]}
-                                                        if isinstance(a, torch.Tensor) else a for a in args]})  # fmt: skip
+                                                        if isinstance(a, torch.Tensor) else a for a in args],
+                    "grad": c.op.record.op_name.endswith("::twice")})  # fmt: skip
     return out
 
 
@@ -122,6 +138,11 @@ def test_library_alone_serves_schemas_meta_guards_and_autograd(catalog, tmp_path
         assert row["outputs"] == [[list(t.shape), str(t.dtype)] for t in want], spec["op"]
         assert row["cpu"] == f"ValueError: {spec['op']}: argument '{op.record.tensor_inputs[0].name}': expected a CUDA " \
             f"tensor, got a tensor on cpu. Fix: pass {op.record.tensor_inputs[0].name}.cuda()."  # fmt: skip
+        if spec["grad"]:
+            x = args[0].detach().requires_grad_()
+            (g,) = torch.autograd.grad(op(x).sum(), (x,))
+            assert row["grads"] == [[list(g.shape), str(g.dtype)]]
+            assert row["double"].startswith(f"RuntimeError: {spec['op']}: double backward (create_graph=True) reached")
     for impl in ("cuda", "triton") if triton_available() else ("cuda",):
         g = got["grads"][f"opsmith::rmsnorm_{impl}"]
         assert g["dx"] == [[6, 64], "torch.bfloat16"] and g["dw"] == [[64], "torch.bfloat16"]
@@ -150,6 +171,18 @@ def test_bad_input_matrix_through_native_kernels():
     assert walked >= 11 + (2 if torch.cuda.device_count() >= 2 else torch.cuda.is_available())
 
 
+def test_bad_input_matrix_through_the_native_cuda_kernels():
+    """The native CUDA kernels' own guards (not the Meta kernels'), walked on CPU tensors in a dry-run library:
+    every row with CPU arguments gets the documented text."""
+    import error_matrix as em
+
+    doc = em.parse(em.DOC.read_text())
+    got = _run(str(HERE / "native_matrix.py"), "--dry-run")
+    assert set(got) == set(em.CPU_ARGS)
+    for cid, text in got.items():
+        assert text == f"ValueError: {doc[cid][1]}", cid
+
+
 def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     """`python -m opsmith build MODULE:NAME -o lib.so`: the matrix ops build (a cache hit after the matrix
     test built the same library); the shipped cases include repeat2, whose eager_fn is refused."""
@@ -157,8 +190,8 @@ def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     ok_run = subprocess.run([sys.executable, "-m", "opsmith", "build", "native_matrix:ops", "-o", str(tmp_path / "m.so")],
                             capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert ok_run.returncode == 0, ok_run.stderr[-3000:]
-    # 7 ops; the two dtype-generic ones hold float32, float16 and bfloat16 kernels
-    assert f"{tmp_path / 'm.so'}: 7 ops, 11 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
+    # 11 ops; the two dtype-generic ones hold float32, float16 and bfloat16 kernels
+    assert f"{tmp_path / 'm.so'}: 11 ops, 15 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
     refused = subprocess.run([sys.executable, "-m", "opsmith", "build", "opsmith.catalog:shipped_cases", "-o",
                               str(tmp_path / "s.so")], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert refused.returncode == 1
