@@ -108,7 +108,7 @@ def declaration(draw: Any, op_name: str) -> Gen:
                                                          unique=True))), draw(st.booleans()))  # fmt: skip
         outputs.append(ok.OutputDecl(name, rel))
         params[name] = f"{DTYPES[draw(st.sampled_from(list(DTYPES)))]}*"
-    extras, extra_params = draw(_extras(tensors, [o.name for o in outputs]))
+    extras, extra_params = draw(_extras(tensors, [o.name for o in outputs], [d.name for d in inputs]))
     geometry, autotune = draw(_geometry(tensors, [o.name for o in outputs], mutated))
     index_dtype = draw(st.sampled_from(["int32", "int64"]))
     declared = [d.name for d in inputs] + [e.name for e in extras if e.name] + [o.name for o in outputs]
@@ -134,11 +134,11 @@ def declaration(draw: Any, op_name: str) -> Gen:
 
 
 @st.composite
-def _extras(draw: Any, tensors: list[str], outputs: list[str]) -> tuple[list, list[str]]:
+def _extras(draw: Any, tensors: list[str], outputs: list[str], declared: list[str]) -> tuple[list, list[str]]:
     extras, ctypes = [], []
     pool = [f"e{k}" for k in range(4)] + ["c", "x0", "key", "n", "N"]
     names = draw(st.lists(st.sampled_from(pool), min_size=4, max_size=4, unique=True))
-    taken = set(tensors) | set(outputs)
+    taken = set(declared) | set(outputs)
     for k in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["numel", "dim", "stride", "const_int", "const_float"]))
         name = names[k] if names[k] not in taken and draw(st.integers(0, 3)) else None
@@ -268,7 +268,7 @@ def register(gens: list[Gen]) -> list[Gen]:
     for g in gens:
         try:
             g.ok = ok.cuda_kernel_op(g.op_name, g.spec)
-        except ok.SpecError as e:
+        except (ok.SpecError, ok.CompileError) as e:
             g.refused = str(e).splitlines()[0]
     return [g for g in gens if g.ok is not None]
 

@@ -71,6 +71,13 @@ def _ops() -> dict[str, tuple[ok.Op, list]]:
     out["locals"] = (_op("locals", src, "k", inputs=[I(n) for n in names], outputs=[O("new", ok.SameAs("c"))],
                          extras=[ok.Const(math.inf), ok.Const(math.nan)]),
                      [[_t((3,))] * 6, [_t((3,)), _t((3,)), _t((3,)), _t((4,)), _t((3,)), _t((3,))]])  # fmt: skip
+    out["u64"] = (_op("u64", fp + "void k(const float* x, unsigned long long c, int n, float* y) {}", "k",
+                      inputs=[I("x"), ok.ScalarInput("c", int)]), [[_t((4,)), _s(-5)], [_t((4,)), _s(2**63 - 1)]])  # fmt: skip
+    out["like"] = (_op("like", fp + "void k(const float* x, int n, float* y) {}", "k"),
+                   [[_t((1, 5), view="slice")], [_t((3, 1), view="slice")]])  # fmt: skip
+    sm = ok.Grid(grid=("max(size(x, 0), sm_count * 4)",), block=(1024,))  # its 32-bit extent is checked on meta
+    out["sm"] = (_op("sm", fp + "void k(const float* x, int n, float* y) {}", "k", geometry=sm),
+                 [[_t((2**20,), device="meta")], [_t((9,))], [_t((2**22,), device="meta")]])  # fmt: skip
     for name in ("t_hard3a__b::c", "t_hard3a::b__c"):  # one C++ identifier under the old mangling
         out[name] = (_op(name, fp + "void k(const float* x, int n, float* y) {}", "k",
                          geometry=ok.Elementwise(block=(128 if "__b" in name else 64,))), [[_t((300,))]])  # fmt: skip
@@ -173,6 +180,24 @@ def test_2_a_strided_view_spanning_past_2_31_is_refused_by_a_32_bit_kernel(tmp_p
             "except ValueError as e:\n    print(str(e).splitlines()[0])")  # fmt: skip
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300).stdout.strip()
     assert got.startswith("t_hard3::span: argument 'x': expected a view spanning at most 2147483647"), got
+
+
+def test_scalar_ranges_outputs_and_sm_count_agree(both):
+    """A u64 scalar's range is the C type's within int64 (a schema int) on both paths; an output allocated like
+    a view with a size-1 axis has the same strides on both; sm_count reads the same on meta tensors."""
+    py, nat = _case(both, "u64", 0)
+    assert py == nat and py["error"].endswith("expected a value in [0, 9223372036854775807] for the kernel's u64 "
+                                              "parameter, got -5.")  # fmt: skip
+    assert _case(both, "u64", 1)[0] == _case(both, "u64", 1)[1]
+    for j in range(2):
+        py, nat = _case(both, "like", j)
+        assert py == nat and py["ok"], (py, nat)
+    py, nat = _case(both, "sm", 0)
+    assert py == nat and py["outputs"] == [[[2**20], "torch.float32", [1]]]
+    py, nat = _case(both, "sm", 1)
+    assert py == nat and py["launches"][0]["grid"] == [528, 1, 1]  # 132 SMs without a GPU, on both paths
+    py, nat = _case(both, "sm", 2)
+    assert py == nat and "expected max(size(x, 0), sm_count * 4) * 1024 at most 2147483648" in py["error"]
 
 
 def test_4_a_grid_past_2_32_blocks_is_refused_not_wrapped(both):
