@@ -28,7 +28,7 @@ from .cache import DiskCache, make_key
 from .distributed.tuning import in_job, job_decision
 from .errors import CompileError, LaunchError, OpsmithError
 
-__all__ = ["Timer", "Tuner", "cuda_event_timer", "key_to_python", "pow2"]
+__all__ = ["Timer", "Tuner", "cuda_event_timer", "pow2"]
 
 log = logging.getLogger("opsmith.autotune")
 
@@ -40,20 +40,6 @@ Timer = Callable[[Callable[[], None], Callable[[], None]], list[float]]
 def pow2(n: int) -> int:
     """The next power of two >= n (1 for n <= 1): the default tuning bucket of a dimension."""
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
-
-
-def key_to_python(tune_key: Sequence, refs: dict[str, str], dtype_refs: Sequence[str]) -> str:
-    """Python source of the key tuple for the generated eager code."""
-    parts = [f"{r}.dtype" for r in dtype_refs]
-    for entry in tune_key:
-        if entry[0] == "dim":
-            _, ref, axis, bucket = entry
-            v = f"{refs[ref]}.shape[{axis}]"
-        else:
-            _, ref, bucket = entry
-            v = f"{refs[ref]}.numel()"
-        parts.append(f"_pow2({v})" if bucket == "pow2" else v)
-    return "(" + ", ".join(parts) + ",)"
 
 
 def cuda_event_timer(run: Callable[[], None], restore: Callable[[], None], budget_ms: float = 20.0) -> list[float]:

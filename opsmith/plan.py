@@ -319,11 +319,13 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         narrow_refs = {f"i{k}" for k in range(len(targs))}
         narrow_refs |= {f"o{k}" for k, o in enumerate(record.outputs) if "meta" not in o.shape}
     var_bounds = tuple((f"n{k}", (1, INT32_MAX if narrow else I64_MAX)) for k in range(len(targs)))
-    nonempty = bool(record.outputs)
-    var_bounds = tuple((v, (1 if nonempty else 0, hi)) for v, (_, hi) in var_bounds)
-    facts = Facts(frozenset(narrow_refs), nonempty=nonempty, vars=var_bounds,
+    maybe_empty = {f"o{k}" for k, o in enumerate(record.outputs) if "meta" in o.shape}
+    if not record.outputs:  # an in-place op: its one written input is non-empty here, the others may be empty
+        maybe_empty |= {f"i{k}" for k in range(len(targs)) if k not in mutated or len(mutated) > 1}
+    var_bounds = tuple((f"n{k}", (0 if f"i{k}" in maybe_empty else 1, hi)) for k, (_, (_, hi)) in enumerate(var_bounds))
+    facts = Facts(frozenset(narrow_refs), nonempty=True, vars=var_bounds,
                   numel_vars=tuple((f"n{k}", f"i{k}") for k in range(len(targs))),
-                  maybe_empty=frozenset(f"o{k}" for k, o in enumerate(record.outputs) if "meta" in o.shape))  # fmt: skip
+                  maybe_empty=frozenset(maybe_empty))  # fmt: skip
     steps += _extras(record, sub, facts, labels)
     plans = record.launches or (record.launch,)
     if narrow:

@@ -77,9 +77,9 @@ MUTANTS = [
     Mutant(
         "tuning-key-drops-dtypes",
         "one decision serves every dtype",
-        "opsmith/autotune.py",
-        'parts = [f"{r}.dtype" for r in dtype_refs]',
-        "parts = []",
+        "opsmith/launch_code.py",
+        '    parts = [f"{t}.dtype" for t in pr.t]',
+        "    parts = []",
         (H,),
     ),
     Mutant(
@@ -104,7 +104,7 @@ MUTANTS = [
         "opsmith/eager.py",
         '[f"if _n{s.k} > {P.INT32_MAX}: raise _E.large',
         '[f"if _n{s.k} > {2 * P.INT32_MAX}: raise _E.large',
-        (H, "tests/test_faults_cpu.py"),
+        (H, "tests/test_faults_cpu.py", M),
     ),
     Mutant(
         "missing-backward-not-refused",

@@ -4,8 +4,9 @@ path and the one that loads only the native library), and their outcomes as plai
 A call is a list of argument specs: ``{"t": "tensor", "shape", "dtype", "device", "view", "seed"}`` or
 ``{"t": "scalar", "v": value}``. A view: "plain", "t" (the last two axes transposed), "slice" (the last axis
 narrowed from a wider tensor), "expand" (axis 0 broadcast from size 1), "offset" (one element into its
-storage: not 16-byte aligned). An outcome: ``{"ok": True, "outputs": [[shape, dtype, strides], ...],
-"launches": [...]}`` or ``{"ok": False, "error": "ValueError: <first line>"}``. Launch arguments come back
+storage: not 16-byte aligned), "zeros", "wide" (the last axis of a 4x wider tensor, uninitialized). An outcome:
+``{"ok": True, "outputs": [[shape, dtype, strides], ...], "launches": [...]}`` (a real launch: "written" and
+"values" bytes instead of launches) or ``{"ok": False, "error": "ValueError: <first line>"}``. Launch arguments come back
 with every pointer named by what it points at (an input as passed, an output, or "fresh": a copy the call
 made), since addresses differ between processes.
 
@@ -31,7 +32,7 @@ def _tensor(spec: dict) -> torch.Tensor:
         if device == "meta":
             return torch.empty(s, dtype=dtype, device="meta")
         t = torch.randint(-3, 4, s, generator=g) if not dtype.is_floating_point else torch.randn(s, generator=g)
-        return t.to(dtype)
+        return t.to(dtype).to(device)
 
     if view == "t" and len(shape) >= 2:
         base = fresh([*shape[:-2], shape[-1], shape[-2]])
@@ -40,6 +41,10 @@ def _tensor(spec: dict) -> torch.Tensor:
         return fresh([*shape[:-1], shape[-1] + 2])[..., : shape[-1]]
     if view == "expand" and shape:
         return fresh([1, *shape[1:]]).expand(shape)
+    if view == "zeros":
+        return torch.zeros(shape, dtype=dtype, device=device)
+    if view == "wide":  # the last axis a quarter of a wider tensor's, uninitialized (large views stay cheap)
+        return torch.empty([*shape[:-1], 4 * shape[-1]], dtype=dtype, device=device)[..., : shape[-1]]
     if view == "offset":
         n = math.prod(shape)
         return fresh([n + 1])[1:].view(shape) if device != "meta" else fresh(shape)
@@ -72,16 +77,28 @@ def _classify(launch: dict, pointers: list[int], args: list[Any], outs: list[tor
     return {**launch, "args": named}
 
 
-def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: Any = None) -> dict:
-    """Run ``fn(*args)``; ``take()`` returns the launches it recorded (a list, or its JSON)."""
+def _bytes(t: torch.Tensor) -> str:
+    return t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes().hex() if t.numel() else ""
+
+
+def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: Any = None, *,
+            written: tuple[int, ...] = (), values: bool = False) -> dict:  # fmt: skip
+    """Run ``fn(*args)``; ``take()`` returns the launches it recorded (a list, or its JSON). A real launch (GPU):
+    ``written`` (argument positions written in place) and, with ``values``, the outputs come back as bytes."""
     try:
         got = fn(*args)
+        if written or values:
+            torch.cuda.synchronize()
     except Exception as e:  # what each path refuses, compared as text
         if take is not None:
             take()  # forget launches of a refused call
         return {"ok": False, "error": _error(e)}
     outs = [] if got is None else [got] if isinstance(got, torch.Tensor) else list(got)
     res: dict[str, Any] = {"ok": True, "outputs": [[list(o.shape), str(o.dtype), list(o.stride())] for o in outs]}
+    if written:
+        res["written"] = [_bytes(args[k]) for k in written]
+    if values:
+        res["values"] = [_bytes(o) for o in outs]
     if take is not None:
         launches = take()
         launches = json.loads(launches) if isinstance(launches, str) else list(launches)

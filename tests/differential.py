@@ -68,8 +68,25 @@ class Gen:
                 f"autotune={s.autotune} index_dtype={s.index_dtype} param_order={s.param_order}\n{self.source}")  # fmt: skip
 
 
+def _digest(order: list[str], cnames: list[str], types: dict[str, str]) -> str:
+    """A kernel body that writes what the launch gave it into ``dig`` (GPU mode): grid and block, each by-value
+    parameter's bits, each pointer's alignment. Both paths' calls must leave the same bytes."""
+    lines = ["  if (blockIdx.x + blockIdx.y + blockIdx.z + threadIdx.x + threadIdx.y + threadIdx.z != 0) return;",
+             "  int opsmith_i = 0;"]  # fmt: skip
+    lines += [f"  dig[opsmith_i++] = {d}.{a};" for d in ("gridDim", "blockDim") for a in "xyz"]
+    for n, c in zip(order, cnames, strict=True):
+        if n == "dig":
+            continue
+        if types[n].endswith("*"):
+            lines.append(f"  dig[opsmith_i++] = (long long)((unsigned long long){c} % 16);")
+        else:
+            lines.append(f"  {{ long long opsmith_b = 0; memcpy(&opsmith_b, &{c}, sizeof({c})); "
+                         "dig[opsmith_i++] = opsmith_b; }")  # fmt: skip
+    return "\n".join(lines)
+
+
 @st.composite
-def declaration(draw: Any, op_name: str) -> Gen:
+def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
     n_t = draw(st.integers(1, 3))
     n_s = draw(st.integers(0, 2))
     names = draw(st.lists(st.sampled_from(NAMES), min_size=n_t + n_s + 2, max_size=n_t + n_s + 2, unique=True))
@@ -95,12 +112,16 @@ def declaration(draw: Any, op_name: str) -> Gen:
         inputs.append(ok.InputDecl(name, contiguous=contiguous, ndim=ndim, mutates=mutates, shape=shape))
         params[name] = f"{'' if mutates else 'const '}{DTYPES[dt]}*"
         tensors.append(name)
+    if gpu:  # the digest buffer, written in place
+        inputs.append(ok.InputDecl("dig", mutates=True, contiguous="require"))
+        params["dig"] = "long long*"
+        tensors.append("dig")
     mutated = [d.name for d in inputs if isinstance(d, ok.InputDecl) and d.mutates]
     out_names = [n for n in names[len(kinds) :]]
     n_out = draw(st.integers(0 if mutated else 1, 2))
     outputs = []
     for name in out_names[:n_out]:
-        src = draw(st.sampled_from(tensors))
+        src = draw(st.sampled_from([t for t in tensors if t != "dig"]))
         if draw(st.booleans()):
             rel: Any = ok.SameAs(src)
         else:
@@ -108,8 +129,9 @@ def declaration(draw: Any, op_name: str) -> Gen:
                                                          unique=True))), draw(st.booleans()))  # fmt: skip
         outputs.append(ok.OutputDecl(name, rel))
         params[name] = f"{DTYPES[draw(st.sampled_from(list(DTYPES)))]}*"
-    extras, extra_params = draw(_extras(tensors, [o.name for o in outputs], [d.name for d in inputs]))
-    geometry, autotune = draw(_geometry(tensors, [o.name for o in outputs], mutated))
+    refs = [t for t in tensors if t != "dig"]
+    extras, extra_params = draw(_extras(refs, [o.name for o in outputs], [d.name for d in inputs]))
+    geometry, autotune = draw(_geometry(refs, [o.name for o in outputs], mutated))
     index_dtype = draw(st.sampled_from(["int32", "int64"]))
     declared = [d.name for d in inputs] + [e.name for e in extras if e.name] + [o.name for o in outputs]
     by_name = all(n not in _NOT_CUDA_PARAM for n in declared) and all(e.name for e in extras) and draw(st.booleans())
@@ -126,8 +148,13 @@ def declaration(draw: Any, op_name: str) -> Gen:
         order = draw(st.permutations(order))
         param_order = [extra_names.get(n) or n for n in order]
     kname = "k_" + op_name.replace("::", "_")
+    if gpu and not by_name:  # bound by position: dig fills the parameter after the other inputs
+        cnames = [("dig" if n == "dig" else c) for n, c in zip(order, cnames, strict=True)]
     plist = ", ".join(f"{kernel_types[n]} {c}" for n, c in zip(order, cnames, strict=True))
-    src = f'#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nextern "C" __global__ void {kname}({plist}) {{}}\n'
+    body = _digest(order, cnames, kernel_types) if gpu else ""
+    src = (
+        f'#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nextern "C" __global__ void {kname}({plist}) {{\n{body}\n}}\n'
+    )
     spec = ok.KernelSpec(kernel_source=src, kernel_name=kname, inputs=inputs, outputs=outputs, extras=extras,
                          geometry=geometry, autotune=autotune, index_dtype=index_dtype, param_order=param_order)  # fmt: skip
     return Gen(op_name, spec, src)
@@ -196,42 +223,45 @@ def _geometry(draw: Any, tensors: list[str], outputs: list[str], mutated: list[s
 
 
 @st.composite
-def calls(draw: Any, op: ok.Op) -> list[list[dict]]:
+def calls(draw: Any, op: ok.Op, device: str = "cpu") -> list[list[dict]]:
     """Calls of ``op``: valid, empty, strided, with one mistake, huge (meta), scalars at their edges."""
     out = []
     for _ in range(draw(st.integers(3, 5))):
         how = draw(st.sampled_from(["valid", "valid", "empty", "strided", "wrong", "huge", "edge"]))
-        out.append(draw(_call(op, how)))
+        out.append(draw(_call(op, how, device)))
     return out
 
 
 @st.composite
-def _call(draw: Any, op: ok.Op, how: str) -> list[dict]:
+def _call(draw: Any, op: ok.Op, how: str, real: str = "cpu") -> list[dict]:
     r = op.record
     shapes: dict[str, list[int]] = {}
     for a in r.tensor_inputs:
         rank = a.ndim if a.ndim is not None else draw(st.integers(max(a.min_ndim, 1), max(a.min_ndim, 1) + 1))
         shapes[a.name] = [draw(st.integers(1, 5)) for _ in range(rank)]
+    if "dig" in shapes:
+        shapes["dig"] = [32]
     for a in r.tensor_inputs:
         if a.shape is not None:
             shapes[a.name] = [e if isinstance(e, int) else draw(st.integers(1, 5)) if e is None else
                               _size(shapes[r.tensor_inputs[e[0]].name], e[1]) for e in a.shape]  # fmt: skip
-    device = "meta" if how == "huge" or draw(st.integers(0, 3)) == 3 else "cpu"
+    device = "meta" if how == "huge" or draw(st.integers(0, 3)) == 3 else real
+    free = [t for t in shapes if t != "dig"]  # the digest keeps its shape and dtype
     if how == "empty":
-        t = draw(st.sampled_from(list(shapes)))
+        t = draw(st.sampled_from(free))
         if shapes[t]:
             shapes[t][draw(st.integers(0, len(shapes[t]) - 1))] = 0
     if how == "huge":
-        t = draw(st.sampled_from(list(shapes)))
+        t = draw(st.sampled_from(free))
         shapes[t] = [*shapes[t][:-1], draw(st.sampled_from([2**31, 2**31 + 5, 2**32 + 1, 3 * 2**30]))]
     dtypes = {a.name: a.dtype or "float32" for a in r.tensor_inputs}
     views = {a.name: "plain" for a in r.tensor_inputs}
     if how == "strided":
-        t = draw(st.sampled_from(list(shapes)))
+        t = draw(st.sampled_from(free))
         views[t] = draw(st.sampled_from(["t", "slice", "expand", "offset"]))
     wrong = draw(st.sampled_from(["dtype", "rank", "size"])) if how == "wrong" else None
     if wrong:
-        t = draw(st.sampled_from(list(shapes)))
+        t = draw(st.sampled_from(free))
         if wrong == "dtype":
             dtypes[t] = draw(st.sampled_from(["float16", "int64", "float32"]))
         elif wrong == "rank":
@@ -241,8 +271,9 @@ def _call(draw: Any, op: ok.Op, how: str) -> list[dict]:
     call = []
     for k, a in enumerate(r.inputs):
         if isinstance(a, ok.record.TensorArg):
+            view = "zeros" if a.name == "dig" else views[a.name]
             call.append({"t": "tensor", "shape": shapes[a.name], "dtype": dtypes[a.name], "device": device,
-                         "view": views[a.name], "seed": k})  # fmt: skip
+                         "view": view, "seed": k})  # fmt: skip
         else:
             call.append({"t": "scalar", "v": draw(_scalar(a, how == "edge"))})
     return call
@@ -273,12 +304,15 @@ def register(gens: list[Gen]) -> list[Gen]:
     return [g for g in gens if g.ok is not None]
 
 
-def python_outcomes(gens: list[Gen]) -> tuple[dict, list[dict]]:
-    """The Python path's outcome of every call (case id -> outcome), and the cases for the native side."""
+def python_outcomes(gens: list[Gen], values: bool = False) -> tuple[dict, list[dict]]:
+    """The Python path's outcome of every call (case id -> outcome), and the cases for the native side. CPU
+    calls run the dry run; CUDA calls launch (what the kernel writes in place comes back, and with ``values``
+    the outputs too); meta calls run the fake."""
     results, cases = {}, []
     for g in gens:
         dry, _ = make_dry_run(g.ok)
         pointers = [k for k, p in enumerate(g.ok.plan.launch.params) if p.ctype == "ptr"]
+        written = tuple(g.ok.plan.tensors[k] for k in g.ok.plan.mutated)
 
         def take(dry: Any = dry) -> list:
             got, dry.launches[:] = list(dry.launches), []
@@ -286,16 +320,24 @@ def python_outcomes(gens: list[Gen]) -> tuple[dict, list[dict]]:
 
         for j, call in enumerate(g.calls):
             cid = f"{g.op_name}#{j}"
-            meta = any(a.get("device") == "meta" for a in call if a["t"] == "tensor")
+            device = next((a["device"] for a in call if a["t"] == "tensor"), "cpu")
             args = build_args(call)
-            results[cid] = outcome(g.ok, args) if meta else outcome(dry, args, pointers, take)
-            cases.append({"id": cid, "op": g.op_name, "call": call, "pointers": pointers})
+            if device == "meta":
+                results[cid] = outcome(g.ok, args)
+            elif device == "cuda":
+                results[cid] = outcome(g.ok, args, written=written, values=values)
+            else:
+                results[cid] = outcome(dry, args, pointers, take)
+            cases.append({"id": cid, "op": g.op_name, "call": call, "pointers": pointers, "written": written,
+                          "values": values})  # fmt: skip
     return results, cases
 
 
-def native_outcomes(gens: list[Gen], cases: list[dict], work: Path) -> dict:
+def native_outcomes(gens: list[Gen], cases: list[dict], work: Path, gpu: bool = False) -> dict:
+    """The native library's outcomes, in a process without opsmith: a dry-run library (CPU calls), or one that
+    launches (``gpu``: CUDA calls)."""
     lib = work / "libdiff.so"
-    native.build([g.ok for g in gens], lib, dry_run=True)
+    native.build([g.ok for g in gens], lib, dry_run=not gpu)
     (work / "cases.json").write_text(json.dumps(cases))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, str(HERE / "diff_native.py"), str(lib), str(work / "cases.json")],
@@ -326,12 +368,13 @@ def summary(gens: list[Gen], py: dict) -> dict:
             "launches": launched}  # fmt: skip
 
 
-def run_batch(data: Any, ns: str, n_ops: int, work: Path) -> tuple[list[Gen], dict, dict]:
+def run_batch(data: Any, ns: str, n_ops: int, work: Path, gpu: bool = False) -> tuple[list[Gen], dict, dict]:
     """Draw ``n_ops`` declarations (two of them named to mangle alike in C++: ``<ns>a__b::c``, ``<ns>a::b__c``),
-    register them, draw their calls, and run both paths. Returns (the registered ops, python, native)."""
+    register them, draw their calls, and run both paths. Returns (the registered ops, python, native). ``gpu``:
+    real launches on CUDA tensors, each kernel writing a digest of its launch (``_digest``)."""
     names = [f"{ns}::k{i}" for i in range(n_ops - 2)] + [f"{ns}a__b::c", f"{ns}a::b__c"]
-    gens = register([data.draw(declaration(n), label=n) for n in names])
+    gens = register([data.draw(declaration(n, gpu), label=n) for n in names])
     for g in gens:
-        g.calls = data.draw(calls(g.ok), label=f"calls of {g.op_name}")
+        g.calls = data.draw(calls(g.ok, "cuda" if gpu else "cpu"), label=f"calls of {g.op_name}")
     py, cases = python_outcomes(gens)
-    return gens, py, native_outcomes(gens, cases, work)
+    return gens, py, native_outcomes(gens, cases, work, gpu)

@@ -97,6 +97,10 @@ def op(kind: str) -> ok.Op:
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_divgrid", spec(kernel_name="kst", extras=[
                 ok.Stride("x", 0), ok.DimSize("x", -1)], geometry=ok.Grid(grid=("cdiv(numel(x), stride(x, 0))",),
                                                                           block=(32,))))  # fmt: skip
+        elif kind == "widegrid":  # five sizes multiplied: past 2^127 for a 2^30-row x
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_widegrid", spec(kernel_name="kst", index_dtype="int64", extras=[
+                ok.Stride("x", 0), ok.DimSize("x", -1)], geometry=ok.Grid(
+                    grid=("size(x, 0) * size(x, 0) * size(x, 0) * size(x, 0) * size(x, 0)",), block=(32,))))  # fmt: skip
         elif kind == "floatgrid":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_floatgrid", spec(
                 geometry=ok.Custom(lambda i, o: ((i["x"].numel() / 256,), (256,)))))  # fmt: skip
@@ -269,6 +273,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("grid-too-large", C, "a launch grid past 2^31 - 1 blocks along x (`size(x, 0) * 2^30` blocks)", lambda: op("biggrid").eager(*CPU_ARGS["grid-too-large"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-too-large"), ok.InputError, "any"),
         ("grid-below-one", C, "a launch grid below one block (`size(x, 0) - 4` for 2 rows)", lambda: op("lowgrid").eager(*CPU_ARGS["grid-below-one"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-below-one"), ok.InputError, "any"),
         ("grid-divides-by-zero", C, "a grid expression dividing by zero (`stride(x, 0)` of a broadcast row)", lambda: op("divgrid").eager(*CPU_ARGS["grid-divides-by-zero"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-divides-by-zero"), ok.InputError, "any"),
+        ("grid-overflows", C, "a grid expression whose intermediate value passes 2^127 (five sizes of 2^30 multiplied)", lambda: _dry("grid-overflows"), ok.InputError, "any"),
         ("custom-float-grid", C, "a `Custom` geometry returning a float grid (`numel / 256`)", _fake(lambda: op("floatgrid").eager(torch.empty(1000, device="cuda"))), E, "any"),
         ("dtensor-no-rule", C, "a DTensor into an op whose sharding is not derivable (`Custom` geometry) and that has no `sharding=`", _dtensor(lambda x: op("floatgrid")(x)), ok.ShardingError, "any"),
         ("dtensor-inplace", C, "a DTensor into an op that writes it in place", _dtensor(lambda x: op("inplace")(x)), ok.ShardingError, "any"),
@@ -296,6 +301,7 @@ CPU_ARGS: dict[str, tuple[str, Callable[[str], tuple]]] = {
     "grid-too-large": ("biggrid", lambda d: (torch.randn(8, device=d),)),
     "grid-below-one": ("lowgrid", lambda d: (torch.randn(2, device=d),)),
     "grid-divides-by-zero": ("divgrid", lambda d: (torch.randn(1, 4, device=d).expand(3, 4),)),
+    "grid-overflows": ("widegrid", lambda d: (torch.randn(1, device=d).expand(2**30),)),
 }  # fmt: skip
 
 

@@ -23,7 +23,20 @@ import error_matrix as em
 from opsmith import native
 
 # The op kinds behind the call rows, and the rows whose op cannot be native.
-KINDS = ("plain", "shaped", "inplace", "flat768", "rows", "like", "scalar", "strided", "biggrid", "lowgrid", "divgrid")
+KINDS = (
+    "plain",
+    "shaped",
+    "inplace",
+    "flat768",
+    "rows",
+    "like",
+    "scalar",
+    "strided",
+    "biggrid",
+    "lowgrid",
+    "divgrid",
+    "widegrid",
+)
 # DTensor rows: DTensor's dispatch (Python) refuses before any kernel, native or not, is reached.
 NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward",
               "dtensor-no-rule": "DTensor rule", "dtensor-inplace": "DTensor rule"}  # fmt: skip
@@ -68,7 +81,8 @@ def dry_run() -> dict:
                 f"torch.ops.load_library({str(lib)!r})\nout = {{}}\n"
                 "for cid, (kind, args) in em.CPU_ARGS.items():\n"
                 "    name = {'plain': 'ok_plain', 'shaped': 'ok_shaped', 'rows': 'ok_rows', 'like': 'ok_like', "
-                "'scalar': 'ok_scalar', 'biggrid': 'ok_biggrid', 'lowgrid': 'ok_lowgrid', 'divgrid': 'ok_divgrid'}[kind]\n"
+                "'scalar': 'ok_scalar', 'biggrid': 'ok_biggrid', 'lowgrid': 'ok_lowgrid', 'divgrid': 'ok_divgrid', "
+                "'widegrid': 'ok_widegrid'}[kind]\n"
                 "    try:\n        getattr(torch.ops.errm, name)(*args('cpu')); out[cid] = 'no error'\n"
                 "    except Exception as e:\n        out[cid] = f'{type(e).__name__}: {str(e).splitlines()[0]}'\n"
                 "print(json.dumps(out))")  # fmt: skip

@@ -25,6 +25,18 @@ def test_row(cid):
     assert DOC[cid] == (cls.__name__, em.run(thunk, cls))
 
 
+@pytest.mark.parametrize("cid", sorted(em.CPU_ARGS))
+def test_row_through_the_python_dry_run_on_cpu_tensors(cid):
+    """The eager code's own guards (not the fake's) on CPU tensors: everything but the launch runs."""
+    from opsmith.eager import make_dry_run
+
+    kind, args = em.CPU_ARGS[cid]
+    fn, _ = make_dry_run(em.op(kind))
+    with pytest.raises(Exception) as e:
+        fn(*args("cpu"))
+    assert DOC[cid][1] == str(e.value).splitlines()[0] and isinstance(e.value, ValueError), cid
+
+
 @pytest.mark.parametrize("cid", [c for c, case in CASES.items() if case[5] == "nodriver"])
 def test_row_without_a_driver(cid):
     if em.has_driver():
