@@ -113,14 +113,35 @@ def test_1_half_and_bf16_scalars_round_once_from_the_double_on_both_paths(both):
     assert py == nat and _arg(py, 1)[:2] == struct.pack("<H", 0xFBFF) and _arg(py, 3)[:4] == struct.pack("<f", -0.0)
 
 
+def _ties() -> st.SearchStrategy[float]:
+    """Values exactly half-way between two neighbours of fp16 or bf16 (the ones ties-to-even decides)."""
+
+    def tie(fmt: str, bits: int) -> float:
+        frac, emax = (10, 15) if fmt == "f16" else (7, 127)
+        e = (bits >> frac) & ((1 << ((emax + 1).bit_length())) - 1)
+        m = bits & ((1 << frac) - 1)
+        if e == 0 or e == (1 << ((emax + 1).bit_length())) - 1:
+            return 1.0 + 2.0 ** -(frac + 1)
+        value = (1 + m / 2**frac) * 2.0 ** (e - emax)
+        return value + 2.0 ** (e - emax - frac - 1)  # half a unit in the last place above it
+
+    return st.builds(tie, st.sampled_from(["f16", "bf16"]), st.integers(0, 0x7FFF)).map(lambda v: v)
+
+
 @settings(max_examples=300, deadline=None)
-@given(v=st.floats(allow_nan=True, allow_infinity=True, width=64))
+@given(v=st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), _ties()))
 def test_1_round_bits_is_the_exact_round_to_nearest_even(v):
     """Against exact rational arithmetic (and struct's 'e', CPython's own fp16 packing)."""
     for frac, emin, emax in ((10, -14, 15), (7, -126, 127)):
         assert round_bits(v, frac, emin, emax) == _exact(v, frac, emin, emax), (v, frac)
     if abs(v) <= 65504:
         assert f16_bits(v) == struct.unpack("<H", struct.pack("<e", v))[0]
+
+
+@pytest.mark.parametrize(("v", "half", "bf16"), [(1 + 2**-11, 0x3C00, 0x3F80), (1 + 3 * 2**-11, 0x3C02, 0x3F80),
+                                                 (1 + 2**-8, 0x3C04, 0x3F80), (1 + 3 * 2**-8, 0x3C0C, 0x3F82)])  # fmt: skip
+def test_1_ties_go_to_the_even_neighbour(v, half, bf16):
+    assert (f16_bits(v), bf16_bits(v)) == (half, bf16)
 
 
 def _exact(v: float, frac: int, emin: int, emax: int) -> int:

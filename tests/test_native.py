@@ -190,8 +190,8 @@ def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     ok_run = subprocess.run([sys.executable, "-m", "opsmith", "build", "native_matrix:ops", "-o", str(tmp_path / "m.so")],
                             capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert ok_run.returncode == 0, ok_run.stderr[-3000:]
-    # 11 ops; the two dtype-generic ones hold float32, float16 and bfloat16 kernels
-    assert f"{tmp_path / 'm.so'}: 11 ops, 15 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
+    # 12 ops; the two dtype-generic ones hold float32, float16 and bfloat16 kernels
+    assert f"{tmp_path / 'm.so'}: 12 ops, 16 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
     refused = subprocess.run([sys.executable, "-m", "opsmith", "build", "opsmith.catalog:shipped_cases", "-o",
                               str(tmp_path / "s.so")], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert refused.returncode == 1
