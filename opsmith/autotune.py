@@ -26,7 +26,7 @@ import torch
 from . import env
 from .cache import DiskCache, make_key
 from .distributed.tuning import in_job, job_decision
-from .errors import CompileError, LaunchError, OpsmithError
+from .errors import CompileError, InputError, LaunchError, OpsmithError
 
 __all__ = ["Timer", "Tuner", "cuda_event_timer", "pow2"]
 
@@ -246,6 +246,10 @@ class Tuner:
             first = errors.get(0) or next(iter(errors.values()), None)
             if isinstance(first, CompileError) and all(isinstance(e, CompileError) for e in errors.values()):
                 raise first  # nothing compiled for this key (a dtype the kernel refuses): the compiler's own words
+            if errors and all(isinstance(e, InputError) for e in errors.values()):
+                # every config refused these inputs (a grid out of range): the default's refusal, which is what
+                # a caller without tuning (a native library with no decision) gets for them
+                raise errors.get(self.default, first)
             raise LaunchError(f"{self.op_name}: no tuning config could run for key {key}: {skipped}. Fix: check the "
                               "configs against the kernel (constexpr values, block sizes, shared memory).")  # fmt: skip
         winner = min(times, key=times.__getitem__)

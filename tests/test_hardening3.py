@@ -357,3 +357,19 @@ def test_a_stored_winner_must_name_one_of_the_configs():
     assert t.winner_of({"winner": -1, "config": configs[2]}) is None
     assert t.winner_of({"winner": True, "config": configs[1]}) is None  # a bool is not an index
     assert t.winner_of({"winner": 1, "config": configs[2]}) is None  # another config's entry
+
+
+def test_4_tuning_where_every_config_refuses_the_inputs_raises_the_defaults_refusal():
+    """What a native library without a decision raises (it launches the default): found on the H100, where the
+    Python path said "no tuning config could run" and the native path named the grid."""
+    from opsmith.autotune import Tuner
+    from opsmith.errors import InputError
+
+    t = Tuner(f"{NS}::all_refused", {"op": "all_refused"}, [{"params": {"T": 1}}, {"params": {"T": 2}}], 1,
+              timer=lambda run, restore: [1.0])  # fmt: skip
+
+    def run(c):
+        raise InputError(f"{NS}::all_refused", "x", f"config {c}'s grid in range", "0")
+
+    with pytest.raises(InputError, match="config 1's grid"):
+        t.decide(("k",), None, run)
