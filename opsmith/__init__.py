@@ -26,17 +26,22 @@ from .errors import (
 from .record import KernelRecord
 from .registration import Op
 from .spec import (
+    AtLeast,
+    AtMost,
     Autotune,
     Backward,
     Config,
     Const,
     Custom,
+    Dim,
     DimSize,
+    Divisible,
     Elementwise,
     Grid,
     InputDecl,
     KernelSpec,
     Numel,
+    OneOf,
     OutputDecl,
     ReduceDims,
     Reduction,
@@ -47,6 +52,8 @@ from .spec import (
 )
 
 __all__ = [
+    "AtLeast",
+    "AtMost",
     "Autotune",
     "Backward",
     "CheckCase",
@@ -56,7 +63,9 @@ __all__ = [
     "Const",
     "Custom",
     "DifferentiationError",
+    "Dim",
     "DimSize",
+    "Divisible",
     "Elementwise",
     "Grid",
     "InputDecl",
@@ -65,6 +74,7 @@ __all__ = [
     "KernelSpec",
     "LaunchError",
     "Numel",
+    "OneOf",
     "Op",
     "OpsmithError",
     "OutputDecl",

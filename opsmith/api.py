@@ -13,7 +13,7 @@ from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
 from .flavors.ptx import PrecompiledSource
 from .registration import Op, register_kernel_op
-from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, ScalarInput
+from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, Requirement, ScalarInput
 
 __all__ = ["cuda_kernel_op", "cute_op", "ptx_op", "triton_op"]
 
@@ -57,12 +57,12 @@ def cuda_kernel_op(
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
-                              param_order=spec.param_order, sharding=sharding)  # fmt: skip
+                              param_order=spec.param_order, sharding=sharding, requires=spec.requires)  # fmt: skip
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:
     """Names of the declared extras: those naming a compile-time parameter are compiled in."""
-    return frozenset(n for e in extras or () if isinstance(n := getattr(e, "name", None), str))
+    return frozenset(n for e in extras or () if isinstance(n := getattr(e, "param", getattr(e, "name", None)), str))
 
 
 def ptx_op(
@@ -83,6 +83,7 @@ def ptx_op(
     index_dtype: str = "int32",
     param_order: Sequence[str] | None = None,
     sharding: Callable | str | None = None,
+    requires: Sequence[Requirement] = (),
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -90,13 +91,14 @@ def ptx_op(
     does not say what a pointer points at, so every ``InputDecl`` of a declarative ``ptx_op`` needs
     ``dtype=``; by-value parameter sizes are checked against the PTX entry (or the cubin's parameter
     info). PTX keeps no source names: without ``param_order`` (the declared names in the kernel's order)
-    the default convention applies. ``index_dtype`` as in ``KernelSpec``; ``sharding`` as in ``cuda_kernel_op``.
+    the default convention applies. ``index_dtype`` and ``requires`` as in ``KernelSpec``; ``sharding`` as in
+    ``cuda_kernel_op``.
     """
     source = PrecompiledSource(op_name, ptx, kernel_name)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
                               backward=backward, index_dtype=index_dtype, param_order=param_order,
-                              sharding=sharding)  # fmt: skip
+                              sharding=sharding, requires=requires)  # fmt: skip
 
 
 def triton_op(
@@ -111,6 +113,7 @@ def triton_op(
     backward: Backward | None = None,
     index_dtype: str = "int32",
     sharding: Callable | str | None = None,
+    requires: Sequence[Requirement] = (),
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -128,14 +131,14 @@ def triton_op(
     ``index_dtype="int64"`` declares that the kernel's offsets are 64-bit (``tl.program_id(0).to(tl.int64)
     * BLOCK``); with the default "int32" a tensor of more than 2^31 - 1 elements is refused (eagerly, and
     while tracing static shapes; under dynamic shapes Inductor launches the kernel without that check).
-    ``sharding`` as in ``cuda_kernel_op``.
+    ``requires`` as in ``KernelSpec``; ``sharding`` as in ``cuda_kernel_op``.
     """
     from .flavors.triton import TritonSource
 
     source = TritonSource(op_name, kernel, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding)  # fmt: skip
+                              sharding=sharding, requires=requires)  # fmt: skip
 
 
 def cute_op(
@@ -149,6 +152,7 @@ def cute_op(
     backward: Backward | None = None,
     index_dtype: str = "int32",
     sharding: Callable | str | None = None,
+    requires: Sequence[Requirement] = (),
 ) -> Op:
     """Register a CuTe DSL ``@cute.jit`` host function as ``op_name``, with the declaration of ``triton_op``
     minus the geometry: the host function launches its kernels itself.
@@ -166,4 +170,4 @@ def cute_op(
     source = CuteSource(op_name, fn, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=None,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding)  # fmt: skip
+                              sharding=sharding, requires=requires)  # fmt: skip

@@ -203,6 +203,10 @@ def _fit_pointer(op: str, d: Item, p: KernelParam, where: str, typing: Typing, t
         if declared is None and elem is not None:
             typing.dtypes[k] = elem
         if p.slot is not None and p.slot != d.name:
+            if typing.like[k] not in (None, p.slot):
+                raise SpecError(op, f"inputs '{d.name}'.dtype", f"declared with the dtype of '{typing.like[k]}' but "
+                                f"the kernel types it by the template parameter of '{p.slot}'.",
+                                f"set dtype='{p.slot}' or drop it (the kernel decides).")  # fmt: skip
             typing.like[k] = p.slot
         return
     if elem is not None:

@@ -12,8 +12,10 @@ from importlib import resources
 import torch
 
 from . import (
+    Dim,
     DimSize,
     Elementwise,
+    Grid,
     InputDecl,
     KernelSpec,
     Numel,
@@ -120,7 +122,7 @@ extern "C" __global__ void add_bias_2d(const float* x, const float* bias, int ro
 }
 """
 
-# Shape-changing (output twice as long): the override path with meta_fn + eager_fn.
+# Shape-changing: the output is twice as long as the input, one thread per input element.
 REPEAT2 = r"""
 extern "C" __global__ void repeat2(const float* x, int n, float* y) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -154,8 +156,9 @@ def register_all(ns: str) -> dict[str, CheckCase]:
         tag = str(dt).removeprefix("torch.")
         op = cuda_kernel_op(f"{ns}::axpby_{tag}", KernelSpec(
             kernel_source=AXPBY, kernel_name=f"axpby<{cname}>",
-            inputs=[InputDecl("x"), InputDecl("y"), ScalarInput("a", float), ScalarInput("b", float)],
-            outputs=[OutputDecl("out", shape=SameAs("x"))], extras=[Numel("x", dtype="int64")],
+            inputs=[InputDecl("x", shape=("*S",)), InputDecl("y", shape=("*S",)),
+                    ScalarInput("a", float), ScalarInput("b", float)],
+            outputs=[OutputDecl("out", shape=("*S",))], extras=[Numel("x", dtype="int64")],
             geometry=Elementwise(block=(256,))))  # fmt: skip
 
         def inputs(shape, dtype, device):
@@ -191,24 +194,17 @@ def register_all(ns: str) -> dict[str, CheckCase]:
 
     ex["add_bias_2d"] = CheckCase(
         cuda_kernel_op(f"{ns}::add_bias_2d", KernelSpec(
-            kernel_source=BIAS2D, kernel_name="add_bias_2d", inputs=[InputDecl("x"), InputDecl("bias", ndim=1)],
-            outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[DimSize("x", -2), DimSize("x", -1)],
+            kernel_source=BIAS2D, kernel_name="add_bias_2d",
+            inputs=[InputDecl("x", shape=("*B", "R", "C")), InputDecl("bias", shape=("C",))],
+            outputs=[OutputDecl("y", shape=("*B", "R", "C"))], extras=[Dim("R", name="rows"), Dim("C", name="cols")],
             geometry=Elementwise(block=(32, 8), layout="nd"))),
         bias_inputs, lambda x, b: x + b, ((3, 50, 70), (37, 129)))  # fmt: skip
 
-    def repeat2_meta(x: torch.Tensor) -> torch.Tensor:
-        return x.new_empty(2 * x.numel())
-
-    def repeat2_eager(x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        y = x.new_empty(2 * x.numel())
-        n = x.numel()
-        if n:
-            repeat2.kernel.launch_args(grid=((n + 255) // 256,), block=(256,), args=(x, n, y))
-        return y
-
-    repeat2 = cuda_kernel_op(f"{ns}::repeat2", KernelSpec(kernel_source=REPEAT2, kernel_name="repeat2",
-                             inputs=[InputDecl("x")]), meta_fn=repeat2_meta, eager_fn=repeat2_eager)  # fmt: skip
+    # Output twice as long as the input: a size expression (before named dimensions, a meta_fn and an eager_fn).
+    repeat2 = cuda_kernel_op(f"{ns}::repeat2", KernelSpec(
+        kernel_source=REPEAT2, kernel_name="repeat2", inputs=[InputDecl("x", shape=("*S",))],
+        outputs=[OutputDecl("y", shape=("2 * numel(x)",))], extras=[Numel("x")],
+        geometry=Grid(grid=("cdiv(numel(x), 256)",), block=(256,))))  # fmt: skip
     ex["repeat2"] = CheckCase(repeat2, _one, lambda x: x.reshape(-1).repeat(2), FLAT)
 
     ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
@@ -222,8 +218,9 @@ def register_all(ns: str) -> dict[str, CheckCase]:
 
 def shipped_cases(ns: str = "opsmith_examples") -> list[CheckCase]:
     """Every op shipped with opsmith as a conformance case: ``opsmith check opsmith.catalog:shipped_cases``."""
+    from .catalog_shapes import register_shapes
     from .catalog_tuned import register_tuned
     from .rmsnorm import check_cases
 
-    cases = {**register_all(ns), **register_tuned(ns)}
+    cases = {**register_all(ns), **register_tuned(ns), **register_shapes(ns)}
     return [*(c for _, c in sorted(cases.items())), *check_cases()]

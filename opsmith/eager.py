@@ -59,13 +59,14 @@ class _Printer:
         self.where_n = 0
         self.sources: list[str] = []  # functions printed besides the body (a tuned op's grids), for reading
 
-    def expr(self, e: Any, where: tuple[str, str] | None = None, wide: bool = False) -> str:
+    def expr(self, e: Any, where: tuple[str, str] | None = None, wide: bool = False, early: bool = False) -> str:
+        """``early``: evaluated before the empty-tensor steps (sizes may be 0)."""
         name = None
         if where is not None:
             name = f"_W{self.where_n}"
             self.where_n += 1
             self.g[name] = Where(self.plan.op, *where)
-        return to_python(e, self.refs, checked=name, wide=wide, facts=self.plan.facts)
+        return to_python(e, self.refs, checked=name, wide=wide, facts=self.plan.early if early else self.plan.facts)
 
     def steps(self) -> list[str]:
         L: list[str] = []
@@ -89,7 +90,13 @@ class _Printer:
     def rank(self, s: P.Rank) -> list[str]:
         t, n = self.t[s.k], self.tn[s.k]
         cond = f"{t}.dim() != {s.exact}" if s.exact is not None else f"{t}.dim() < {s.least}"
-        return [f"if {cond}: raise _E.rank({n!r}, {t}, {s.exact}, {s.least})"]
+        return [f"if {cond}: raise _E.rank({n!r}, {t}, {s.exact}, {s.least}{f', {s.decl!r}' if s.decl else ''})"]
+
+    def align(self, s: P.Align) -> list[str]:
+        t, n = self.t[s.k], self.tn[s.k]
+        if s.policy == "make":
+            return [f"if {t}.data_ptr() % {s.bytes}: {t} = {t}.clone(memory_format=torch.contiguous_format)"]
+        return [f"if {t}.data_ptr() % {s.bytes}: raise _E.align({n!r}, {t}, {s.bytes})"]  # the real pointer
 
     def numel(self, s: P.Numel) -> list[str]:
         t, n = self.t[s.k], self.tn[s.k]
@@ -113,12 +120,38 @@ class _Printer:
         return [f"if {t}.dtype is not {o}.dtype: raise _E.like({n!r}, {t}, {on!r}, {o}.dtype)"]
 
     def shape(self, s: P.Shape) -> list[str]:
-        t, n = self.t[s.k], self.tn[s.k]
-        want = ["None" if e is None else str(e) if isinstance(e, int) else f"{self.t[e[0]]}.shape[{e[1]}]"
-                for e in s.entries]  # fmt: skip
-        conds = [f"{t}.dim() != {len(want)}"] + [f"{t}.shape[{i}] != {w}" for i, w in enumerate(want) if w != "None"]
-        tup = f"({', '.join(want)},)"
-        return [f"if {' or '.join(conds)}: raise _E.shape({n!r}, {t}, {tup})"]
+        conds = [f"{a} != {b}" for a, b in self._ties(s)]
+        return [f"if {' or '.join(conds)}: raise {self._shape_error(s)}"]
+
+    def _ties(self, s: P.Shape) -> list[tuple[str, str]]:
+        """(this tensor's size or sizes, what the names say) per tie, as Python."""
+        t = self.t[s.k]
+        out = []
+        for axis, want in s.ties:
+            if isinstance(axis, tuple):
+                out.append((f"{t}.shape[{_slice(axis[1], axis[2])}]", self._want(want)))
+            else:
+                out.append((f"{t}.shape[{axis}]", self._want(want)))
+        return out
+
+    def _want(self, want: Any) -> str:
+        if isinstance(want, int):
+            return str(want)
+        if want[0] == "size":
+            return f"{self.t[want[1]]}.shape[{want[2]}]"
+        return f"{self.t[want[1]]}.shape[{_slice(want[2], want[3])}]"
+
+    def _shape_error(self, s: P.Shape) -> str:
+        names = ", ".join(f"({n!r}, {self._want(w)}, {f!r})" for n, w, f in s.names)
+        return f"_E.shape({self.tn[s.k]!r}, {self.t[s.k]}, {s.decl!r}, [{names}])"
+
+    def shapeof(self, s: P.ShapeOf) -> list[str]:
+        t, n, o, on = self.t[s.k], self.tn[s.k], self.t[s.other], self.tn[s.other]
+        return [f"if {t}.shape != {o}.shape: raise _E.shape_of({n!r}, {t}, {on!r}, {o})"]
+
+    def require(self, s: P.Require) -> list[str]:
+        return [f"_r = {self.expr(s.expr, s.where, s.wide, early=True)}",
+                f"if {_refused('_r', s.kind, s.value)}: raise {_require_error(s)}"]  # fmt: skip
 
     def scalar(self, s: P.Scalar) -> list[str]:
         v, n = self.args[s.pos], self.plan.names[s.pos]
@@ -143,6 +176,11 @@ class _Printer:
         if fixed is not None:
             self.g[f"_odt{s.k}"] = fixed
         dt = f"_odt{s.k}" if fixed is not None else f"{self.t[s.dtype_from]}.dtype"
+        if s.rule == "shape":
+            L = [f"_s{s.k} = {self.out_shape(s)}"]
+            if s.narrow:
+                L.append(f"if _prod(_s{s.k}) > {P.INT32_MAX}: raise _E.large_out({self.plan.outputs[s.k]!r}, _s{s.k})")
+            return [*L, f"_o{s.k} = {src}.new_empty(_s{s.k}{'' if same_dtype else f', dtype={dt}'})"]
         if s.rule == "same":
             # A strided input may be non-contiguous here, and empty_like would copy its strides.
             fmt = ", memory_format=torch.contiguous_format" if self.record.tensor_inputs[s.src].strided else ""
@@ -150,6 +188,18 @@ class _Printer:
                     f"_o{s.k} = torch.empty_like({src}, dtype={dt}{fmt})"]  # fmt: skip
         return [f"_o{s.k} = {src}.new_empty(_out_shape(_op, {s.dims!r}, {s.keepdim}, {src}, {self.tn[s.src]!r}), "
                 f"dtype={dt})"]  # fmt: skip
+
+    def out_shape(self, s: P.Alloc) -> str:
+        """A declared output shape as a Python tuple."""
+        items = []
+        for e in s.entries:
+            if e[0] == "int":
+                items.append(str(e[1]))
+            elif e[0] == "expr":
+                items.append(self.expr(e[1], e[2], e[3], early=True))
+            else:
+                items.append(f"*{self.t[e[1]]}.shape[{_slice(e[2], e[3])}]")
+        return f"({', '.join(items)},)" if items else "()"
 
     def _meta_outputs(self) -> list[str]:
         outs = [f"_o{k}" for k in range(len(self.plan.outputs))]
@@ -228,6 +278,26 @@ class _Printer:
             else:
                 out.append(self.refs[f"x{k}"])
         return out
+
+
+def _slice(start: int, after: int) -> str:
+    """The axes of a group: from ``start`` to ``after`` axes before the end."""
+    return f"{start}:{-after}" if after else f"{start}:"
+
+
+def _refused(v: str, kind: str, value: Any) -> str:
+    """The Python condition under which requirement ``kind`` fails for value ``v``."""
+    if kind == "divisible":
+        return f"{v} % {value}"
+    if kind == "at_most":
+        return f"{v} > {value}"
+    if kind == "at_least":
+        return f"{v} < {value}"
+    return f"{v} not in {tuple(value)!r}"
+
+
+def _require_error(s: P.Require) -> str:
+    return f"_E.require({s.arg!r}, {s.label!r}, {s.kind!r}, {s.value!r}, {s.why!r}, _r)"
 
 
 def _body(pr: _Printer, variants: Variants, custom: Callable | None, takes_config: bool) -> list[str]:

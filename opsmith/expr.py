@@ -33,7 +33,8 @@ The text language (Python syntax, nothing else is accepted):
     integers; + - * // ; min(a, b, ...), max(a, b, ...), cdiv(a, b), pow2(a)
     numel(t), size(t, axis), stride(t, axis)   for a tensor input or output named t
     sm_count                                   the multiprocessor count of the call's device
-    NAME                                       a tuning config's parameter (its value per config)
+    NAME                                       a named dimension of the inputs' shapes (``"M"``), or a
+                                               tuning config's parameter (its value per config)
 """
 
 from __future__ import annotations
@@ -77,8 +78,10 @@ class ExprError(ValueError):
 # -- text -> tree --------------------------------------------------------------------------------------------
 
 
-def parse_size(text: str | int, tensors: Mapping[str, str], params: Mapping[str, int] | None = None) -> object:
-    """The expression tree of ``text``. ``tensors``: name -> ref ("i0", "o1"); ``params``: a config's values."""
+def parse_size(text: str | int, tensors: Mapping[str, str], params: Mapping[str, int] | None = None,
+               dims: Mapping[str, object] | None = None) -> object:  # fmt: skip
+    """The expression tree of ``text``. ``tensors``: name -> ref ("i0", "o1"); ``params``: a config's values;
+    ``dims``: named dimensions -> the tree reading their size (``["size", "i0", 1]``)."""
     if isinstance(text, int) and not isinstance(text, bool):
         return text
     if not isinstance(text, str):
@@ -87,12 +90,13 @@ def parse_size(text: str | int, tensors: Mapping[str, str], params: Mapping[str,
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as e:
         raise ExprError(f"{text!r} does not parse ({e.msg})") from None
-    return _lower(tree, text, tensors, params or {})
+    return _lower(tree, text, tensors, params or {}, dims or {})
 
 
-def _lower(node: ast.AST, text: str, tensors: Mapping[str, str], params: Mapping[str, int]) -> object:
+def _lower(node: ast.AST, text: str, tensors: Mapping[str, str], params: Mapping[str, int],
+           dims: Mapping[str, object]) -> object:  # fmt: skip
     def sub(n: ast.AST) -> object:
-        return _lower(n, text, tensors, params)
+        return _lower(n, text, tensors, params, dims)
 
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return node.value
@@ -114,7 +118,11 @@ def _lower(node: ast.AST, text: str, tensors: Mapping[str, str], params: Mapping
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ExprError(f"{text!r}: config parameter {node.id} is {v!r}, not an int")
             return v
-        raise ExprError(f"{text!r}: '{node.id}' is neither sm_count nor a parameter of the config ({sorted(params)})")
+        if node.id in dims:
+            return dims[node.id]
+        known = f"named dimensions {sorted(dims)}, " if dims else ""
+        raise ExprError(f"{text!r}: '{node.id}' is not sm_count, a named dimension or a parameter of the config "
+                        f"({known}config parameters {sorted(params)})")  # fmt: skip
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         return _call(node, text, tensors, sub)
     raise ExprError(f"{text!r}: {ast.dump(node)[:60]} is not allowed in a size expression")

@@ -14,7 +14,7 @@ from typing import Any
 
 from . import plan as P
 from .eager import _Printer
-from .guards import static_int
+from .guards import check_symbolic, check_ties, misalign, static_int, sym_one_of
 from .record import KernelRecord
 
 __all__ = ["make_fake", "meta_source"]
@@ -30,7 +30,8 @@ class _MetaPrinter(_Printer):
 
     def __init__(self, plan: P.CallPlan, record: KernelRecord) -> None:
         super().__init__(plan, record, dry=False)
-        self.g.update({"_static": static_int, "_static_t": _static_tensors})
+        self.g.update({"_static": static_int, "_static_t": _static_tensors, "_ties": check_ties,
+                       "_sym_check": check_symbolic, "_one_of": sym_one_of, "_misalign": misalign})  # fmt: skip
         self.refs["sm_count"] = f"_sms({self.t[0]})"  # no device here: the tensor's (132 SMs without a GPU)
         self.allocated = False
 
@@ -55,11 +56,57 @@ class _MetaPrinter(_Printer):
                 f"    _s = _span({t})",
                 f"    if _s > {P.INT32_MAX}: raise _E.span({n!r}, {t}, _s)"]  # fmt: skip
 
+    def align(self, s: P.Align) -> list[str]:
+        """A view the real call would copy needs nothing; one it would refuse is refused here too, from its
+        storage offset (``guards.misalign``)."""
+        if s.policy == "make":
+            return []
+        t, n = self.t[s.k], self.tn[s.k]
+        return [f"if _misalign({t}, {s.bytes}): raise _E.align({n!r}, {t}, {s.bytes})"]
+
+    def shape(self, s: P.Shape) -> list[str]:
+        pairs = ", ".join(f"(tuple({a}), tuple({b}))" if isinstance(axis, tuple) else f"({a}, {b})"
+                          for (a, b), (axis, _) in zip(self._ties(s), s.ties, strict=True))  # fmt: skip
+        return [f"_ties(lambda: {self._shape_error(s)}, [{pairs}])"]
+
+    def shapeof(self, s: P.ShapeOf) -> list[str]:
+        t, n, o, on = self.t[s.k], self.tn[s.k], self.t[s.other], self.tn[s.other]
+        return [f"_ties(lambda: _E.shape_of({n!r}, {t}, {on!r}, {o}), [(tuple({t}.shape), tuple({o}.shape))])"]
+
+    def require(self, s: P.Require) -> list[str]:
+        from .eager import _refused, _require_error
+
+        ok = f"_one_of(_r, {tuple(s.value)!r})" if s.kind == "one_of" else f"not ({_refused('_r', s.kind, s.value)})"
+        return [f"_r = {self.expr(s.expr, s.where, s.wide, early=True)}",
+                "if _static(_r):",
+                f"    if {_refused('_r', s.kind, s.value)}: raise {_require_error(s)}",
+                f"else: _sym_check(lambda: {_require_error(s)}, {ok})"]  # fmt: skip
+
     def scalar(self, s: P.Scalar) -> list[str]:
         line = super().scalar(s)[0]
         return [line.replace("if ", f"if _static({self.args[s.pos]}) and ", 1)] if s.ctype in P.INT_LIMITS else [line]
 
     def alloc(self, s: P.Alloc) -> list[str]:
+        last = self._all_static() if s.k == len(self.plan.outputs) - 1 else []
+        if s.rule == "meta":  # the op's meta_fn allocates; every guard before it ran all the same
+            outs = [f"_o{k}" for k in range(len(self.plan.outputs))]
+            one = len(outs) == 1
+            call = [
+                f"_r = _meta({', '.join(self.args)})",
+                f"{', '.join(outs)}{',' if one else ''} = {'(_r,)' if one else '_r'}",
+            ]
+            return [*(call if s.k == 0 else []), *last]
+        if s.rule == "shape":
+            L = [f"_s{s.k} = {self.out_shape(s)}"]
+            if s.narrow:
+                L.append(f"if _static(*_s{s.k}) and _prod(_s{s.k}) > {P.INT32_MAX}: "
+                         f"raise _E.large_out({self.plan.outputs[s.k]!r}, _s{s.k})")  # fmt: skip
+            from .record import dtype_from_name
+
+            if s.dtype is not None:
+                self.g[f"_odt{s.k}"] = dtype_from_name(s.dtype)
+            dt = f"_odt{s.k}" if s.dtype is not None else f"{self.t[s.dtype_from]}.dtype"
+            return [*L, f"_o{s.k} = {self.t[s.src]}.new_empty(_s{s.k}, dtype={dt})", *last]
         src = self.t[s.src]
         if s.dtype is not None:
             from .record import dtype_from_name
@@ -68,10 +115,7 @@ class _MetaPrinter(_Printer):
         dt = f"_odt{s.k}" if s.dtype is not None else f"{self.t[s.dtype_from]}.dtype"
         shape = f"{src}.shape" if s.rule == "same" else \
             f"_out_shape(_op, {s.dims!r}, {s.keepdim}, {src}, {self.tn[s.src]!r})"  # fmt: skip
-        L = [f"_o{s.k} = {src}.new_empty({shape}, dtype={dt})"]
-        if s.k == len(self.plan.outputs) - 1:
-            L += self._all_static()
-        return L
+        return [f"_o{s.k} = {src}.new_empty({shape}, dtype={dt})", *last]
 
     def _all_static(self) -> list[str]:
         self.allocated = True
@@ -106,11 +150,13 @@ def meta_source(plan: P.CallPlan, record: KernelRecord) -> tuple[str, dict]:
     return text, pr.g
 
 
-def make_fake(record: KernelRecord, plan: P.CallPlan | None = None) -> Callable:
-    """The fake implementation of ``record`` (its plan lowered here when not given)."""
+def make_fake(record: KernelRecord, plan: P.CallPlan | None = None, meta_fn: Callable | None = None) -> Callable:
+    """The fake implementation of ``record`` (its plan lowered here when not given); ``meta_fn``: what
+    allocates the outputs of an op that declares none (after every guard of the plan)."""
     if plan is None:
         plan = P.lower(record)
     text, g = meta_source(plan, record)
+    g["_meta"] = meta_fn
     scope: dict[str, Any] = {}
     exec(compile(text, f"<opsmith fake {record.op_name}>", "exec"), g, scope)
     fn = scope["fake"]

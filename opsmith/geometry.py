@@ -50,11 +50,11 @@ def _limit(block: int) -> int:
 
 
 def lower_geometry(geometry: Elementwise | Reduction | Grid | Custom, params: dict | None = None,
-                   tensors: dict[str, str] | None = None) -> LaunchPlan | None:  # fmt: skip
+                   tensors: dict[str, str] | None = None, dims: dict | None = None) -> LaunchPlan | None:  # fmt: skip
     """The plan for a declarative geometry; ``None`` for ``Custom`` (its launch is Python code).
 
     Block entries that name a config parameter take its value from ``params``; a ``Grid``'s expressions
-    name tensors by ``tensors`` (name -> ref)."""
+    name tensors by ``tensors`` (name -> ref) and named dimensions by ``dims`` (name -> expression)."""
     params = params or {}
 
     def num(v: int | str) -> int:
@@ -80,7 +80,7 @@ def lower_geometry(geometry: Elementwise | Reduction | Grid | Custom, params: di
     if isinstance(geometry, Grid):
         from .expr import parse_size
 
-        grid = [parse_size(g, tensors or {}, params) for g in geometry.grid]
+        grid = [parse_size(g, tensors or {}, params, dims) for g in geometry.grid]
         block = tuple(num(b) for b in geometry.block) or (0,)
         # The x axis's threads, for a 32-bit kernel's `blockIdx.x * blockDim.x + threadIdx.x` (Triton: unknown).
         limits = ((["mul", grid[0], block[0]], _INDEX_SPAN),) if block[0] else ()

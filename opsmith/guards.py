@@ -17,11 +17,24 @@ import torch
 from .errors import InputError
 from .plan import FLOAT_MAX, GRID_MAX, INT32_MAX, INT_LIMITS
 
-__all__ = ["Refusals", "bf16_bits", "check_extent", "norm_geo", "out_shape", "round_bits", "span", "static_int"]
+__all__ = [
+    "Refusals",
+    "bf16_bits",
+    "check_extent",
+    "check_symbolic",
+    "check_ties",
+    "norm_geo",
+    "out_shape",
+    "round_bits",
+    "span",
+    "static_int",
+    "sym_one_of",
+]
 
 _FIX_64 = ("Fix: index with 64 bits in the kernel (long long, or tl.int64 offsets in Triton) and declare "
            "index_dtype='int64'.")  # fmt: skip
 _AXES = "xyz"
+_REQUIRE_WORDS = {"divisible": "divisible by", "at_most": "at most", "at_least": "at least", "one_of": "one of"}
 
 
 class Refusals:
@@ -43,9 +56,13 @@ class Refusals:
         return InputError(self.op, name, f"dtype {dt}, the dtype of '{other}' (the kernel types both with one "
                           "template parameter)", f"{t.dtype}", f"Fix: pass {name}.to({other}.dtype).")  # fmt: skip
 
-    def rank(self, name: str, t: torch.Tensor, exact: int | None, least: int) -> InputError:
-        want = f"{exact} dims" if exact is not None else (
-            f"at least {least} dims (the launch geometry, a reduced axis or an extra needs them)")  # fmt: skip
+    def rank(self, name: str, t: torch.Tensor, exact: int | None, least: int, decl: str = "") -> InputError:
+        if decl:
+            want = f"{exact} dims" if exact is not None else f"at least {least} dims"
+            want += f" (declared shape {decl})"
+        else:
+            want = f"{exact} dims" if exact is not None else (
+                f"at least {least} dims (the launch geometry, a reduced axis or an extra needs them)")  # fmt: skip
         return InputError(self.op, name, want, f"{t.dim()} dims (shape {tuple(t.shape)})")
 
     def contiguous(self, name: str, t: torch.Tensor, axes: tuple = ()) -> InputError:
@@ -53,8 +70,29 @@ class Refusals:
 
         return layout_error(self.op, name, t, axes)
 
-    def shape(self, name: str, t: torch.Tensor, want: tuple) -> InputError:
-        return InputError(self.op, name, f"shape {want}", f"shape {tuple(t.shape)}")
+    def shape(self, name: str, t: torch.Tensor, decl: str, names: Sequence[tuple[str, Any, str]]) -> InputError:
+        """``names``: (dimension, its value, the tensor it is bound to) for each name the declared shape uses."""
+        where = ", ".join(f"{n} = {tuple(v) if isinstance(v, torch.Size) else v} from '{f}'" for n, v, f in names)
+        return InputError(self.op, name, f"shape {decl}{' where ' + where if where else ''}", f"shape {tuple(t.shape)}")
+
+    def shape_of(self, name: str, t: torch.Tensor, other: str, o: torch.Tensor) -> InputError:
+        return InputError(self.op, name, f"the shape of '{other}', {tuple(o.shape)}", f"shape {tuple(t.shape)}")
+
+    def align(self, name: str, t: torch.Tensor, nbytes: int) -> InputError:
+        return InputError(self.op, name, f"a data pointer aligned to {nbytes} bytes (declared align={nbytes}, "
+                          "contiguous='require')", f"an address {misalign(t, nbytes)} bytes past a multiple of "
+                          f"{nbytes} (storage offset {t.storage_offset()})",
+                          f"Fix: pass {name}.clone(), which starts at an aligned address.")  # fmt: skip
+
+    def require(self, arg: str, label: str, kind: str, value: Any, why: str, got: Any) -> InputError:
+        words = _REQUIRE_WORDS[kind]
+        v = str(tuple(value)) if kind == "one_of" else str(value)
+        return InputError(self.op, arg, f"{label} {words} {v}{f' ({why})' if why else ''}", f"{label} = {got}",
+                          f"Fix: pass tensors for which {label} is {words} {v}.")  # fmt: skip
+
+    def large_out(self, name: str, shape: Sequence[Any]) -> InputError:
+        return InputError(self.op, name, f"an output of at most {INT32_MAX} elements (the kernel declares 32-bit "
+                          f"indexing)", f"shape {tuple(shape)}", _FIX_64)  # fmt: skip
 
     def empty(self, names: Sequence[str], numels: Sequence[Any], written: Sequence[torch.Tensor]) -> InputError:
         name = next(n for n, v in zip(names, numels, strict=True) if v == 0)
@@ -126,6 +164,55 @@ def out_shape(op_name: str, dims: Sequence[int], keepdim: bool, src: torch.Tenso
     if keepdim:
         return [1 if k in gone else s for k, s in enumerate(shape)]
     return [s for k, s in enumerate(shape) if k not in gone]
+
+
+def misalign(t: torch.Tensor, nbytes: int) -> Any:
+    """How far ``t``'s data pointer is past a multiple of ``nbytes``. Without memory (fake, meta) from the storage
+    offset: torch's allocators start every storage at a multiple of 64 (CPU) or 512 (CUDA) bytes, and
+    ``align`` is at most 256, so the offset decides wherever the base does not."""
+    if t.device.type == "meta" or is_fake(t):
+        return t.storage_offset() * t.element_size() % nbytes
+    return t.data_ptr() % nbytes
+
+
+def is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+def check_ties(err: Any, pairs: Sequence[tuple[Any, Any]]) -> None:
+    """The meta path's size ties: each (got, want) pair equal (a pair of tuples: a group, equal in length and
+    sizes), else ``err()`` is raised. Where a size is symbolic the relation is asserted as torch._check does
+    (``expect_true``): a guard of the traced graph, so torch.compile and torch.export carry it."""
+    for a, b in pairs:
+        if isinstance(a, tuple):
+            if len(a) != len(b):
+                raise err()
+            check_ties(err, list(zip(a, b, strict=True)))
+        elif type(a) is int and type(b) is int:
+            if a != b:
+                raise err()
+        elif not _expect_true(a == b):
+            raise err()
+
+
+def check_symbolic(err: Any, ok: Any) -> None:
+    """A requirement over symbolic sizes, asserted as a guard of the traced graph (see ``check_ties``)."""
+    if not _expect_true(ok):
+        raise err()
+
+
+def _expect_true(cond: Any) -> bool:
+    from torch.fx.experimental.symbolic_shapes import expect_true
+
+    return bool(cond) if isinstance(cond, bool) else expect_true(cond)
+
+
+def sym_one_of(v: Any, values: Sequence[int]) -> Any:
+    from torch.fx.experimental.symbolic_shapes import sym_or
+
+    return sym_or(*(v == c for c in values))
 
 
 def span(t: torch.Tensor) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import SpecError
 from .expr import I64_MAX, Facts, bounds, describe, first_tensor, is_wide, unsafe_divisors
-from .record import KernelRecord, ScalarArg, TensorArg
+from .record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
 
 __all__ = ["CallPlan", "lower", "INT_LIMITS", "FLOAT_MAX", "GRID_MAX", "INT32_MAX"]
 
@@ -55,11 +55,13 @@ class Dtype:
 
 @dataclass(frozen=True)
 class Rank:
-    """``exact`` dims, or at least ``least`` (the geometry, a reduced axis or an extra needs them)."""
+    """``exact`` dims, or at least ``least`` (the geometry, a reduced axis or an extra needs them).
+    ``decl``: the declared shape's text where it is what decides the rank ("(*B, C)"), for the message."""
 
     k: int
     exact: int | None
     least: int
+    decl: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,50 @@ class Like:
 
 
 @dataclass(frozen=True)
-class Shape:
-    """The declared exact shape: per axis an int, None (any) or (tensor j, axis) for another input's size."""
+class Align:
+    """The tensor's data pointer is a multiple of ``bytes``: a misaligned view is copied (``policy`` "make")
+    or refused ("require"). Real only, after the layout step (a copy is aligned)."""
 
     k: int
-    entries: tuple
+    bytes: int
+    policy: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The declared shape (``decl``, its text) against the sizes the names are bound to. ``ties``: per
+    checked axis ``(axis, want)``, ``want`` an int or ``("size", j, axis_j)``; a group as
+    ``(("group", start, after), ("group", j, start_j, after_j))``. ``names``: ``(name, want, tensor j's
+    name)`` for each name whose value the message states. The rank was checked before."""
+
+    k: int
+    ties: tuple
+    decl: str
+    names: tuple = ()
+
+
+@dataclass(frozen=True)
+class ShapeOf:
+    """The tensor has the whole shape of tensor ``other`` (``SameAs`` of an input with no declared shape)."""
+
+    k: int
+    other: int
+
+
+@dataclass(frozen=True)
+class Require:
+    """A precondition on the call's sizes: ``expr`` (``label`` in the user's words) ``kind`` "divisible" (by
+    ``value``), "at_most", "at_least" or "one_of" (a tuple). ``arg``: the tensor the message names; ``why``:
+    the kernel's reason; ``where``/``wide``: as ``Extra``'s."""
+
+    kind: str
+    expr: Any
+    value: Any
+    label: str
+    arg: str
+    why: str = ""
+    where: tuple[str, str] = ("", "")
+    wide: bool = False
 
 
 @dataclass(frozen=True)
@@ -121,9 +162,11 @@ class Scalar:
 
 @dataclass(frozen=True)
 class Alloc:
-    """Output ``k``: ``rule`` "same" (the shape of tensor ``src``), "reduce" (``dims`` removed or kept as 1)
-    or "meta" (the op's meta_fn allocates every output; Python only). Its dtype: ``dtype`` when fixed, else
-    tensor ``dtype_from``'s."""
+    """Output ``k``: ``rule`` "same" (the shape of tensor ``src``), "reduce" (``dims`` removed or kept as 1),
+    "shape" (a declared shape: ``entries``, per axis an int, an expression, or ``("group", j, start, after)``
+    for tensor j's axes) or "meta" (the op's meta_fn allocates every output; Python only). Its dtype:
+    ``dtype`` when fixed, else tensor ``dtype_from``'s. ``narrow``: a 32-bit kernel's output must hold at
+    most 2^31 - 1 elements (checked before it is allocated, where ``bounds`` cannot prove it)."""
 
     k: int
     rule: str
@@ -132,6 +175,8 @@ class Alloc:
     dtype_from: int
     dims: tuple[int, ...] = ()
     keepdim: bool = False
+    entries: tuple = ()
+    narrow: bool = False
 
 
 @dataclass(frozen=True)
@@ -245,6 +290,8 @@ class CallPlan:
     mutated: tuple[int, ...] = ()
     #: What the guards proved for the expressions after them (which divisions need a zero check).
     facts: Facts = field(default_factory=Facts)
+    #: What holds before the empty-tensor steps (for requirements and output sizes): the 32-bit limits only.
+    early: Facts = field(default_factory=Facts)
 
     @property
     def tensor_names(self) -> list[str]:
@@ -268,21 +315,25 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         if a.dtype:
             steps.append(Dtype(k, a.dtype))
         if a.ndim is not None or a.min_ndim:
-            steps.append(Rank(k, a.ndim, a.min_ndim))
+            shaped = a.shape is not None and (a.ndim is not None or a.min_ndim == len(a.shape) - 1)
+            steps.append(Rank(k, a.ndim, a.min_ndim, shape_text(a.shape) if shaped else ""))
         steps.append(Numel(k, narrow))
         steps.append(Layout(k, tuple(a.strided), a.contiguous))
+        if a.align > (dtype_from_name(a.dtype).itemsize if a.dtype else 1):
+            steps.append(Align(k, a.align, a.contiguous))
         if narrow and a.strided:
             steps.append(Span(k, tuple(a.strided)))
     steps += [Like(k, tnames.index(a.dtype_like)) for k, a in enumerate(targs) if a.dtype_like]
-    steps += [Shape(k, tuple(tuple(e) if isinstance(e, list) else e for e in a.shape))
-              for k, a in enumerate(targs) if a.shape is not None]  # fmt: skip
+    steps += _shapes(record)
     for p, a in enumerate(record.inputs):
         if isinstance(a, ScalarArg) and a.ctype in INT_LIMITS:
             lo, hi = INT_LIMITS[a.ctype]
             steps.append(Scalar(p, a.ctype, a.py_type, max(lo, -(2**63)), min(hi, I64_MAX)))
         elif isinstance(a, ScalarArg) and a.ctype in FLOAT_MAX and a.py_type == "float":
             steps.append(Scalar(p, a.ctype, a.py_type))
-    steps += _allocations(record)
+    early = Facts(frozenset(f"i{k}" for k in range(len(targs))) if narrow else frozenset())
+    steps += _requirements(record, early, labels)
+    steps += _allocations(record, early, labels, narrow)
     numel_var = {f"i{k}": f"n{k}" for k in range(len(targs))}
     for k, o in enumerate(record.outputs):
         if "same_as" in o.shape:
@@ -319,7 +370,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         narrow_refs = {f"i{k}" for k in range(len(targs))}
         narrow_refs |= {f"o{k}" for k, o in enumerate(record.outputs) if "meta" not in o.shape}
     var_bounds = tuple((f"n{k}", (1, INT32_MAX if narrow else I64_MAX)) for k in range(len(targs)))
-    maybe_empty = {f"o{k}" for k, o in enumerate(record.outputs) if "meta" in o.shape}
+    maybe_empty = {f"o{k}" for k, o in enumerate(record.outputs) if "meta" in o.shape or _may_be_empty(o, targs)}
     if not record.outputs:  # an in-place op: its one written input is non-empty here, the others may be empty
         maybe_empty |= {f"i{k}" for k in range(len(targs)) if k not in mutated or len(mutated) > 1}
     var_bounds = tuple((f"n{k}", (0 if f"i{k}" in maybe_empty else 1, hi)) for k, (_, (_, hi)) in enumerate(var_bounds))
@@ -333,7 +384,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     launch = _launch(record, spec_layout, sub, facts, labels)
     return CallPlan(record.op_name, tuple(a.name for a in record.inputs),
                     tuple(p for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)),
-                    tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts)  # fmt: skip
+                    tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts, early)  # fmt: skip
 
 
 def _key(e: Any) -> str:
@@ -347,16 +398,114 @@ def _dedupe(exprs: tuple) -> tuple:
     return tuple(seen.values())
 
 
-def _allocations(record: KernelRecord) -> list[Alloc]:
+def shape_text(entries: tuple | None) -> str:
+    """A declared shape as the declaration writes it: ``(*B, C)``, ``(N,)``, ``(8, None)``."""
+    items = ["None" if e is None else str(e) for e in entries or ()]
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _shapes(record: KernelRecord) -> list[Any]:
+    """Per tensor input with a declared shape, the checks of its named axes against their bindings (the
+    binding itself is not checked: it defines the name); ``ShapeOf`` for ``SameAs`` of an undeclared input."""
+    dims = {n: (k, a) for n, k, a in record.dims}
+    groups = {n: (k, s, a) for n, k, s, a in record.groups}
+    tn = [a.name for a in record.tensor_inputs]
+    out: list[Any] = []
+    for k, a in enumerate(record.tensor_inputs):
+        if a.shape_like is not None:
+            out.append(ShapeOf(k, a.shape_like))
+        if a.shape is None:
+            continue
+        n = len(a.shape)
+        g = next((p for p, e in enumerate(a.shape) if isinstance(e, str) and e.startswith("*")), None)
+        ties: list[tuple] = []
+        names: dict[str, tuple] = {}
+        for p, e in enumerate(a.shape):
+            axis = p if g is None or p < g else p - n
+            if e is None:
+                continue
+            if isinstance(e, int):
+                ties.append((axis, e))
+            elif e.startswith("*"):
+                j, s, after = groups[e[1:]]
+                if (j, s, after) != (k, p, n - 1 - p):
+                    want = ("group", j, s, after)
+                    ties.append((("group", p, n - 1 - p), want))
+                    names.setdefault(e[1:], (e[1:], want, tn[j]))
+            else:
+                j, aj = dims[e]
+                if (j, aj) != (k, axis):
+                    want = ("size", j, aj)
+                    ties.append((axis, want))
+                    names.setdefault(e, (e, want, tn[j]))
+        if ties:
+            out.append(Shape(k, tuple(ties), shape_text(a.shape), tuple(names.values())))
+    return out
+
+
+def _requirements(record: KernelRecord, facts: Facts, labels: dict[str, str]) -> list[Require]:
+    """The declared preconditions, then the sizes of declared output shapes that could be negative or pass
+    int64 (``"N - 2"``, a product of three sizes)."""
     out = []
+    for r in record.requires:
+        arg = _where(r["expr"], labels, r["label"])[0]
+        out.append(Require(r["kind"], r["expr"], tuple(r["value"]) if isinstance(r["value"], list) else r["value"],
+                           r["label"], arg, r["why"], (arg, r["label"]), is_wide(r["expr"], facts)))  # fmt: skip
+    for o in record.outputs:
+        for i, (e, label) in enumerate(zip(o.shape.get("shape", ()), o.shape.get("labels", ()), strict=True)):
+            if not isinstance(e, list) or e[0] == "group":
+                continue
+            lo, hi = bounds(e, facts)
+            arg = _where(e, labels, label)[0]
+            why = f"the size of output '{o.name}' along axis {i}"
+            if lo < 0:
+                out.append(Require("at_least", e, 0, label, arg, why, (arg, label), is_wide(e, facts)))
+            if hi > I64_MAX:
+                out.append(Require("at_most", e, I64_MAX, label, arg, why, (arg, label), is_wide(e, facts)))
+    return out
+
+
+def _may_be_empty(o: Any, targs: tuple) -> bool:
+    """Whether a declared output shape can have no elements although every input has some."""
+    if "shape" not in o.shape:
+        return False
+    facts = Facts(nonempty=True)
+    return any((isinstance(e, int) and e == 0) or (isinstance(e, list) and e[0] != "group" and bounds(e, facts)[0] < 1)
+               for e in o.shape["shape"])  # fmt: skip
+
+
+def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], narrow: bool) -> list[Alloc]:
+    out = []
+    groups = {n: (k, s, a) for n, k, s, a in record.groups}
     for k, o in enumerate(record.outputs):
         if "meta" in o.shape:
             out.append(Alloc(k, "meta", 0, o.dtype, o.dtype_from))
         elif "same_as" in o.shape:
             out.append(Alloc(k, "same", o.shape["same_as"], o.dtype, o.dtype_from))
-        else:
+        elif "reduce" in o.shape:
             out.append(Alloc(k, "reduce", o.shape["reduce"], o.dtype, o.dtype_from, tuple(o.shape["dims"]),
                              bool(o.shape["keepdim"])))  # fmt: skip
+        else:
+            entries: list[Any] = []
+            his = []
+            for e, label in zip(o.shape["shape"], o.shape["labels"], strict=True):
+                if isinstance(e, list) and e[0] == "group":
+                    j, s, after = groups[e[1]]
+                    entries.append(("group", j, s, after))
+                    his.append(facts.numel(f"i{j}")[1])
+                elif isinstance(e, list):
+                    arg = _where(e, labels, label)[0]
+                    entries.append(("expr", e, (arg, label), is_wide(e, facts)))
+                    his.append(min(bounds(e, facts)[1], I64_MAX))
+                else:
+                    entries.append(("int", e))
+                    his.append(e)
+            total = 1
+            for h in his:
+                total *= h
+            src = next((e[1] for e in entries if e[0] == "group"), o.dtype_from)
+            out.append(Alloc(k, "shape", src, o.dtype, o.dtype_from, entries=tuple(entries),
+                             narrow=narrow and total > INT32_MAX))  # fmt: skip
     return out
 
 

@@ -21,7 +21,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 5
+RECORD_VERSION = 6
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -38,12 +38,17 @@ class TensorArg:
     ndim: int | None = None
     min_ndim: int = 0
     mutates: bool = False
-    #: Required shape, when declared: per axis an int, or [k, axis] for tensor input k's size on ``axis``.
+    #: Declared shape: per axis an int, None (any size), a dimension name bound in ``KernelRecord.dims``
+    #: ("M", or "size(x, -1)" for a DimSize), or "*B" for a group bound in ``KernelRecord.groups``.
     shape: tuple | None = None
     #: Another tensor input whose dtype this one must have (both typed by one template parameter).
     dtype_like: str | None = None
     #: Axes whose strides the kernel is given (``Stride`` extras); the others must be row-major around them.
     strided: tuple[int, ...] = ()
+    #: Byte alignment the kernel needs of the data pointer (0: none beyond the element's).
+    align: int = 0
+    #: Another tensor input whose whole shape this one must have (``SameAs`` of an undeclared input).
+    shape_like: int | None = None
     kind: Literal["tensor"] = "tensor"
 
 
@@ -75,9 +80,10 @@ class ExtraArg:
 
 @dataclass(frozen=True)
 class OutputArg:
-    """An output allocated by opsmith. ``shape``: ``{"same_as": k}`` or
-    ``{"reduce": k, "dims": [...], "keepdim": bool}`` over tensor input k; dtype of tensor input
-    ``dtype_from``."""
+    """An output allocated by opsmith. ``shape``: ``{"same_as": k}``, ``{"reduce": k, "dims": [...],
+    "keepdim": bool}`` over tensor input k, or ``{"shape": [...], "labels": [...]}``: per axis an int,
+    ``["group", name]`` or a size expression over the inputs (``dims.py``); dtype of tensor input
+    ``dtype_from``, unless ``dtype`` fixes it."""
 
     name: str
     shape: dict  # {"meta": True}: allocated by the op's meta_fn
@@ -125,6 +131,12 @@ class KernelRecord:
     index_dtype: str = "int32"
     #: The kernel's runtime parameters in its own order (static extras are compiled in, not passed).
     params: tuple[Param, ...] = ()
+    #: Named dimensions: [name, tensor input k, axis] where each is bound (``dims.py``).
+    dims: tuple = ()
+    #: Groups of dimensions: [name, tensor input k, first axis, axes after the group].
+    groups: tuple = ()
+    #: Preconditions: {"kind": "divisible"|"at_most"|"at_least"|"one_of", "expr", "value", "label", "why"}.
+    requires: tuple = ()
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:
@@ -170,6 +182,8 @@ class KernelRecord:
         d["launches"] = tuple(LaunchPlan.from_json(p) if p else None for p in d.pop("launches", ()))
         d["configs"] = tuple(d.pop("configs"))
         d["tune_key"] = tuple(d.pop("tune_key", ()))
+        for f in ("dims", "groups", "requires"):
+            d[f] = tuple(tuple(x) if isinstance(x, list) else x for x in d.pop(f, ()))
         return KernelRecord(
             binary=binary,
             inputs=tuple(_tuples(a) for a in inputs),

@@ -147,6 +147,7 @@ def register_kernel_op(
     index_dtype: str = "int32",
     param_order: Sequence[str] | None = None,
     sharding: Callable | str | None = None,
+    requires: Sequence = (),
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
@@ -164,6 +165,7 @@ def register_kernel_op(
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
         "backward": backward, "index_dtype": index_dtype, "param_order": param_order, "sharding": sharding,
+        "requires": requires,
     })  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -179,13 +181,16 @@ def register_kernel_op(
             schema = _meta_schema(op_name, meta_fn)
         meta_outputs = len(torch._C.parse_schema(f"{op_name}{schema}").returns) if outputs is None and schema else 0
         record, variants, resolved = _build(op_name, source, inputs, outputs, extras, geometry, autotune,
-                                            index_dtype, param_order, meta_fn, eager_fn, schema, meta_outputs)  # fmt: skip
+                                            index_dtype, param_order, meta_fn, eager_fn, schema, meta_outputs,
+                                            requires)  # fmt: skip
         if backward is not None:
             if resolved is None:
                 raise SpecError(op_name, "backward", "a backward needs the declared inputs and outputs to name "
                                 "its arguments.", "declare inputs=[...] and outputs=[...].")  # fmt: skip
             check_backward(op_name, record, backward)  # before anything is defined: a bad one leaves no op
-        sharding_plan = derive_plan(record, geometry, eager_fn=eager_fn, sharding=sharding)
+        sharding_plan = derive_plan(
+            record, geometry, eager_fn=eager_fn, sharding=sharding, has_backward=backward is not None
+        )
         custom = geometry.fn if isinstance(geometry, Custom) else None
         lib = torch.library.Library(ns, "FRAGMENT")
         lib.define(name + record.schema)
@@ -216,7 +221,7 @@ def _meta_schema(op_name: str, meta_fn: Callable) -> str:
 
 
 def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry, autotune, index_dtype: str,
-           param_order, meta_fn, eager_fn, schema: str | None, meta_outputs: int) -> tuple:  # fmt: skip
+           param_order, meta_fn, eager_fn, schema: str | None, meta_outputs: int, requires: Sequence) -> tuple:  # fmt: skip
     """Compile the first kernel, bind the declaration to its parameters and assemble the record and its
     variants. Compiling comes first: a missing kernel or a compile error is the root cause of anything after."""
     triton = source.flavor == "triton"
@@ -232,7 +237,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
                        has_schema=schema is not None, meta_outputs=meta_outputs, configs=configs,
                        tune_key=autotune.key if autotune else (), dtype_generic=getattr(source, "dtype_generic", False),
                        names_why=names_why, param_order=param_order, static_names=source.static_names(),
-                       host_launched=getattr(source, "host_launched", False))  # fmt: skip
+                       host_launched=getattr(source, "host_launched", False), requires=requires)  # fmt: skip
     if specialized and resolved is None:
         raise SpecError(op_name, "inputs/outputs", "a kernel compiled per dtype or size (a Triton kernel, or "
                         "placeholders in kernel_name) needs declared inputs and outputs.",
@@ -245,7 +250,8 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
         **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
                                         "outputs": resolved.outputs, "launch": resolved.launch,
                                         "launches": resolved.launches, "tune_key": resolved.tune_key,
-                                        "params": resolved.params}),
+                                        "params": resolved.params, "dims": resolved.dims,
+                                        "groups": resolved.groups, "requires": resolved.requires}),
     )  # fmt: skip
     if schema is None:
         schema = derive_schema(record)
@@ -292,7 +298,10 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
         register_visible(lib, op_name, name, record, variants, custom, impl)
     elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
         lib.impl(name, impl, "CPU")
-    torch.library.register_fake(op_name, meta_fn if meta_fn is not None else make_fake(record, plan), lib=lib)
+    # A meta_fn allocates the outputs inside the plan's fake implementation, after every dtype, device, rank
+    # and shape guard (alone, it would let tracing accept what the eager call refuses).
+    fake = meta_fn if plan is None else make_fake(record, plan, meta_fn)
+    torch.library.register_fake(op_name, fake, lib=lib)
     if backward is not None:
         register_backward(lib, record, backward)
     elif impl_ag is not None:

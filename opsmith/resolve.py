@@ -14,11 +14,27 @@ from dataclasses import dataclass
 import torch
 
 from .binding import Item, Typing, bind, declared_items
+from .dims import Shapes, check_axes, dim_extra, input_shapes, min_ranks, output_shape, requirements
 from .errors import SpecError
-from .geometry import LaunchPlan, lower_geometry, min_rank
-from .record import ExtraArg, OutputArg, Param, ScalarArg, TensorArg
+from .geometry import LaunchPlan, lower_geometry
+from .record import ExtraArg, OutputArg, Param, ScalarArg, TensorArg, dtype_from_name
 from .signature import KernelParam
-from .spec import Config, Const, DimSize, InputDecl, Numel, OutputDecl, ReduceDims, SameAs, ScalarInput, Stride, TuneDim
+from .spec import (
+    Config,
+    Const,
+    Dim,
+    DimSize,
+    Elementwise,
+    InputDecl,
+    Numel,
+    OutputDecl,
+    ReduceDims,
+    Reduction,
+    SameAs,  # fmt: skip
+    ScalarInput,
+    Stride,
+    TuneDim,
+)
 from .validate import check_geometry, ident, ref_index, tune_key_entries
 
 __all__ = ["Resolved", "resolve"]
@@ -36,6 +52,9 @@ class Resolved:
     launches: tuple[LaunchPlan | None, ...] = ()
     tune_key: tuple = ()
     params: tuple[Param, ...] = ()
+    dims: tuple = ()
+    groups: tuple = ()
+    requires: tuple = ()
 
 
 def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
@@ -56,8 +75,9 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
                                 "use py_type=float, int or bool.")  # fmt: skip
             scalars.append(d.name)
             continue
-        if d.dtype is not None and not isinstance(d.dtype, torch.dtype):
-            raise SpecError(op, field + ".dtype", f"{d.dtype!r} is not a torch.dtype.", "pass e.g. torch.float32.")
+        if d.dtype is not None and not isinstance(d.dtype, torch.dtype | str):
+            raise SpecError(op, field + ".dtype", f"{d.dtype!r} is not a torch.dtype or an input's name.",
+                            "pass e.g. torch.float32, or the name of the tensor input whose dtype it must have.")  # fmt: skip
         if d.contiguous not in ("make", "require"):
             raise SpecError(op, field + ".contiguous", f"{d.contiguous!r} is not a policy.",
                             "use 'make' (copy non-contiguous inputs) or 'require' (refuse them).")  # fmt: skip
@@ -65,15 +85,18 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
             raise SpecError(op, field + ".ndim", f"{d.ndim!r} is not a rank.", "use a non-negative int or None.")
         if not isinstance(d.mutates, bool):
             raise SpecError(op, field + ".mutates", f"{d.mutates!r} is not a bool.", "pass True or False.")
-        if d.shape is not None:
-            if not isinstance(d.shape, tuple | list) or not all(
-                    e is None or (isinstance(e, int) and not isinstance(e, bool) and e >= 0) or isinstance(e, DimSize)
-                    for e in d.shape):  # fmt: skip
-                raise SpecError(op, field + ".shape", f"{d.shape!r} is not a shape.",
-                                "use a tuple of ints, DimSize(other_input, axis) and None (any size).")  # fmt: skip
-            if d.ndim is not None and d.ndim != len(d.shape):
-                raise SpecError(op, field + ".ndim", f"ndim={d.ndim} disagrees with shape={d.shape!r}.",
+        if d.shape is not None and not isinstance(d.shape, tuple | list | SameAs):
+            raise SpecError(op, field + ".shape", f"{d.shape!r} is not a shape.",
+                            "use a tuple of names, ints, one '*group' and None, e.g. ('*B', 'C'), or SameAs('x').")  # fmt: skip
+        if d.ndim is not None and isinstance(d.shape, tuple | list):
+            grouped = any(isinstance(e, str) and e.startswith("*") for e in d.shape)
+            if (d.ndim < len(d.shape) - 1) if grouped else d.ndim != len(d.shape):
+                raise SpecError(op, field + ".ndim", f"ndim={d.ndim} disagrees with shape={tuple(d.shape)!r}.",
                                 "drop ndim; shape implies it.")  # fmt: skip
+        if d.align is not None and (isinstance(d.align, bool) or not isinstance(d.align, int) or d.align < 1
+                                    or d.align & (d.align - 1) or d.align > 256):  # fmt: skip
+            raise SpecError(op, field + ".align", f"{d.align!r} is not an alignment.",
+                            "pass a power of two of bytes up to 256, e.g. align=16 for 128-bit loads.")  # fmt: skip
         tensors.append(d.name)
     return tensors, scalars
 
@@ -99,24 +122,28 @@ def _axis(op: str, field: str, axis: object) -> int:
 
 
 def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], out_names: list[str],
-            static_names: frozenset[str], taken: set[str]) -> list[ExtraArg]:  # fmt: skip
+            static_names: frozenset[str], taken: set[str], sh: Shapes) -> list[ExtraArg]:  # fmt: skip
     """Integers (and constants) computed per call, as geometry expressions over tensor refs."""
     out: list[ExtraArg] = []
     for k, e in enumerate(extras):
         field = f"extras[{k}]"
-        if not isinstance(e, Numel | DimSize | Stride | Const):
-            raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Stride or Const.",
-                            "use Numel(name), DimSize(name, axis), Stride(name, axis) or Const(value).")  # fmt: skip
+        if not isinstance(e, Numel | DimSize | Dim | Stride | Const):
+            raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Dim, Stride or Const.",
+                            "use Numel(name), DimSize(name, axis), Dim('K'), Stride(name, axis) or Const(value).")  # fmt: skip
         if e.dtype not in (None, "int32", "int64"):
             raise SpecError(op, field + ".dtype", f"{e.dtype!r} is not an index type.", "use 'int32' or 'int64'.")
-        if e.name is not None:
-            ident(op, field + ".name", e.name)
-            if e.name in taken:
-                raise SpecError(op, field + ".name", f"'{e.name}' is already the name of an input, output or extra.",
-                                "name each extra after the one kernel parameter it fills.")  # fmt: skip
-            taken.add(e.name)
+        pname = e.param if isinstance(e, Dim) else e.name
+        if pname is not None:
+            ident(op, field + ".name", pname)
+            if pname in taken:
+                raise SpecError(op, field + ".name", f"'{pname}' is already the name of an input, output or extra.",
+                                "name each extra after the one kernel parameter it fills"
+                                f"{' (Dim(..., name=...))' if isinstance(e, Dim) else ''}.")  # fmt: skip
+            taken.add(pname)
         same: tuple[str, ...] = ()
-        if isinstance(e, Numel):
+        if isinstance(e, Dim):
+            expr, label = dim_extra(op, field, e, sh)
+        elif isinstance(e, Numel):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             expr, label = ["numel", f"i{idx}"], f"numel({e.input_name})"
         elif isinstance(e, DimSize):
@@ -146,17 +173,25 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
                 raise SpecError(op, field + ".dtype", "a float constant takes its type from the kernel's parameter.",
                                 "drop dtype=, or pass an int value.")  # fmt: skip
             expr, label = e.value, f"const {e.value!r}"
-        static = e.name is not None and e.name in static_names
-        out.append(ExtraArg(label, expr, _INDEX_CTYPE[e.dtype], e.name, static, same))
+        static = pname is not None and pname in static_names
+        out.append(ExtraArg(label, expr, _INDEX_CTYPE[e.dtype], pname, static, same))
     return out
 
 
-def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str]) -> list[OutputArg]:
+def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str], sh: Shapes,
+             ranks: list[int | None]) -> list[OutputArg]:  # fmt: skip
     out_args: list[OutputArg] = []
     for k, o in enumerate(outputs):
         field = f"outputs[{k}]"
         rel = o.shape
-        if isinstance(rel, SameAs):
+        if o.dtype is not None and not isinstance(o.dtype, torch.dtype):
+            raise SpecError(op, field + ".dtype", f"{o.dtype!r} is not a torch.dtype.", "pass e.g. torch.float32.")
+        if o.dtype is not None and o.dtype_from is not None:
+            raise SpecError(op, field + ".dtype", "both dtype and dtype_from are given.",
+                            "keep one: dtype fixes the output's element type, dtype_from copies an input's.")  # fmt: skip
+        if isinstance(rel, tuple | list):
+            shape = output_shape(op, field + ".shape", rel, sh, tensors)
+        elif isinstance(rel, SameAs):
             shape = {"same_as": ref_index(op, field + ".shape.input_idx", rel.input_idx, tensors, scalars)}
         elif isinstance(rel, ReduceDims):
             ref = ref_index(op, field + ".shape.input_idx", rel.input_idx, tensors, scalars)
@@ -164,8 +199,7 @@ def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str])
             if not isinstance(dims, tuple | list) or not dims or not all(isinstance(d, int) for d in dims):
                 raise SpecError(op, field + ".shape.dims", f"{dims!r} is not a non-empty tuple of axes.",
                                 "pass e.g. dims=(-1,); use SameAs for an unreduced output.")  # fmt: skip
-            if len(set(dims)) != len(dims):
-                raise SpecError(op, field + ".shape.dims", f"{tuple(dims)} repeats an axis.", "list each axis once.")
+            check_axes(op, field + ".shape.dims", dims, ranks[ref], tensors[ref])
             shape = {"reduce": ref, "dims": list(dims), "keepdim": bool(rel.keepdim)}
             if rel.combine is not None:
                 if rel.combine not in ("sum", "max", "min"):
@@ -174,87 +208,12 @@ def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str])
                                     "combine (a mean, a norm).")  # fmt: skip
                 shape["combine"] = rel.combine
         else:
-            raise SpecError(op, field + ".shape", f"{rel!r} is not a shape relation.",
-                            "use SameAs(input) or ReduceDims(input, dims), or pass meta_fn=.")  # fmt: skip
+            raise SpecError(op, field + ".shape", f"{rel!r} is not a shape.",
+                            "use SameAs(input), ReduceDims(input, dims) or a tuple of names and sizes ('M', 'N').")  # fmt: skip
         src = 0 if o.dtype_from is None else ref_index(op, field + ".dtype_from", o.dtype_from, tensors, scalars)
-        out_args.append(OutputArg(o.name, shape, src))
+        dt = None if o.dtype is None else str(o.dtype).removeprefix("torch.")
+        out_args.append(OutputArg(o.name, shape, src, dt))
     return out_args
-
-
-def _min_ranks(inputs: Sequence, out_args: list[OutputArg], extra_args: list[ExtraArg], geometry: object,
-               n_tensors: int, launches: Sequence = ()) -> list[int]:  # fmt: skip
-    """Per tensor input, the least rank the geometry, the reduced axes, the extras and the grid's size
-    expressions need (an axis of an output needs its source input's rank plus the axes a reduction drops)."""
-    min_nd = [0] * n_tensors
-    mutated = next((j for j, d in enumerate(d for d in inputs if isinstance(d, InputDecl)) if d.mutates), 0)
-
-    def need(k: int, axis: int) -> None:
-        min_nd[k] = max(min_nd[k], axis + 1 if axis >= 0 else -axis)
-
-    def need_ref(ref: str, axis: int) -> None:
-        if ref.startswith("i"):
-            need(int(ref[1:]), axis)
-            return
-        if not out_args:  # an in-place op's o0 is its first written input
-            need(mutated, axis)
-            return
-        o = out_args[int(ref[1:])]
-        if "meta" in o.shape:
-            return  # a meta_fn's output: its rank is not known here
-        src = o.shape.get("same_as", o.shape.get("reduce"))
-        lost = 0 if "same_as" in o.shape or o.shape["keepdim"] else len(o.shape["dims"])
-        rank = (axis + 1 if axis >= 0 else -axis) + lost
-        min_nd[src] = max(min_nd[src], rank)
-
-    def walk(e: object) -> None:
-        if isinstance(e, list):
-            if e[0] in ("size", "stride"):
-                need_ref(e[1], e[2])
-            for a in e[1:]:
-                walk(a)
-
-    for o in out_args:
-        if "reduce" in o.shape:
-            for d in o.shape["dims"]:
-                need(o.shape["reduce"], d)
-    for e in extra_args:
-        walk(e.expr)
-        for r in e.same:
-            if isinstance(e.expr, list) and e.expr[0] == "stride":
-                need_ref(r, e.expr[2])
-    for plan in launches:
-        for g in plan.grid if plan is not None else ():
-            walk(g)
-    if geometry is not None:
-        ref, rank = min_rank(geometry)  # type: ignore[arg-type]
-        if ref == "i0":
-            min_nd[0] = max(min_nd[0], rank)
-        elif rank:
-            need_ref("o0", rank - 1)
-    return min_nd
-
-
-def _shapes(op: str, inputs: Sequence, tensors: list[str], min_nd: list[int]) -> list[tuple | None]:
-    """Each tensor input's declared shape as record entries (int, or [input index, axis]); raises the axes a
-    reference needs into the referenced input's minimum rank."""
-    out: list[tuple | None] = []
-    for d in (x for x in inputs if isinstance(x, InputDecl)):
-        if d.shape is None:
-            out.append(None)
-            continue
-        entries: list = []
-        for e in d.shape:
-            if e is None or isinstance(e, int):
-                entries.append(e)
-                continue
-            if e.input_name not in tensors or e.input_name == d.name:
-                raise SpecError(op, f"inputs '{d.name}'.shape", f"DimSize('{e.input_name}', ...) names no other tensor "
-                                "input.", f"reference one of {[t for t in tensors if t != d.name]}.")  # fmt: skip
-            j = tensors.index(e.input_name)
-            min_nd[j] = max(min_nd[j], e.axis + 1 if e.axis >= 0 else -e.axis)
-            entries.append([j, e.axis])
-        out.append(tuple(entries))
-    return out
 
 
 def resolve(
@@ -277,6 +236,7 @@ def resolve(
     param_order: Sequence[str] | None = None,
     static_names: frozenset[str] = frozenset(),
     host_launched: bool = False,
+    requires: Sequence = (),
 ) -> Resolved | None:
     """Check the declaration against itself and the kernel's ``params``; ``None`` when it is too partial to
     describe a launch (the ``eager_fn`` override path). ``meta_outputs``: how many outputs a ``meta_fn``
@@ -291,6 +251,10 @@ def resolve(
     if geometry is None and not has_eager_fn and not host_launched:
         raise SpecError(op, "geometry", "no launch geometry is declared and no eager_fn was given.",
                         "declare geometry=Elementwise(...)/Reduction(...)/Custom(...) or pass eager_fn=.")  # fmt: skip
+    if requires and (inputs is None or has_eager_fn):
+        raise SpecError(op, "requires", "requirements are checked by the generated implementation, which an eager_fn "
+                        "override replaces.", "declare inputs and outputs (drop eager_fn), or check the sizes in "
+                        "your eager_fn.")  # fmt: skip
     if inputs is None:
         if not (has_schema or has_meta_fn):
             raise SpecError(op, "inputs", "no inputs are declared, and neither schema nor meta_fn was given.",
@@ -305,24 +269,33 @@ def resolve(
     tensors, scalars = _check_inputs(op, inputs)
     if outputs is None and has_eager_fn:
         return None  # meta_fn describes the outputs and eager_fn launches
+    out_names = (["out" if meta_outputs == 1 else f"out{k}" for k in range(meta_outputs)] if outputs is None
+                 else _check_outputs(op, outputs, tensors + scalars))  # fmt: skip
+    tensor_decls = [d for d in inputs if isinstance(d, InputDecl)]
+    sh = input_shapes(op, tensor_decls, tensors, set(tensors + scalars + out_names))
+    declared = [d.ndim if d.ndim is not None else sh.exact[k] for k, d in enumerate(tensor_decls)]
     if outputs is None:
-        out_names = ["out" if meta_outputs == 1 else f"out{k}" for k in range(meta_outputs)]
         out_args = [OutputArg(n, {"meta": True}, 0) for n in out_names]
     else:
-        out_names = _check_outputs(op, outputs, tensors + scalars)
         if not tensors:
             raise SpecError(op, "inputs", "declarative outputs need at least one tensor input to take a shape from.",
                             "add an InputDecl, or pass meta_fn= and eager_fn= for this kernel.")  # fmt: skip
-        out_args = _outputs(op, outputs, tensors, scalars)
+        out_args = _outputs(op, outputs, tensors, scalars, sh, declared)
     extra_args = _extras(op, extras or (), tensors, scalars, out_names, static_names,
-                         set(tensors + scalars + out_names))  # fmt: skip
-    launches = tuple(_lower(op, geometry, c.params, tensors, out_names) for c in configs)
+                         set(tensors + scalars + out_names), sh)  # fmt: skip
+    reqs = requirements(op, requires, sh, tensors)
+    _check_dim_names(op, sh, configs)
+    launches = tuple(_lower(op, geometry, c.params, tensors, out_names, sh) for c in configs)
     key = tune_key_entries(op, tune_key, tensors, scalars) if len(configs) > 1 else ()
+    if isinstance(geometry, Reduction):
+        check_axes(op, "geometry.reduce_dims", geometry.reduce_dims, declared[0], tensors[0])
     axes = [["size", e[1], e[2]] for e in key if e[0] == "dim"]  # a tuning key's axes need their dims too
-    min_nd = _min_ranks(inputs, out_args, [*extra_args, *(ExtraArg("", a, "i64") for a in axes)], geometry,
-                        len(tensors), launches)  # fmt: skip
-    tensor_decls = [d for d in inputs if isinstance(d, InputDecl)]
-    typing = Typing(dtypes=[d.dtype for d in tensor_decls], like=[None] * len(tensors),
+    exprs = [e.expr for e in extra_args] + axes + [r["expr"] for r in reqs] + \
+        [g for p in launches if p is not None for g in p.grid]  # fmt: skip
+    mutated = next((j for j, d in enumerate(tensor_decls) if d.mutates), 0)
+    min_nd = min_ranks(op, sh, out_args, extra_args, exprs, geometry, mutated)
+    typing = Typing(dtypes=[d.dtype if isinstance(d.dtype, torch.dtype) else None for d in tensor_decls],
+                    like=_dtype_likes(op, tensor_decls, tensors),
                     scalar_ctypes={d.name: _DEFAULT_SCALAR_CTYPE[d.py_type.__name__] for d in inputs
                                    if isinstance(d, ScalarInput)},
                     out_dtypes=[None] * len(out_args), out_like=[None] * len(out_args))  # fmt: skip
@@ -345,37 +318,73 @@ def resolve(
                             f"declare InputDecl('{d.name}', dtype=torch.float32) (or the dtype the kernel reads), or "
                             f"make it a template parameter of the kernel bound by {{T_{d.name}}}.")  # fmt: skip
     out_args = _output_dtypes(op, outputs, out_args, typing, tensors)
-    shapes = _shapes(op, inputs, tensors, min_nd)
     strided = [sorted({e.expr[2] for e in extra_args if isinstance(e.expr, list) and e.expr[0] == "stride"
                        and f"i{k}" in (e.expr[1], *e.same)}) for k in range(len(tensors))]  # fmt: skip
     resolved_inputs: list[TensorArg | ScalarArg] = []
-    ti = 0
     for d in inputs:
         if isinstance(d, ScalarInput):
             resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, typing.scalar_ctypes[d.name]))
             continue
-        dt, nd_min = typing.dtypes[ti], min_nd[ti]
-        nd = d.ndim if d.ndim is not None else len(d.shape) if d.shape is not None else None
+        ti = tensors.index(d.name)
+        dt, nd_min, nd = typing.dtypes[ti], min_nd[ti], declared[ti]
         if nd is not None and nd < nd_min:
             what = "ndim" if d.ndim is not None else "shape"
             raise SpecError(op, f"inputs[{ti}].{what}", f"'{d.name}' is declared with {nd} dims but the "
-                            f"geometry, a ReduceDims or an extra needs at least {nd_min}.", f"fix {what} or the axes.")  # fmt: skip
+                            f"geometry, a ReduceDims, a named dimension or an extra needs at least {nd_min}.",
+                            f"fix {what} or the axes.")  # fmt: skip
+        if strided[ti] and nd is None and isinstance(geometry, Elementwise | Reduction):
+            raise SpecError(op, f"inputs[{ti}].shape", f"'{d.name}' is addressed with its strides (a Stride extra), but "
+                            f"its rank is not declared: the {type(geometry).__name__} geometry flattens the axes the "
+                            "kernel is not given strides for, and a tensor of another rank would be read at the "
+                            "wrong places.", f"declare its shape (e.g. InputDecl('{d.name}', shape=('M', 'N'))) "
+                            "or ndim.")  # fmt: skip
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
-                                         "require" if d.mutates else d.contiguous,
-                                         len(d.shape) if d.shape is not None else d.ndim, nd_min, d.mutates,
-                                         shapes[ti], typing.like[ti], tuple(strided[ti])))  # fmt: skip
-        ti += 1
-    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound)
+                                         "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
+                                         d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
+                                         d.align or 0, sh.like[ti]))  # fmt: skip
+    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
+                    tuple((n, k, a) for n, (k, a) in sh.dims.items()),
+                    tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
 
 
-def _lower(op: str, geometry: object, params: dict, tensors: list[str], out_names: list[str]) -> LaunchPlan | None:
+def _dtype_likes(op: str, decls: list[InputDecl], tensors: list[str]) -> list[str | None]:
+    """``InputDecl("b", dtype="a")``: ``b`` must have the dtype of tensor input ``a`` (a Triton matmul's operands,
+    which ``tl.dot`` needs alike); followed to an input with a dtype of its own, so no chain or cycle is left."""
+    like = [d.dtype if isinstance(d.dtype, str) else None for d in decls]
+    for k, d in enumerate(decls):
+        if like[k] is not None and like[k] not in tensors:
+            raise SpecError(op, f"inputs '{d.name}'.dtype", f"'{like[k]}' is not a tensor input (have {tensors}).",
+                            "name another tensor input, or pass a torch.dtype.")  # fmt: skip
+    for k, d in enumerate(decls):
+        seen = {k}
+        while like[k] is not None and like[tensors.index(like[k])] is not None:
+            j = tensors.index(like[k])
+            if j in seen:
+                raise SpecError(op, f"inputs '{d.name}'.dtype", "the dtypes name each other in a cycle.",
+                                "give one of them a torch.dtype, or none (read from the kernel or the call).")  # fmt: skip
+            seen.add(j)
+            like[k] = like[j]
+    return like
+
+
+def _check_dim_names(op: str, sh: Shapes, configs: Sequence[Config]) -> None:
+    """A size expression's bare name must mean one thing: a dimension or a config parameter."""
+    for c in configs:
+        both = sorted(set(sh.trees()) & set(c.params))
+        if both:
+            raise SpecError(op, "inputs.shape", f"{both} name both a dimension and a config parameter.",
+                            "rename the dimension or the parameter.")  # fmt: skip
+
+
+def _lower(op: str, geometry: object, params: dict, tensors: list[str], out_names: list[str],
+           sh: Shapes) -> LaunchPlan | None:  # fmt: skip
     if geometry is None:
         return None
     from .expr import ExprError
 
     refs = {**{n: f"i{k}" for k, n in enumerate(tensors)}, **{n: f"o{k}" for k, n in enumerate(out_names)}}
     try:
-        return lower_geometry(geometry, params, refs)  # type: ignore[arg-type]
+        return lower_geometry(geometry, params, refs, sh.trees())  # type: ignore[arg-type]
     except ExprError as e:
         raise SpecError(op, "geometry.grid", f"{e}.", "write sizes like 'cdiv(numel(x), 256)' or "
                         "'min(size(p, 0), sm_count * MINB)' (see opsmith/expr.py).") from None  # fmt: skip
@@ -410,12 +419,20 @@ def _open_dtypes(params: list[KernelParam] | None, bound: tuple[Param, ...], typ
 
 def _output_dtypes(op: str, outputs: Sequence | None, out_args: list[OutputArg], typing: Typing,
                    tensors: list[str]) -> list[OutputArg]:  # fmt: skip
-    """Each output's dtype: fixed by the kernel's pointer type, taken from the input whose template parameter
-    types it, or from ``dtype_from`` (default: the first tensor input)."""
+    """Each output's dtype: declared (``OutputDecl.dtype``), fixed by the kernel's pointer type, taken from
+    the input whose template parameter types it, or from ``dtype_from`` (default: the first tensor input)."""
     res = []
     for k, o in enumerate(out_args):
         explicit = outputs is not None and outputs[k].dtype_from is not None
         src, fixed, like = o.dtype_from, typing.out_dtypes[k], typing.out_like[k]
+        declared = dtype_from_name(o.dtype)
+        if declared is not None and fixed is not None and declared != fixed:
+            raise SpecError(op, f"outputs[{k}].dtype", f"'{o.name}' is declared {declared} but the kernel writes it "
+                            f"as {fixed}.", "make OutputDecl.dtype match the kernel's pointer type, or drop it.")  # fmt: skip
+        if declared is not None and like is not None:
+            raise SpecError(op, f"outputs[{k}].dtype", f"'{o.name}' is declared {declared} but the kernel types it by "
+                            f"the template parameter of '{like}'.", f"drop dtype (it takes the dtype of '{like}'), "
+                            "or give the output a pointer type of its own in the kernel.")  # fmt: skip
         if like is not None:
             j = tensors.index(like)
             if explicit and j != src:
@@ -428,6 +445,6 @@ def _output_dtypes(op: str, outputs: Sequence | None, out_args: list[OutputArg],
             raise SpecError(op, f"outputs[{k}].dtype_from", f"'{o.name}' takes its dtype from '{tensors[src]}' "
                             f"({src_dt}) but the kernel writes it as {fixed}.",
                             "point dtype_from at an input of the output's element type, drop it, or fix the kernel.")  # fmt: skip
-        dt = fixed or src_dt
+        dt = declared or fixed or src_dt
         res.append(OutputArg(o.name, o.shape, src, str(dt).removeprefix("torch.") if dt else None))
     return res

@@ -29,7 +29,7 @@ from .spec import (
     Backward,
     Buffer,
     Config,
-    DimSize,
+    Dim,
     Grid,
     InputDecl,
     KernelSpec,
@@ -102,15 +102,16 @@ def _backward(bwd: Op, dweight: Op, flavor: str) -> Backward:
 
 
 def _decl() -> dict:
-    """The inputs both flavors declare: the weight must have shape (x.shape[-1],), which the kernels index by.
-    The dweight pass sums the partial rows into a tensor the caller allocates with the weight's dtype."""
-    weight = InputDecl("weight", shape=(DimSize("x", -1),))
-    return {"fwd_inputs": [InputDecl("x"), weight, ScalarInput("eps", float)],
-            "bwd_inputs": [InputDecl("grad_y"), InputDecl("x"), weight, ScalarInput("eps", float),
-                           InputDecl("partial", mutates=True, contiguous="require")],
-            "dw_inputs": [InputDecl("partial", contiguous="require"),
-                          InputDecl("dweight", shape=(DimSize("partial", -1),), mutates=True, contiguous="require")],
-            "dw_extras": [DimSize("partial", 0, "int64"), DimSize("partial", -1, "int64")]}  # fmt: skip
+    """The inputs every flavor declares: rows of ``C`` (``x: ("*B", "C")``), a weight of ``C`` that the kernels
+    index by, a gradient of ``x``'s shape, and the float32 (float64) partial sums of dweight, a row of ``C`` per
+    program. The dweight pass sums the partial rows into a tensor the caller allocates with the weight's dtype."""
+    x, weight = InputDecl("x", shape=("*B", "C")), InputDecl("weight", shape=("C",))
+    partial = InputDecl("partial", shape=("P", "C"), mutates=True, contiguous="require")
+    return {"fwd_inputs": [x, weight, ScalarInput("eps", float)],
+            "bwd_inputs": [InputDecl("grad_y", shape=("*B", "C")), x, weight, ScalarInput("eps", float), partial],
+            "dw_inputs": [InputDecl("partial", shape=("P", "C"), contiguous="require"),
+                          InputDecl("dweight", shape=("C",), mutates=True, contiguous="require")],
+            "dw_extras": [Dim("P", "int64"), Dim("C", "int64")]}  # fmt: skip
 
 
 def _register_triton(ns: str) -> tuple[Op, Op]:
@@ -128,7 +129,7 @@ def _register_triton(ns: str) -> tuple[Op, Op]:
     default = shapes.index((4096, 8))
     bwd = triton_op(f"{ns}::rmsnorm_triton_backward", rmsnorm_bwd_kernel, inputs=d["bwd_inputs"],
                     outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
-                    extras=[DimSize("x", -1), Numel("x", "int64")],
+                    extras=[Dim("C"), Numel("x", "int64")],
                     geometry=Grid(grid=("size(partial, 0)",)),  # one persistent program per partial row
                     autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
                     index_dtype="int64")  # fmt: skip
@@ -140,7 +141,7 @@ def _register_triton(ns: str) -> tuple[Op, Op]:
         rmsnorm_fwd_kernel,
         inputs=d["fwd_inputs"],
         outputs=[OutputDecl("y", SameAs("x"))],
-        extras=[DimSize("x", -1)],
+        extras=[Dim("C")],
         geometry=Reduction(reduce_dims=(-1,)),
         autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=default),
         backward=_backward(bwd, dweight, "triton"),
@@ -179,7 +180,7 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
-        extras=[DimSize("x", -1), Numel("x", "int64"), DimSize("partial", 0)],
+        extras=[Dim("C"), Numel("x", "int64"), Dim("P")],
         # The config's resident blocks per SM (its launch bounds), within the partial rows.
         geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",),
                       shared_mem="SMEM"),
@@ -196,7 +197,7 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
             kernel_name="rmsnorm_fwd<{T_x}, {T_weight}, {THREADS}, {MAXV}>",
             inputs=d["fwd_inputs"],
             outputs=[OutputDecl("y", SameAs("x"))],
-            extras=[DimSize("x", -1)],
+            extras=[Dim("C")],
             geometry=Reduction(reduce_dims=(-1,), block_size="THREADS"),
             autotune=Autotune(configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=1),
             index_dtype="int64",
@@ -224,14 +225,14 @@ def _register_cute(ns: str) -> tuple[Op, Op]:
     key = [TuneDim("x", -1), TuneDim("x", None)]
     bwd = cute_op(f"{ns}::rmsnorm_cute_backward", k.rmsnorm_bwd, inputs=d["bwd_inputs"],
                   outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
-                  extras=[DimSize("x", -1, name="N"), Numel("x", "int64", name="numel"),
-                          DimSize("partial", 0, "int32", name="prows")],
+                  extras=[Dim("C", name="N"), Numel("x", "int64", name="numel"),
+                          Dim("P", "int32", name="prows")],
                   autotune=Autotune(configs, key=key, default=1), index_dtype="int64")  # fmt: skip
     dweight = cute_op(f"{ns}::rmsnorm_cute_dweight", k.rmsnorm_dw, inputs=d["dw_inputs"], outputs=[],
-                      extras=[DimSize("partial", 0, "int32", name="prows"), DimSize("partial", -1, "int64", name="n")],
+                      extras=[Dim("P", "int32", name="prows"), Dim("C", "int64", name="n")],
                       index_dtype="int64")  # fmt: skip
     fwd = cute_op(f"{ns}::rmsnorm_cute", k.rmsnorm_fwd, inputs=d["fwd_inputs"], outputs=[OutputDecl("y", SameAs("x"))],
-                  extras=[DimSize("x", -1, name="N"), Numel("x", "int64", name="numel")],
+                  extras=[Dim("C", name="N"), Numel("x", "int64", name="numel")],
                   autotune=Autotune(fwd_configs, key=key, default=1), backward=_backward(bwd, dweight, "cute"),
                   index_dtype="int64")  # fmt: skip
     return fwd, bwd

@@ -19,21 +19,27 @@ from typing import Any, Literal
 import torch
 
 __all__ = [
+    "AtLeast",
+    "AtMost",
     "Autotune",
     "Backward",
     "Buffer",
     "Config",
     "Const",
     "Custom",
+    "Dim",
     "DimSize",
+    "Divisible",
     "Elementwise",
     "Grid",
     "InputDecl",
     "KernelSpec",
     "Numel",
+    "OneOf",
     "OutputDecl",
     "ReduceDims",
     "Reduction",
+    "Requirement",
     "SameAs",
     "ScalarInput",
     "Step",
@@ -49,24 +55,39 @@ class InputDecl:
     """A tensor input, passed to the kernel as a pointer.
 
     dtype: the element type the kernel expects. ``None`` reads it from the kernel's signature
-        (``const float* x`` means float32); a mismatch between the two is refused at registration.
+        (``const float* x`` means float32); a mismatch between the two is refused at registration. The name
+        of another tensor input (``InputDecl("b", dtype="a")``): whatever dtype that input has in a call (a
+        Triton matmul's operands, which ``tl.dot`` needs alike).
     contiguous: what a call does with a non-contiguous tensor: ``"make"`` copies it to a contiguous
         tensor first (the kernel sees dense row-major data); ``"require"`` refuses it with an error.
     ndim: if set, calls with another rank are refused.
     mutates: the kernel writes this tensor in place (schema ``Tensor(a!)``). The caller's tensor must be
         contiguous, since a contiguous copy would take the writes instead (so ``contiguous`` must be
         ``"require"``); the autotuner restores it between trial runs.
-    shape: if set, the exact shape calls must pass: each entry an int, ``DimSize(other_input, axis)`` (a
-        norm's weight: ``shape=(DimSize("x", -1),)``) or None (any size). Implies ``ndim``. A kernel that indexes this
-        tensor by another's sizes would read out of bounds without it.
+    shape: the shape calls must pass, one entry per axis:
+
+        * a name (``"M"``, ``"K"``): a named dimension, one size wherever the call names it (every input
+          and output of the op): ``a: ("M", "K")``, ``b: ("K", "N")``;
+        * ``"*B"``: a group of any number of dims (zero included) where it stands, the same sizes wherever
+          it is named: ``x: ("*B", "C")`` is a batch of rows of ``C``; one group per shape;
+        * an int: that exact size; None: any size;
+        * ``DimSize(other_input, axis)``: the size of another input's axis (the older spelling of a name).
+
+        ``SameAs("x")``: the shape of input ``x`` (its declared shape, or whatever shape ``x`` has).
+        A shape implies the rank (exactly, or at least the named axes with a group). A kernel that indexes
+        this tensor by another's sizes reads out of bounds without it.
+    align: the byte alignment the kernel needs of the tensor's data pointer (a 128-bit vector load needs 16).
+        A misaligned view (``x[1:]``) is copied to a fresh, aligned tensor where ``contiguous="make"``, and
+        refused where ``"require"``.
     """
 
     name: str
-    dtype: torch.dtype | None = None
+    dtype: torch.dtype | str | None = None
     contiguous: Literal["make", "require"] = "make"
     ndim: int | None = None
     mutates: bool = False
-    shape: tuple[int | DimSize | None, ...] | None = None
+    shape: tuple[int | str | DimSize | None, ...] | SameAs | None = None
+    align: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,12 +132,19 @@ ShapeRel = SameAs | ReduceDims
 class OutputDecl:
     """A tensor output, allocated by opsmith (contiguous) and passed to the kernel as a pointer.
 
+    shape: ``SameAs(input)``, ``ReduceDims(input, dims)``, or a tuple with one entry per axis: a named
+        dimension of the inputs (``"M"``), a group (``"*B"``), an int, or a size expression over the names
+        (``"2 * N"``, ``"cdiv(N, 2)"``, ``"numel(x)"``; the language of ``Grid``). A matmul's output is
+        ``("M", "N")``, an embedding lookup's ``("*B", "C")``.
+    dtype: a fixed element type (float32 statistics of a bf16 layer norm); checked against the kernel's
+        pointer type where the signature gives one.
     dtype_from: the input whose dtype the output takes; default: the first tensor input.
     """
 
     name: str
-    shape: ShapeRel
+    shape: ShapeRel | tuple[int | str, ...]
     dtype_from: str | None = None
+    dtype: torch.dtype | None = None
 
 
 @dataclass(frozen=True)
@@ -218,6 +246,24 @@ class Stride:
 
 
 @dataclass(frozen=True)
+class Dim:
+    """Pass the size of a named dimension (``InputDecl(shape=("M", "K"))``) as an integer extra.
+
+    dim: the dimension's name. name: the kernel parameter it fills; default: the dimension's own name, so
+    ``Dim("K")`` fills ``int K``. As with ``DimSize``: the parameter's type decides the width (``dtype``
+    fixes it), a value that does not fit is refused at call time, and a name that is a Triton
+    ``tl.constexpr`` or a ``{NAME}`` placeholder compiles the size in."""
+
+    dim: str
+    dtype: IndexType | None = None
+    name: str | None = None
+
+    @property
+    def param(self) -> str:
+        return self.name if self.name is not None else self.dim
+
+
+@dataclass(frozen=True)
 class Const:
     """Pass a fixed number as an extra: an integer or float the kernel takes as a parameter. Its C type comes
     from the kernel's parameter (``dtype`` "int32"/"int64" fixes an integer's width)."""
@@ -227,7 +273,53 @@ class Const:
     dtype: IndexType | None = None
 
 
-Extra = Numel | DimSize | Stride | Const
+Extra = Numel | DimSize | Dim | Stride | Const
+
+
+# -- preconditions: what a kernel assumes of a call's sizes, checked before launch on every path ------------
+
+
+@dataclass(frozen=True)
+class Divisible:
+    """``size`` is a multiple of ``by``: a kernel that loads 8 halves per 128-bit access needs
+    ``Divisible("C", 8)``. ``size``: a named dimension or a size expression (``"numel(x)"``,
+    ``"stride(x, 0)"``); ``why``: the kernel's reason, quoted in the error."""
+
+    size: str
+    by: int
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class AtMost:
+    """``size`` is at most ``limit``: a row kept whole in shared memory or registers
+    (``AtMost("C", 8192)``)."""
+
+    size: str
+    limit: int
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class AtLeast:
+    """``size`` is at least ``limit``."""
+
+    size: str
+    limit: int
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """``size`` is one of ``values``: a kernel specialized for a few head sizes
+    (``OneOf("D", (64, 128, 256))``)."""
+
+    size: str
+    values: tuple[int, ...]
+    why: str = ""
+
+
+Requirement = Divisible | AtMost | AtLeast | OneOf
 
 
 @dataclass(frozen=True)
@@ -280,7 +372,7 @@ class Grid:
     data: the launch needs no Python, so the op can be built into a native library.
 
     grid: 1 to 3 entries, ints or expressions over ``numel``/``size``/``stride`` of named inputs and
-        outputs, config parameters and ``sm_count``.
+        outputs, named dimensions (``"cdiv(M, 64)"``), config parameters and ``sm_count``.
     block: the threads per block (CUDA C++ and PTX; ints or config parameter names); empty for Triton, whose
         compiler fixes the block.
     shared_mem: dynamic shared memory per block in bytes (an int or a config parameter name).
@@ -358,6 +450,8 @@ class KernelSpec:
     found through NVRTC's name expressions); an overloaded name takes its parameter types
     (``"scale(const float*, int, float*)"``). ``param_order`` lists the declared names (inputs, outputs,
     named extras) in the kernel's parameter order, for a kernel whose names cannot be read.
+    ``requires`` lists preconditions on the call's sizes (``Divisible``, ``AtMost``, ``AtLeast``, ``OneOf``),
+    checked before launch on every path (eager, tracing, a native library).
     """
 
     kernel_source: str
@@ -374,3 +468,4 @@ class KernelSpec:
     target: Literal["cubin", "ptx"] = "cubin"
     index_dtype: Literal["int32", "int64"] = "int32"
     param_order: Sequence[str] | None = None
+    requires: Sequence[Requirement] = ()

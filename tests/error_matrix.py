@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import error_matrix_shapes as shaped
 import torch
 
 import opsmith as ok
@@ -59,6 +60,8 @@ _OPS: dict[str, ok.Op] = {}
 
 def op(kind: str) -> ok.Op:
     """Valid ops the call-time cases call wrongly (registered once)."""
+    if kind.startswith("shaped:"):
+        return shaped.op(kind.removeprefix("shaped:"))
     if kind not in _OPS:
         if kind == "plain":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_plain", spec(inputs=[I("x", ndim=2, contiguous="require")]))
@@ -85,7 +88,7 @@ def op(kind: str) -> ok.Op:
                 "errm::ok_scalar", spec(kernel_name="ks", inputs=[I("x"), ok.ScalarInput("a", float)])
             )
         elif kind == "strided":  # indexes x with its row stride: row * stride + col
-            _OPS[kind] = ok.cuda_kernel_op("errm::ok_strided", spec(kernel_name="kst", extras=[
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_strided", spec(kernel_name="kst", inputs=[I("x", ndim=2)], extras=[
                 ok.Stride("x", 0), ok.DimSize("x", -1)]))  # fmt: skip
         elif kind == "biggrid":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_biggrid", spec(index_dtype="int64", geometry=ok.Grid(
@@ -278,6 +281,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("dtensor-no-rule", C, "a DTensor into an op whose sharding is not derivable (`Custom` geometry) and that has no `sharding=`", _dtensor(lambda x: op("floatgrid")(x)), ok.ShardingError, "any"),
         ("dtensor-inplace", C, "a DTensor into an op that writes it in place", _dtensor(lambda x: op("inplace")(x)), ok.ShardingError, "any"),
         ("no-backward", C, "differentiating an op that declares no backward (warnings ignored)", _no_backward, ok.DifferentiationError, "any"),
+        *shaped.cases(),
         ("not-contiguous", C, "a non-contiguous tensor where `require`d", lambda: op("plain")(torch.randn(4, 2, device="cuda").t()), ok.InputError, "gpu"),
         ("other-gpu", C, "tensors on two GPUs", lambda: op("shaped")(torch.randn(2, 4, device="cuda:0"), torch.randn(4, device="cuda:1")), ok.InputError, "gpu"),
         ("inplace-grad", C, "an in-place op without backward on a tensor that requires grad", lambda: op("inplace")(torch.empty(8, device="meta").requires_grad_().clone()), ok.DifferentiationError, "any"),
@@ -303,6 +307,7 @@ CPU_ARGS: dict[str, tuple[str, Callable[[str], tuple]]] = {
     "grid-divides-by-zero": ("divgrid", lambda d: (torch.randn(1, 4, device=d).expand(3, 4),)),
     "grid-overflows": ("widegrid", lambda d: (torch.randn(1, device=d).expand(2**30),)),
 }  # fmt: skip
+CPU_ARGS.update({cid: (f"shaped:{kind}", args) for cid, (kind, args) in shaped.CPU_ARGS.items()})
 
 
 def _dry(cid: str) -> object:

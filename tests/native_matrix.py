@@ -36,6 +36,7 @@ KINDS = (
     "lowgrid",
     "divgrid",
     "widegrid",
+    *(f"shaped:{k}" for k in ("mm", "axpby", "sameas", "vec", "heads", "repeat", "big", "like")),
 )
 # DTensor rows: DTensor's dispatch (Python) refuses before any kernel, native or not, is reached.
 NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python backward",
@@ -45,6 +46,11 @@ NOT_NATIVE = {"custom-float-grid": "Custom geometry", "double-backward": "Python
 def ops() -> list:
     """The matrix's call-time ops (also what test_native.py builds with `python -m opsmith build`)."""
     return [em.op(k) for k in KINDS]
+
+
+def with_refusals() -> list:
+    """The matrix ops and one that cannot be native (a Custom geometry): ``opsmith build`` lists the refusal."""
+    return [*ops(), em.op("floatgrid")]
 
 
 def main() -> dict:
@@ -76,14 +82,13 @@ def dry_run() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         lib = Path(tmp) / "libmatrix.so"
         native.build(ops(), lib, dry_run=True)
+        names = {kind: em.op(kind).record.op_name.split("::") for kind in {k for k, _ in em.CPU_ARGS.values()}}
         code = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
                 "import error_matrix as em\n"  # its module imports opsmith for the other rows' thunks only
-                f"torch.ops.load_library({str(lib)!r})\nout = {{}}\n"
+                f"torch.ops.load_library({str(lib)!r})\nout = {{}}\nnames = {names!r}\n"
                 "for cid, (kind, args) in em.CPU_ARGS.items():\n"
-                "    name = {'plain': 'ok_plain', 'shaped': 'ok_shaped', 'rows': 'ok_rows', 'like': 'ok_like', "
-                "'scalar': 'ok_scalar', 'biggrid': 'ok_biggrid', 'lowgrid': 'ok_lowgrid', 'divgrid': 'ok_divgrid', "
-                "'widegrid': 'ok_widegrid'}[kind]\n"
-                "    try:\n        getattr(torch.ops.errm, name)(*args('cpu')); out[cid] = 'no error'\n"
+                "    ns, name = names[kind]\n"
+                "    try:\n        getattr(getattr(torch.ops, ns), name)(*args('cpu')); out[cid] = 'no error'\n"
                 "    except Exception as e:\n        out[cid] = f'{type(e).__name__}: {str(e).splitlines()[0]}'\n"
                 "print(json.dumps(out))")  # fmt: skip
         env = dict(

@@ -109,10 +109,10 @@ def register_swiglu(ns: str) -> ok.Op:
 
     rows = ok.Reduction(reduce_dims=(-1,))  # one program per row
     return ok.triton_op(f"{ns}::liger_swiglu", _swiglu_forward_kernel,
-                        inputs=[ok.InputDecl("a"), ok.InputDecl("b", shape=(ok.DimSize("a", 0), ok.DimSize("a", 1))),
+                        inputs=[ok.InputDecl("a", shape=("M", "N")), ok.InputDecl("b", shape=("M", "N")),
                                 ok.ScalarInput("gate_multiplier", float)],
-                        outputs=[ok.OutputDecl("c", ok.SameAs("b"))],
-                        extras=[ok.Stride(("a", "b", "c"), 0, name="stride"), ok.DimSize("a", -1, name="n_cols"),
+                        outputs=[ok.OutputDecl("c", shape=("M", "N"))],
+                        extras=[ok.Stride(("a", "b", "c"), 0, name="stride"), ok.Dim("N", name="n_cols"),
                                 ok.DimSize("a", -1, name="BLOCK_SIZE", bucket="pow2")],
                         geometry=rows)  # fmt: skip
 

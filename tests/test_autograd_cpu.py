@@ -102,9 +102,13 @@ def test_declared_shape_is_checked_in_fake_tracing():
     with FakeTensorMode():
         x = torch.empty(4, 64, device="cuda")
         assert fwd(x, torch.empty(64, device="cuda"), 1e-6).shape == (4, 64)
-        with pytest.raises(ok.InputError, match=r"argument 'weight': expected shape \(64,\), got shape \(63,\)"):
+        with pytest.raises(
+            ok.InputError, match=r"argument 'weight': expected shape \(C,\) where C = 64 from 'x', got shape \(63,\)"
+        ):
             fwd(x, torch.empty(63, device="cuda"), 1e-6)
-        with pytest.raises(ok.InputError, match=r"argument 'weight': expected 1 dims, got 2 dims"):
+        with pytest.raises(
+            ok.InputError, match=r"argument 'weight': expected 1 dims \(declared shape \(C,\)\), got 2 dims"
+        ):
             fwd(x, torch.empty(1, 64, device="cuda"), 1e-6)
 
 

@@ -17,6 +17,7 @@ from conftest import assert_launches_on_current_stream
 
 from opsmith import native
 from opsmith.catalog import register_all
+from opsmith.catalog_shapes import register_shapes
 from opsmith.catalog_tuned import register_tuned, triton_available
 from opsmith.rmsnorm import rmsnorm_ops
 
@@ -48,8 +49,7 @@ def built(tmp_path_factory):
     """The JIT ops run on fresh random inputs (every dtype their cases list, RMSNorm forward and backward in
     bf16 at (64, 4096) and float32 at (33, 1000)), then the library built from what they compiled."""
     torch.manual_seed(0)
-    cases = {**register_all(NS), **register_tuned(NS)}
-    cases.pop("repeat2")  # eager_fn: refused by the build (test_native.py)
+    cases = {**register_all(NS), **register_tuned(NS), **register_shapes(NS)}
     data, ops = [], []
     for _, c in sorted(cases.items()):
         ops.append(c.op)

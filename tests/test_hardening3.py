@@ -181,7 +181,14 @@ def test_1_bf16_bits_of_torch_would_round_twice():
 def test_2_a_strided_view_spanning_past_2_31_is_refused_by_a_32_bit_kernel(tmp_path):
     """numel 2^30 but ``row * stride + col`` reaches 2^32: eager (fake CUDA), fake, and the native Meta kernel."""
     src = 'extern "C" __global__ void k(const float* x, int s, int n, float* y) {}'
-    op = _op("span", src, "k", extras=[ok.Stride("x", 0), ok.DimSize("x", -1)], geometry=ok.Elementwise())
+    op = _op(
+        "span",
+        src,
+        "k",
+        inputs=[I("x", shape=("M", "N"))],
+        extras=[ok.Stride("x", 0), ok.DimSize("x", -1)],
+        geometry=ok.Elementwise(),
+    )
     want = (r"argument 'x': expected a view spanning at most 2147483647 elements \(the kernel declares 32-bit "
             r"indexing and addresses it with its strides\), got shape \(67108864, 16\) with strides \(64, 1\), "
             r"spanning 4294967248 elements")  # fmt: skip

@@ -34,16 +34,15 @@ def _run(*args: str, timeout: int = 600) -> dict:
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
-    """The shipped example ops (all but repeat2, whose eager_fn cannot be native) and both RMSNorms, built."""
+    """The shipped example ops and both RMSNorms, built."""
     cases = {**register_all(NS), **register_tuned(NS)}
-    repeat2 = cases.pop("repeat2").op
     cases["twice"] = _twice()
     ops = [c.op for _, c in sorted(cases.items())] + [rmsnorm_ops("cuda")[0]]
     if triton_available():
         ops.append(rmsnorm_ops("triton")[0])
     path = tmp_path_factory.mktemp("native") / "libcatalog.so"
     report = native.build(ops, path)
-    return {"cases": cases, "ops": ops, "path": path, "report": report, "repeat2": repeat2}
+    return {"cases": cases, "ops": ops, "path": path, "report": report}
 
 
 def _twice() -> ok.CheckCase:
@@ -95,15 +94,18 @@ def test_unservable_ops_are_refused_together_and_nothing_is_built(catalog, tmp_p
         kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
         extras=[ok.Numel("x")], geometry=ok.Elementwise(block=(256,))),
         backward=ok.Backward(lambda g: g, args=("grad_y",), grads=("x",)))  # fmt: skip
+    eager = ok.cuda_kernel_op(f"{NS}::eager", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+        extras=[ok.Numel("x")]), eager_fn=lambda x: x.clone())  # fmt: skip
     out = tmp_path / "refused.so"
     with pytest.raises(native.NativeBuildError) as e:
-        native.build([catalog["ops"][0], catalog["repeat2"], custom, pyback], out)
+        native.build([catalog["ops"][0], eager, custom, pyback], out)
     text = str(e.value)
     assert "3 op(s) cannot be native; nothing was built" in text
-    assert f"{NS}::repeat2: its implementation is a Python eager_fn." in text
+    assert f"{NS}::eager: its implementation is a Python eager_fn." in text
     assert f"{NS}::custom: its Custom geometry is a Python function. Fix: write the launch as Grid(" in text
     assert f"{NS}::pyback: its backward is a Python function." in text
-    assert [r[0] for r in e.value.refusals] == [f"{NS}::repeat2", f"{NS}::custom", f"{NS}::pyback"]
+    assert [r[0] for r in e.value.refusals] == [f"{NS}::eager", f"{NS}::custom", f"{NS}::pyback"]
     assert not out.exists()
 
 
@@ -185,17 +187,18 @@ def test_bad_input_matrix_through_the_native_cuda_kernels():
 
 def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     """`python -m opsmith build MODULE:NAME -o lib.so`: the matrix ops build (a cache hit after the matrix
-    test built the same library); the shipped cases include repeat2, whose eager_fn is refused."""
+    test built the same library); with an op of Custom geometry beside them, nothing is built and the refusal is
+    listed."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent)]))
     ok_run = subprocess.run([sys.executable, "-m", "opsmith", "build", "native_matrix:ops", "-o", str(tmp_path / "m.so")],
                             capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert ok_run.returncode == 0, ok_run.stderr[-3000:]
-    # 12 ops; the two dtype-generic ones hold float32, float16 and bfloat16 kernels
-    assert f"{tmp_path / 'm.so'}: 12 ops, 16 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
-    refused = subprocess.run([sys.executable, "-m", "opsmith", "build", "opsmith.catalog:shipped_cases", "-o",
+    # 20 ops; the three dtype-generic ones hold float32, float16 and bfloat16 kernels
+    assert f"{tmp_path / 'm.so'}: 20 ops, 26 kernels," in ok_run.stdout and (tmp_path / "m.so").is_file()
+    refused = subprocess.run([sys.executable, "-m", "opsmith", "build", "native_matrix:with_refusals", "-o",
                               str(tmp_path / "s.so")], capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert refused.returncode == 1
-    assert "opsmith_examples::repeat2: its implementation is a Python eager_fn." in refused.stderr
+    assert "errm::ok_floatgrid: its Custom geometry is a Python function" in refused.stderr
     assert not (tmp_path / "s.so").exists()
 
 

@@ -65,7 +65,7 @@ def test_name_owned_by_someone_else_is_refused():
 def test_schemas(ex):
     assert ex["axpby_float32"].op.schema == f"{NS}::axpby_float32(Tensor x, Tensor y, float a, float b) -> Tensor"
     assert ex["row_minmax"].op.schema == f"{NS}::row_minmax(Tensor x) -> (Tensor, Tensor)"
-    assert ex["repeat2"].op.schema == f"{NS}::repeat2(Tensor x) -> Tensor"  # inferred from meta_fn hints
+    assert ex["repeat2"].op.schema == f"{NS}::repeat2(Tensor x) -> Tensor"
 
 
 def test_fake_shapes_and_dtypes(ex):

@@ -2,15 +2,20 @@
 
 import torch
 
+from opsmith.catalog_shapes import register_shapes
 from opsmith.catalog_tuned import register_tuned
 
-ex = register_tuned("t_interp")
+ex = {**register_tuned("t_interp"), **{f"{k}_tt": v for k, v in register_shapes("t_interp").items() if k == "matmul"}}
 n = 0
 torch.manual_seed(0)
 for name, e in ex.items():
     if not name.endswith("_tt"):
         continue
     for dt in e.dtypes:
+        if name == "matmul_tt" and dt == torch.bfloat16:
+            # Triton's interpreter computes bf16 tl.dot wrongly (3.9: errors of 1e11 for the bare kernel, no
+            # opsmith involved); the GPU tests check bf16.
+            continue
         for args in e.samples(torch.device("cpu"), dt):
             ref_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
             got, want = e.op(*args), e.reference(*ref_args)

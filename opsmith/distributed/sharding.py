@@ -1,29 +1,26 @@
 """DTensor sharding rules derived from an op's declaration.
 
-What a declaration proves about data flow: an ``Elementwise`` op computes each output element from its
-inputs at that element's position; a ``Reduction`` op computes each row independently of the others and
-combines elements only along its ``reduce_dims``. Outputs state their shape relation to an input
-(``SameAs``, ``ReduceDims``), and inputs may state theirs (``InputDecl.shape`` with ``DimSize``: an RMSNorm
-weight is ``x``'s last axis). From these, for every axis of the op's reference input (the input its
-geometry iterates over), each tensor's placement when the op runs on shards of that axis:
+What a declaration proves about data flow. Every axis of every tensor has an *identity*: a named dimension
+(``"M"``), one axis of a group (``"*B"``), the axes of the tensor the geometry iterates over when its shape is
+undeclared, or an identity of its own (an int, None, a size expression, an undeclared input): an axis tied to
+nothing. An ``Elementwise`` op computes each output element from the inputs at that element's position along
+every identity they share with it; a ``Reduction`` op computes each row on its own and combines elements only
+along its ``reduce_dims``. So the op may run on shards of identity X when
 
-* an input that has the axis is sharded along it; one that does not (a norm's weight, when rows are
-  sharded) is replicated whole, which is correct because every shard reads it the same way;
-* an output follows the input it is shaped after; a ``ReduceDims`` output of a sharded reduced axis is a
-  ``Partial`` when the output declares how partial results combine (``combine="sum"``), otherwise that
-  axis cannot be sharded;
-* an axis a ``Reduction`` combines along cannot be sharded for a same-shape output (a softmax row).
+* every tensor that has X has it once, and is sharded along it; a tensor without X is replicated whole (a
+  norm's weight; the table of a gather, whose axes are tied to nothing: every shard reads it anywhere);
+* every output has X, or lost it in a ``ReduceDims`` that declares how partial results combine
+  (``combine="sum"``, ``"max"``, ``"min"``): then it is a ``Partial``. A max or min whose op declares a backward
+  is not split along the reduced axis: each shard's backward would send the gradient to its own maximum;
+* X is not an axis a ``Reduction`` combines along, unless every output lost it that way.
 
 Every rule also lists the all-``Replicate`` strategy. DTensor picks the listed strategy with the least
-redistribution, and redistributes mismatched inputs to it, so inputs are never computed on the wrong
-shards. An input whose relation to the reference is not declared joins the sharded strategies only when
-its shape equals the reference's at call time (then it is read at the same positions); otherwise only the
-replicated strategy is offered.
+redistribution, and redistributes mismatched inputs to it, so inputs are never computed on the wrong shards.
 
-Not derivable, so refused on DTensor input unless ``sharding=`` is given: ``Grid`` and ``Custom``
-geometries (the launch says nothing about which element reads what), ``eager_fn`` overrides, outputs
-allocated by a ``meta_fn``. Refused always: ops that write an input in place (DTensor would redistribute
-it into a copy and the writes would be lost).
+Not derivable, so refused on DTensor input unless ``sharding=`` is given: ``Grid`` and ``Custom`` geometries
+(the launch says nothing about which element reads what), ``eager_fn`` overrides, outputs allocated by a
+``meta_fn``. Refused always: ops that write an input in place (DTensor would redistribute it into a copy and
+the writes would be lost).
 """
 
 from __future__ import annotations
@@ -40,7 +37,7 @@ from ..errors import ShardingError, SpecError
 from ..record import KernelRecord, TensorArg
 from ..spec import Custom, Elementwise, Grid, Reduction
 
-__all__ = ["ShardingPlan", "attach", "derive_plan", "rule_for", "rule_of", "strategies"]
+__all__ = ["ShardingPlan", "attach", "derive_plan", "identities", "rule_for", "rule_of", "strategies"]
 
 _DTENSOR_MODULE = "torch.distributed.tensor"
 
@@ -49,11 +46,12 @@ _DTENSOR_MODULE = "torch.distributed.tensor"
 class ShardingPlan:
     """How an op's tensors shard, read from its declaration once at registration.
 
-    refusal: why no rule can be derived ("" when one is). ``ref``: the tensor input whose axes the op
-    iterates over. ``in_maps``: per tensor input, for each of its axes the reference axis it is (an int,
-    possibly negative), "const" for a fixed size, or the whole entry None when the declaration does not say
-    (then decided by comparing shapes at call time). ``mixing``: reference axes the kernel combines along.
-    ``outputs``: ("same", k) or ("reduce", k, dims, keepdim, combine) over tensor input k.
+    refusal: why no rule can be derived ("" when one is). ``inputs``: per tensor input, the pattern of its
+    axes' identities: entries ``("dim", name)``, ``("group", name)`` (any number of axes), ``("own",)`` (tied
+    to nothing), or the whole pattern ``("ref",)`` (the geometry's reference tensor, shape undeclared: its axes
+    are the op's) or ``("free",)`` (undeclared: tied to nothing). ``outputs``: ``("same", k)``, ``("reduce", k,
+    dims, keepdim, combine)`` over tensor input k, or ``("shape", pattern)``. ``mixing``: the reference's axes a
+    ``Reduction`` combines along. ``no_split``: combines that may not be split (max/min with a backward).
     """
 
     op_name: str
@@ -63,14 +61,15 @@ class ShardingPlan:
     refusal: str = ""
     user: Callable[..., Any] | str | None = None
     ref: int = 0
-    in_maps: tuple[tuple[int | str, ...] | None, ...] = ()
+    inputs: tuple[tuple, ...] = ()
     mixing: tuple[int, ...] = ()
     outputs: tuple[tuple, ...] = ()
+    no_split: tuple[str, ...] = ()
     mutates: bool = False  # writes an input in place: refused on DTensors whatever the rule
 
 
 def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | None = None,
-                sharding: Callable[..., Any] | str | None = None) -> ShardingPlan:  # fmt: skip
+                sharding: Callable[..., Any] | str | None = None, has_backward: bool = False) -> ShardingPlan:  # fmt: skip
     """The op's ``ShardingPlan``; ``sharding`` is the user's rule (a function, or "replicate")."""
     op = record.op_name
     tensor_pos = tuple(k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg))
@@ -92,17 +91,29 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
     why = _underivable(record, geometry, eager_fn)
     if why:
         return ShardingPlan(**base, refusal=why)
-    outputs = tuple(
-        ("same", o.shape["same_as"]) if "same_as" in o.shape
-        else ("reduce", o.shape["reduce"], tuple(o.shape["dims"]), o.shape["keepdim"], o.shape.get("combine"))
-        for o in record.outputs
-    )  # fmt: skip
     if isinstance(geometry, Reduction):
         ref, mixing = 0, tuple(geometry.reduce_dims)
-    else:  # Elementwise: the first output's shape source
-        ref, mixing = outputs[0][1] if outputs else 0, ()
-    in_maps = tuple(_in_map(a, ref) if k != ref else None for k, a in enumerate(record.tensor_inputs))
-    return ShardingPlan(**base, ref=ref, in_maps=in_maps, mixing=mixing, outputs=outputs)
+    else:  # Elementwise: the first output's shape source, if it has one
+        first = record.outputs[0].shape if record.outputs else {}
+        ref, mixing = first.get("same_as", first.get("reduce", 0)), ()
+    inputs = [_pattern(a, k == ref) for k, a in enumerate(record.tensor_inputs)]
+    for k, a in enumerate(record.tensor_inputs):  # SameAs of an undeclared input: its pattern
+        if a.shape_like is not None:
+            inputs[k] = inputs[a.shape_like] if inputs[a.shape_like] != ("free",) else ("like", a.shape_like)
+    user_dims = {n for n, _, _ in record.dims if not n.startswith("size(")}
+    outputs = []
+    for o in record.outputs:
+        if "same_as" in o.shape:
+            outputs.append(("same", o.shape["same_as"]))
+        elif "reduce" in o.shape:
+            outputs.append(("reduce", o.shape["reduce"], tuple(o.shape["dims"]), o.shape["keepdim"],
+                            o.shape.get("combine")))  # fmt: skip
+        else:
+            outputs.append(("shape", tuple(_out_entry(e, label, user_dims)
+                                           for e, label in zip(o.shape["shape"], o.shape["labels"], strict=True))))  # fmt: skip
+    no_split = ("max", "min") if has_backward else ()
+    return ShardingPlan(**base, ref=ref, inputs=tuple(inputs), mixing=mixing, outputs=tuple(outputs),
+                        no_split=no_split)  # fmt: skip
 
 
 def _underivable(record: KernelRecord, geometry: object, eager_fn: Callable | None) -> str:
@@ -121,22 +132,74 @@ def _underivable(record: KernelRecord, geometry: object, eager_fn: Callable | No
     return ""
 
 
-def _in_map(a: TensorArg, ref: int) -> tuple[int | str, ...] | None:
-    """Each axis of input ``a`` as a reference axis or "const", from its declared shape; None if undeclared."""
+def _pattern(a: TensorArg, is_ref: bool) -> tuple:
+    """The identities of an input's axes, from its declared shape (see ``ShardingPlan``)."""
     if a.shape is None:
-        return None
-    out: list[int | str] = []
+        return ("ref",) if is_ref else ("free",)
+    out: list[tuple] = []
     for e in a.shape:
-        if isinstance(e, int):
-            out.append("const")
-        elif e is not None and e[0] == ref:
-            out.append(e[1])
+        if isinstance(e, str) and e.startswith("*"):
+            out.append(("group", e[1:]))
+        elif isinstance(e, str):
+            out.append(("dim", e))
         else:
-            return None  # any size, or another input's size: say nothing, compare shapes at call time
+            out.append(("own",))
     return tuple(out)
 
 
+def _out_entry(e: Any, label: str, user_dims: set[str]) -> tuple:
+    if isinstance(e, list) and e[0] == "group":
+        return ("group", e[1])
+    return ("dim", label) if label in user_dims else ("own",)
+
+
 # -- the rule, evaluated by DTensor on each new combination of input specs --------------------------------
+
+
+def identities(plan: ShardingPlan, shapes: list[tuple]) -> tuple[list[list], list[list], list[list]]:
+    """At a call with tensor inputs of ``shapes``: (per input, its axes' identities; per output, its axes'
+    identities; per output, the identities it reduced away). Groups expand to the length the call gives them."""
+    group_len: dict[str, int] = {}
+    for pat, shape in zip(plan.inputs, shapes, strict=True):
+        for e in pat:
+            if e[0] == "group":
+                group_len.setdefault(e[1], len(shape) - (len(pat) - 1))
+
+    def expand(pat: tuple, k: int, where: str) -> list:
+        if pat == ("ref",):
+            return [("ref", a) for a in range(len(shapes[k]))]
+        if pat == ("free",):
+            return [(where, "own", a) for a in range(len(shapes[k]))]
+        if pat[0] == "like":
+            return expand(plan.inputs[pat[1]], pat[1], where) if plan.inputs[pat[1]] != ("free",) else \
+                [("like", pat[1], a) for a in range(len(shapes[k]))]  # fmt: skip
+        out: list = []
+        for p, e in enumerate(pat):
+            if e[0] == "group":
+                out += [("group", e[1], j) for j in range(group_len.get(e[1], 0))]
+            elif e[0] == "dim":
+                out.append(("dim", e[1]))
+            else:
+                out.append((where, "own", p))
+        return out
+
+    ins = [expand(pat, k, f"i{k}") for k, pat in enumerate(plan.inputs)]
+    outs, lost = [], []
+    for k, o in enumerate(plan.outputs):
+        if o[0] == "same":
+            outs.append(list(ins[o[1]]))
+            lost.append([])
+        elif o[0] == "reduce":
+            src = ins[o[1]]
+            nd = len(src)
+            gone = {d % nd for d in o[2]} if nd else set()
+            outs.append([(f"o{k}", "own", a) if a in gone else x for a, x in enumerate(src)
+                         if a not in gone or o[3]])  # fmt: skip
+            lost.append([x for a, x in enumerate(src) if a in gone])
+        else:
+            outs.append(expand(o[1], 0, f"o{k}"))
+            lost.append([])
+    return ins, outs, lost
 
 
 def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
@@ -151,70 +214,43 @@ def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
     if plan.user == "replicate":
         return [replicate]
     shapes = [tuple(args[k].shape) for k in plan.tensor_pos]
-    maps = _maps(plan, shapes)
-    found = []
-    if maps is not None:
-        nd = len(shapes[plan.ref])
-        mixing = {a % nd for a in plan.mixing} if nd else set()
-        for axis in range(nd):
-            s = _sharded(plan, maps, shapes, axis, axis in mixing)
-            if s is not None:
-                found.append(s)
+    ins, outs, lost = identities(plan, shapes)
+    ref = ins[plan.ref] if ins else []
+    mixing = {ref[a % len(ref)] for a in plan.mixing} if ref else set()
+    candidates: list = []
+    for ids in (*outs, *lost):
+        for x in ids:
+            if x not in candidates and x[1] != "own" and any(x in i for i in ins):
+                candidates.append(x)
+    found = [s for x in candidates if (s := _sharded(plan, ins, outs, lost, x, x in mixing)) is not None]
     return [*found, replicate]
 
 
-def _maps(plan: ShardingPlan, shapes: list[tuple]) -> list[list[int | None]] | None:
-    """Per tensor input, the normalized reference axis of each of its axes (None: not a reference axis);
-    None when some input's relation to the reference is unknown."""
-    ref_shape = shapes[plan.ref]
-    nd = len(ref_shape)
-    out: list[list[int | None]] = []
-    for k, shape in enumerate(shapes):
-        m = plan.in_maps[k] if k < len(plan.in_maps) else None
-        if k == plan.ref or (m is None and shape == ref_shape):
-            out.append(list(range(nd)))
-        elif m is None or len(m) != len(shape) or not nd:
-            return None
-        else:
-            out.append([None if e == "const" else int(e) % nd for e in m])
-    return out
-
-
-def _sharded(plan: ShardingPlan, maps: list, shapes: list, axis: int, mixing: bool) -> tuple[list, list] | None:
-    """The strategy that shards reference ``axis``, or None when the declaration does not allow it."""
+def _sharded(plan: ShardingPlan, ins: list, outs: list, lost: list, x: tuple, mixing: bool) -> tuple | None:
+    """The strategy that shards identity ``x``, or None when the declaration does not allow it."""
     from torch.distributed.tensor import Partial, Replicate, Shard
 
     tensor_pl = []
-    for m in maps:
-        hits = [j for j, r in enumerate(m) if r == axis]
+    for ids in ins:
+        hits = [j for j, y in enumerate(ids) if y == x]
         if len(hits) > 1:  # an input with the axis twice (a square of it): no consistent split
             return None
         tensor_pl.append(Shard(hits[0]) if hits else Replicate())
-    outs = []
-    for o in plan.outputs:
-        src = tensor_pl[o[1]]
-        if o[0] == "same":
-            outs.append(src)
+    out_pl = []
+    for k, ids in enumerate(outs):
+        hits = [j for j, y in enumerate(ids) if y == x]
+        if len(hits) == 1 and not mixing:
+            out_pl.append(Shard(hits[0]))
             continue
-        _, k, dims, keepdim, combine = o
-        nd = len(shapes[k])
-        reduced = sorted(d % nd for d in dims) if nd else []
-        if not src.is_shard():
-            outs.append(Replicate())
-        elif src.dim in reduced:
-            if combine is None:
-                return None
-            outs.append(Partial(combine))
-        else:
-            outs.append(Shard(src.dim if keepdim else src.dim - sum(d < src.dim for d in reduced)))
-    if mixing and not all(p.is_partial() for p in outs):
-        return None  # a split row with a same-shape output (a norm, a softmax), or no declared combine
-    if all(p.is_replicate() for p in tensor_pl):
-        return None  # the reference does not have the axis (cannot happen for ref's own axes) - nothing sharded
+        o = plan.outputs[k]
+        combine = o[4] if o[0] == "reduce" else None
+        if hits or x not in lost[k] or combine is None or combine in plan.no_split:
+            return None  # a split row with a same-shape output, an output that says nothing of x, no combine
+        out_pl.append(Partial(combine))
     inputs: list = [None] * plan.n_args
     for pos, p in zip(plan.tensor_pos, tensor_pl, strict=True):
         inputs[pos] = p
-    return outs, inputs
+    return out_pl, inputs
 
 
 def _refuse(plan: ShardingPlan) -> Callable[..., Any]:

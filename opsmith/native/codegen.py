@@ -16,6 +16,7 @@ from .. import plan as P
 from ..expr import bounds
 from ..record import KernelRecord, dtype_from_name
 from .cpp import AT_DTYPE, CTYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
+from .dims_cpp import DimsSteps
 
 __all__ = ["NativeOp", "Variant", "cpp_signature", "op_source"]
 
@@ -86,7 +87,7 @@ def _i64(v: int) -> str:
     return "INT64_MIN" if v == -(2**63) else f"{v}LL"
 
 
-class _Printer:
+class _Printer(DimsSteps):
     """Prints one plan as C++; ``meta``: the Meta kernel's semantics."""
 
     def __init__(self, n: NativeOp, meta: bool) -> None:
@@ -103,13 +104,14 @@ class _Printer:
                                  else "opsmith::sm_count(dev.index())")  # fmt: skip
         self.statics_done = False
 
-    def expr(self, e: Any, where: tuple[str, str] | None = None, wide: bool = False) -> str:
+    def expr(self, e: Any, where: tuple[str, str] | None = None, wide: bool = False, early: bool = False) -> str:
         w = None if where is None else f"opsmith::Where{{op, {cpp_str(where[0])}, {cpp_str(where[1])}}}"
+        facts = self.plan.early if early else self.plan.facts
 
         def checked(divisor: Any) -> bool:
             if isinstance(divisor, int):
                 return divisor == 0
-            lo, hi = bounds(divisor, self.plan.facts)
+            lo, hi = bounds(divisor, facts)
             return lo <= 0 <= hi
 
         return cpp_expr(e, self.refs, where=w, wide=wide, checked_div=checked)
@@ -138,7 +140,10 @@ class _Printer:
     def rank(self, s: P.Rank) -> list[str]:
         t, n = self._n(s.k)
         cond = f"{t}.dim() != {s.exact}" if s.exact is not None else f"{t}.dim() < {s.least}"
-        return [f"if ({cond}) opsmith::rank_error(op, {n}, {t}, {-1 if s.exact is None else s.exact}, {s.least});"]
+        decl = f", {cpp_str(s.decl)}" if s.decl else ""
+        return [
+            f"if ({cond}) opsmith::rank_error(op, {n}, {t}, {-1 if s.exact is None else s.exact}, {s.least}{decl});"
+        ]
 
     def numel(self, s: P.Numel) -> list[str]:
         t, n = self._n(s.k)
@@ -175,12 +180,6 @@ class _Printer:
         o, on = self._n(s.other)
         return [f"opsmith::check_like(op, {n}, {t}, {on}, {o});"]
 
-    def shape(self, s: P.Shape) -> list[str]:
-        t, n = self._n(s.k)
-        want = ["c10::SymInt(-1)" if e is None else f"c10::SymInt({e})" if isinstance(e, int)
-                else f"{self.t[e[0]]}.sym_size({e[1]})" for e in s.entries]  # fmt: skip
-        return [f"opsmith::check_shape(op, {n}, {t}, {{{', '.join(want)}}});"]
-
     def scalar(self, s: P.Scalar) -> list[str]:
         v, n = self.args[s.pos], cpp_str(self.plan.names[s.pos])
         if s.ctype in P.INT_LIMITS:
@@ -198,6 +197,9 @@ class _Printer:
         src, name = self._n(s.src)
         empty, sizes = ("at::empty_symint", "sym_sizes") if self.meta else ("at::empty", "sizes")
         dt = AT_DTYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
+        if s.rule == "shape":
+            L = self.shape_alloc(s, f"o{s.k}", dt)
+            return L + (self._statics() if self.meta and s.k == len(self.plan.outputs) - 1 else [])
         shape = f"{src}.{sizes}()"
         if s.rule == "reduce":
             dims = "{" + ", ".join(str(d) for d in s.dims) + "}"

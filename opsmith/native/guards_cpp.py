@@ -87,24 +87,17 @@ inline void check_like(const char* op, const char* name, const at::Tensor& t, co
                 std::string("Fix: pass ") + name + ".to(" + other + ".dtype).");
 }
 
-inline void rank_error(const char* op, const char* name, const at::Tensor& t, int64_t exact, int64_t least) {
-  const std::string want = exact >= 0 ? std::to_string(exact) + " dims"
-                                      : "at least " + std::to_string(least) +
-                                            " dims (the launch geometry, a reduced axis or an extra needs them)";
+inline void rank_error(const char* op, const char* name, const at::Tensor& t, int64_t exact, int64_t least,
+                       const char* decl = nullptr) {
+  std::string want;
+  if (decl != nullptr)
+    want = (exact >= 0 ? std::to_string(exact) + " dims" : "at least " + std::to_string(least) + " dims") +
+           " (declared shape " + decl + ")";
+  else
+    want = exact >= 0 ? std::to_string(exact) + " dims"
+                      : "at least " + std::to_string(least) +
+                            " dims (the launch geometry, a reduced axis or an extra needs them)";
   input_error(op, name, want, std::to_string(t.dim()) + " dims (shape " + tuple_str(t.sym_sizes()) + ")");
-}
-
-// A declared shape (-1: any size on that axis).
-inline bool any_size(const c10::SymInt& v) { return v.maybe_as_int() == std::optional<int64_t>(-1); }
-
-inline void check_shape(const char* op, const char* name, const at::Tensor& t, const std::vector<c10::SymInt>& want) {
-  bool ok = t.dim() == static_cast<int64_t>(want.size());
-  for (size_t i = 0; ok && i < want.size(); ++i)
-    if (!any_size(want[i])) ok = t.sym_size(i) == want[i];
-  if (ok) return;
-  std::string s = "(";
-  for (size_t i = 0; i < want.size(); ++i) s += (i ? ", " : "") + (any_size(want[i]) ? "None" : c10::str(want[i]));
-  input_error(op, name, "shape " + s + (want.size() == 1 ? ",)" : ")"), "shape " + tuple_str(t.sym_sizes()));
 }
 
 inline void layout_error(const char* op, const char* name, const at::Tensor& t, const std::vector<int64_t>& axes) {
