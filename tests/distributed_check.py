@@ -44,6 +44,23 @@ def scale_inplace_kernel(x, n, BLOCK: tl.constexpr = 128):
     tl.store(x + offs, tl.load(x + offs, mask=offs < n) * 3, mask=offs < n)
 
 
+@triton.jit
+def gather_kernel(idx, table, y, n, BLOCK: tl.constexpr = 128):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    i = tl.load(idx + offs, mask=offs < n, other=0)
+    tl.store(y + offs, tl.load(table + i, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def rowmax_kernel(x, out, n_cols, BLOCK: tl.constexpr = 64):
+    row = tl.program_id(0).to(tl.int64)
+    acc = tl.full((BLOCK,), float("-inf"), tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        acc = tl.maximum(acc, tl.load(x + row * n_cols + offs, mask=offs < n_cols, other=float("-inf")))
+    tl.store(out + row, tl.max(acc, 0))
+
+
 # Registered before torch.distributed.tensor is imported: their rules arrive when it is.
 assert "torch.distributed.tensor" not in sys.modules
 rowsum = ok.triton_op(f"{NS}::rowsum", rowsum_kernel, inputs=[ok.InputDecl("x", torch.float32, ndim=2)],
@@ -62,6 +79,23 @@ def rows_only(x):  # a user rule: rows only, so any other placement is redistrib
 
 
 twice_rows = ok.triton_op(f"{NS}::twice_rows", twice_kernel, **grid_kw, sharding=rows_only)
+# y = table[idx], Elementwise over idx. Undeclared, the table is tied to nothing (replicated); declared, its
+# axis V is named by nothing else (replicated too), while idx and y share the group.
+gather_kw = {"outputs": [ok.OutputDecl("y", ok.SameAs("idx"), dtype_from="table")], "extras": [ok.Numel("idx", name="n")],
+             "geometry": ok.Elementwise(block=("BLOCK",))}  # fmt: skip
+gather_free = ok.triton_op(f"{NS}::gather_free", gather_kernel, inputs=[
+    ok.InputDecl("idx", torch.int64), ok.InputDecl("table", torch.float32)], **gather_kw)  # fmt: skip
+gather_named = ok.triton_op(f"{NS}::gather_named", gather_kernel, inputs=[
+    ok.InputDecl("idx", torch.int64, shape=("*B",)), ok.InputDecl("table", torch.float32, shape=("V",))], **gather_kw)  # fmt: skip
+# A max over rows with a backward: the gradient goes to each row's maximum, which a split row does not know.
+rowmax = ok.triton_op(f"{NS}::rowmax", rowmax_kernel, inputs=[ok.InputDecl("x", torch.float32, shape=("R", "C"))],
+                      outputs=[ok.OutputDecl("out", ok.ReduceDims("x", (-1,), combine="max"))],
+                      extras=[ok.Dim("C", name="n_cols")], geometry=ok.Reduction(reduce_dims=(-1,)),
+                      backward=ok.Backward(lambda g, x, out: (x == out.unsqueeze(-1)) * g.unsqueeze(-1),
+                                           args=("grad_out", "x", "out"), grads=("x",)))  # fmt: skip
+rowmax_nobwd = ok.triton_op(f"{NS}::rowmax_nobwd", rowmax_kernel, inputs=[ok.InputDecl("x", torch.float32, shape=("R", "C"))],
+                            outputs=[ok.OutputDecl("out", ok.ReduceDims("x", (-1,), combine="max"))],
+                            extras=[ok.Dim("C", name="n_cols")], geometry=ok.Reduction(reduce_dims=(-1,)))  # fmt: skip
 scale3 = ok.triton_op(f"{NS}::scale3", scale_inplace_kernel, inputs=[ok.InputDecl("x", mutates=True, contiguous="require")],
                       outputs=[], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(block=("BLOCK",)))  # fmt: skip
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
@@ -161,6 +195,34 @@ for xp, outp in [(Shard(0), Shard(0)), (Shard(1), Partial()), (Replicate(), Repl
     expect(f"rowsum x {xp}", out.placements, [outp])
     check(f"rowsum x {xp}", out.full_tensor(), x.sum(-1))
 say("rowsum (combine='sum'): rows stay sharded, a sharded reduced axis gives Partial(sum)")
+
+# -- A gather: the table is replicated whatever placement it arrives with -------------------------------
+table, idx = randn(16), torch.randint(0, 16, (16,)).to(DEV)
+for op in (gather_free, gather_named):
+    for ip, tp in [(Shard(0), Replicate()), (Shard(0), Shard(0)), (Replicate(), Shard(0))]:
+        y = op(distribute_tensor(idx, mesh, [ip]), distribute_tensor(table, mesh, [tp]))
+        tag = f"{op.qualname} idx {ip} table {tp}"
+        if ip.is_shard():  # the table is redistributed to Replicate, never read locally
+            expect(tag, y.placements, [ip])
+        check(tag, y.full_tensor(), table[idx])  # (replicated idx: DTensor may shard it, a free slice)
+say("gather: idx sharded or not, the table is read whole (undeclared and declared with its own dimension)")
+
+# -- A max with a backward: never Partial(max) along the reduced axis ------------------------------------
+x, dy = randn(6, 50), randn(6)
+xr = x.clone().requires_grad_()
+(xr.amax(-1) * dy).sum().backward()
+for xp, outp in [(Shard(0), Shard(0)), (Shard(1), Replicate()), (Replicate(), Replicate())]:
+    xd = leaf(x, [xp])
+    out = rowmax(xd)
+    tag = f"rowmax x {xp}"
+    expect(tag, out.placements, [outp])
+    check(tag, out.full_tensor(), x.amax(-1))
+    out.backward(distribute_tensor(dy, mesh, list(out.placements)))
+    check(tag + " dx", xd.grad.full_tensor(), xr.grad)
+out = rowmax_nobwd(distribute_tensor(x, mesh, [Shard(1)]))
+expect("rowmax without backward x Shard(1)", out.placements, [Partial("max")])
+check("rowmax without backward x Shard(1)", out.full_tensor(), x.amax(-1))
+say("rowmax (combine='max'): with a backward a split row is gathered first; without one, Partial(max)")
 
 # -- Refusals and user rules -----------------------------------------------------------------------------
 xd = distribute_tensor(randn(4, 64), mesh, [Shard(0)])

@@ -33,12 +33,19 @@ def _op(name: str, **kw) -> ok.Op:
 
 
 def test_plans_read_the_declaration():
-    """What each declaration proves: the reference input, its row axes, the inputs' declared relations."""
+    """What each declaration proves: the reference input, its row axes, each input's axis identities."""
     ew = _op("ew").sharding_plan
-    assert (ew.refusal, ew.ref, ew.mixing, ew.outputs) == ("", 0, (), (("same", 0),))
+    assert (ew.refusal, ew.ref, ew.mixing, ew.outputs, ew.inputs) == ("", 0, (), (("same", 0),), (("ref",),))
     norm = _op("norm", kernel_name="k2", inputs=[ok.InputDecl("x"), ok.InputDecl("w", shape=(ok.DimSize("x", -1),))],
                geometry=ok.Reduction((-1,))).sharding_plan  # fmt: skip
-    assert norm.mixing == (-1,) and norm.in_maps == (None, (-1,))
+    assert norm.mixing == (-1,) and norm.inputs == (("ref",), (("dim", "size(x, -1)"),))
+    assert norm.bound == (("size(x, -1)", 0, -1),)  # x's last axis carries the name w is tied to
+    named = _op("named", kernel_name="k2", inputs=[ok.InputDecl("x", shape=("*B", "C")), ok.InputDecl("w", shape=("C",))],
+                outputs=[ok.OutputDecl("y", shape=("*B", "C"))], geometry=ok.Reduction((-1,))).sharding_plan  # fmt: skip
+    assert named.inputs == ((("group", "B"), ("dim", "C")), (("dim", "C"),)) and named.bound == ()
+    assert named.outputs == (("shape", (("group", "B"), ("dim", "C"))),)
+    free = _op("free", kernel_name="k2", inputs=[ok.InputDecl("x"), ok.InputDecl("w")]).sharding_plan
+    assert free.inputs == (("ref",), ("free",))  # w is tied to nothing: replicated whatever it arrives as
     rows = _op("rowsum", kernel_name="kr", outputs=[ok.OutputDecl("y", ok.ReduceDims("x", (-1,), combine="sum"))],
                geometry=ok.Reduction((-1,))).sharding_plan  # fmt: skip
     assert rows.outputs == (("reduce", 0, (-1,), False, "sum"),)
@@ -103,8 +110,8 @@ def test_derived_rules_on_two_cpu_ranks():
     and the tuning protocol, on two gloo ranks."""
     r = _torchrun([str(ROOT / "tests" / "distributed_check.py")], port=29701)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    for line in ("rmsnorm: 5 placement cases", "swiglu: matching placements", "rowsum (combine='sum')",
-                 "refusals name the op", "job tuning:", "node-local caches:"):  # fmt: skip
+    for line in ("rmsnorm: 5 placement cases", "swiglu: matching placements", "rowsum (combine='sum')", "gather: idx",
+                 "rowmax (combine='max')", "refusals name the op", "job tuning:", "node-local caches:"):  # fmt: skip
         assert line in r.stdout, r.stdout
 
 

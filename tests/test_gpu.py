@@ -135,7 +135,9 @@ def test_call_time_errors_name_op_argument_expected_and_got(ex):
         ok.InputError, match=r"axpby_float32: argument 'y': expected a CUDA tensor, got a tensor on cpu"
     ):
         ex["axpby_float32"].op(x, x.cpu(), 1.0, 1.0)
-    with pytest.raises(ok.InputError, match=r"add_bias_2d: argument 'bias': expected 1 dims \(declared shape \(C,\)\), got 2 dims"):
+    with pytest.raises(
+        ok.InputError, match=r"add_bias_2d: argument 'bias': expected 1 dims \(declared shape \(C,\)\), got 2 dims"
+    ):
         ex["add_bias_2d"].op(x, x)
     with pytest.raises(ok.InputError, match=r"add_bias_2d: argument 'x': expected at least 2 dims"):
         ex["add_bias_2d"].op(x[0], x[0])

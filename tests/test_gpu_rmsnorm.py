@@ -215,7 +215,9 @@ def test_missing_backward_raises_and_double_backward_is_refused():
 def test_misshaped_weight_and_wrong_dtype_are_refused(impl):
     fwd, _ = rmsnorm_ops(impl)
     x = torch.randn(4, 64, device="cuda")
-    with pytest.raises(ok.InputError, match=r"argument 'weight': expected shape \(C,\) where C = 64 from 'x', got shape \(32,\)"):
+    with pytest.raises(
+        ok.InputError, match=r"argument 'weight': expected shape \(C,\) where C = 64 from 'x', got shape \(32,\)"
+    ):
         fwd(x, torch.randn(32, device="cuda"), 1e-6)
     if impl in ("cuda", "cute"):  # the C++ and CuTe DSL kernels take one element type for x and weight
         with pytest.raises(ok.CompileError, match="weight must have the dtype of x"):

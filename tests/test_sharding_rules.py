@@ -5,9 +5,10 @@ tensors, and the outputs are put back by their placements (cat a Shard, sum or m
 must agree). The result must be what the op computes on the whole tensors. No process group is needed: the
 rule is the function DTensor calls with the inputs' specs.
 
-The semantics are what a kernel with that declaration computes: an ``Elementwise`` op reads every input at
-the output element's position (an input with a declared shape at the positions its ``DimSize`` entries map
-to), a ``Reduction`` op combines only along its reduced axes.
+The semantics are what a kernel with that declaration computes: an ``Elementwise`` op reads the reference input
+at the output element's position, an input with a declared shape at the positions its dimensions map to, and an
+input whose shape is tied to nothing anywhere (``o``: a gather's table); a ``Reduction`` op combines only along
+its reduced axes.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def _semantics(c: Case, x: torch.Tensor, o: torch.Tensor, w: torch.Tensor) -> li
         wb = wb.permute(order).reshape([x.shape[a] if a in mapped else 1 for a in range(x.dim())])
     else:
         wb = wb.reshape(view)
-    base = x + (o if o.shape == x.shape else o.sum() * 0) * 0.5
+    base = x + o.sum() * 0.5  # o's shape is tied to nothing: the kernel may read any of it
     out = []
     for spec in c.outs:
         if c.kind == "reduction":

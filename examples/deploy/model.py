@@ -29,8 +29,8 @@ def register() -> list[ok.Op]:
 
     add_bias = ok.cuda_kernel_op(f"{NS}::add_bias", ok.KernelSpec(
         kernel_source=BIAS, kernel_name="add_bias",
-        inputs=[ok.InputDecl("x", torch.float32, ndim=2), ok.InputDecl("bias", torch.float32, shape=(ok.DimSize("x", -1),))],
-        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.DimSize("x", 0), ok.DimSize("x", 1)],
+        inputs=[ok.InputDecl("x", torch.float32, shape=("R", "C")), ok.InputDecl("bias", torch.float32, shape=("C",))],
+        outputs=[ok.OutputDecl("y", shape=("R", "C"))], extras=[ok.Dim("R", name="rows"), ok.Dim("C", name="cols")],
         geometry=ok.Elementwise(block=(32, 8), layout="nd")))  # fmt: skip
     ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
     scale = ok.ptx_op(f"{NS}::scale", ptx, "scale_f32",

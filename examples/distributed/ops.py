@@ -43,19 +43,19 @@ def swiglu_op() -> ok.Op:
     """Register (once) and return ``torch.ops.dist_example.swiglu(gate, up)`` for 3-d (batch, seq, hidden) inputs."""
     if "fwd" in _OPS:
         return _OPS["fwd"]
-    same = tuple(ok.DimSize("gate", a) for a in range(3))
+    same = ("B", "T", "F")  # batch, sequence, hidden: one size wherever they are named
     # BLOCK and warps to tune over: ~8-16 elements per thread is where elementwise kernels reach bandwidth.
     tune = ok.Autotune([ok.Config({"BLOCK": b}, num_warps=w) for b, w in ((1024, 4), (2048, 8), (4096, 8))],
                        key=[ok.TuneDim("gate", None)])  # fmt: skip
     bwd = ok.triton_op(f"{NS}::swiglu_backward", swiglu_bwd_kernel,
-                       inputs=[ok.InputDecl("grad_out", shape=same), ok.InputDecl("gate", ndim=3), ok.InputDecl("up", shape=same)],
-                       outputs=[ok.OutputDecl("dgate", ok.SameAs("gate")), ok.OutputDecl("dup", ok.SameAs("gate"))],
+                       inputs=[ok.InputDecl("grad_out", shape=same), ok.InputDecl("gate", shape=same), ok.InputDecl("up", shape=same)],
+                       outputs=[ok.OutputDecl("dgate", shape=same), ok.OutputDecl("dup", shape=same)],
                        extras=[ok.Numel("gate", name="n")], geometry=ok.Elementwise(block=("BLOCK",)),
                        autotune=tune, index_dtype="int64")  # fmt: skip
     _OPS["fwd"] = ok.triton_op(
         f"{NS}::swiglu", swiglu_fwd_kernel,
-        inputs=[ok.InputDecl("gate", ndim=3), ok.InputDecl("up", shape=same)],
-        outputs=[ok.OutputDecl("out", ok.SameAs("gate"))], extras=[ok.Numel("gate", name="n")],
+        inputs=[ok.InputDecl("gate", shape=same), ok.InputDecl("up", shape=same)],
+        outputs=[ok.OutputDecl("out", shape=same)], extras=[ok.Numel("gate", name="n")],
         geometry=ok.Elementwise(block=("BLOCK",)), autotune=tune, index_dtype="int64",
         backward=ok.Backward(bwd, args=("grad_out", "gate", "up"), grads=("gate", "up")),
     )  # fmt: skip

@@ -52,6 +52,8 @@ class ShardingPlan:
     are the op's) or ``("free",)`` (undeclared: tied to nothing). ``outputs``: ``("same", k)``, ``("reduce", k,
     dims, keepdim, combine)`` over tensor input k, or ``("shape", pattern)``. ``mixing``: the reference's axes a
     ``Reduction`` combines along. ``no_split``: combines that may not be split (max/min with a backward).
+    ``bound``: dimensions bound on an axis of an input whose shape is undeclared (``DimSize("x", -1)`` in
+    another input's shape): that axis has the dimension's identity.
     """
 
     op_name: str
@@ -65,6 +67,7 @@ class ShardingPlan:
     mixing: tuple[int, ...] = ()
     outputs: tuple[tuple, ...] = ()
     no_split: tuple[str, ...] = ()
+    bound: tuple[tuple[str, int, int], ...] = ()  # names bound on an undeclared tensor: (name, k, axis)
     mutates: bool = False  # writes an input in place: refused on DTensors whatever the rule
 
 
@@ -112,8 +115,9 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
             outputs.append(("shape", tuple(_out_entry(e, label, user_dims)
                                            for e, label in zip(o.shape["shape"], o.shape["labels"], strict=True))))  # fmt: skip
     no_split = ("max", "min") if has_backward else ()
+    bound = tuple((n, k, a) for n, k, a in record.dims if record.tensor_inputs[k].shape is None)
     return ShardingPlan(**base, ref=ref, inputs=tuple(inputs), mixing=mixing, outputs=tuple(outputs),
-                        no_split=no_split)  # fmt: skip
+                        no_split=no_split, bound=bound)  # fmt: skip
 
 
 def _underivable(record: KernelRecord, geometry: object, eager_fn: Callable | None) -> str:
@@ -165,11 +169,18 @@ def identities(plan: ShardingPlan, shapes: list[tuple]) -> tuple[list[list], lis
             if e[0] == "group":
                 group_len.setdefault(e[1], len(shape) - (len(pat) - 1))
 
+    def named(k: int, ids: list) -> list:  # an undeclared tensor's axes that bind a dimension have its identity
+        nd = len(shapes[k])
+        for n, j, a in plan.bound:
+            if j == k and -nd <= a < nd:
+                ids[a % nd] = ("dim", n)
+        return ids
+
     def expand(pat: tuple, k: int, where: str) -> list:
         if pat == ("ref",):
-            return [("ref", a) for a in range(len(shapes[k]))]
+            return named(k, [("ref", a) for a in range(len(shapes[k]))])
         if pat == ("free",):
-            return [(where, "own", a) for a in range(len(shapes[k]))]
+            return named(k, [(where, "own", a) for a in range(len(shapes[k]))])
         if pat[0] == "like":
             return expand(plan.inputs[pat[1]], pat[1], where) if plan.inputs[pat[1]] != ("free",) else \
                 [("like", pat[1], a) for a in range(len(shapes[k]))]  # fmt: skip
