@@ -3,7 +3,7 @@
 ``InputDecl("a", shape=("M", "K"))``, ``InputDecl("b", shape=("K", "N"))``, ``OutputDecl("c", shape=("M", "N"))``:
 a name is one size across every tensor of a call. ``"*B"`` is a group of any number of dims, the same sizes
 wherever it is named. Ints fix an axis, None frees it, and ``DimSize(x, axis)`` (the older spelling) names
-another input's axis. ``SameAs("x")`` on an input is the shape of ``x``.
+another input's axis. ``SameAs("x")`` on an input is the shape of ``x``, axis for axis (checked whole).
 
 Each name is *bound* where it first appears among the inputs, in declaration order: a tensor input and an
 axis (negative after a group, since the group's length is known only per call). Every other place naming it
@@ -62,7 +62,7 @@ def _own_entries(op: str, decls: list[InputDecl], tensors: list[str]) -> list[tu
                                 "give one of the inputs a shape of its own, e.g. shape=('*B', 'C').")  # fmt: skip
             seen.add(j)
             s = decls[j].shape
-            if s is None:
+            if not isinstance(s, SameAs):  # the whole shape of that input, whatever it declares (None axes too)
                 s = j
                 break
         if s is not None and not isinstance(s, int) and not isinstance(s, tuple | list):

@@ -72,11 +72,11 @@ class Refusals:
 
     def shape(self, name: str, t: torch.Tensor, decl: str, names: Sequence[tuple[str, Any, str]]) -> InputError:
         """``names``: (dimension, its value, the tensor it is bound to) for each name the declared shape uses."""
-        where = ", ".join(f"{n} = {tuple(v) if isinstance(v, torch.Size) else v} from '{f}'" for n, v, f in names)
-        return InputError(self.op, name, f"shape {decl}{' where ' + where if where else ''}", f"shape {tuple(t.shape)}")
+        where = ", ".join(f"{n} = {shown(v)} from '{f}'" for n, v, f in names)
+        return InputError(self.op, name, f"shape {decl}{' where ' + where if where else ''}", f"shape {shown(t.shape)}")
 
     def shape_of(self, name: str, t: torch.Tensor, other: str, o: torch.Tensor) -> InputError:
-        return InputError(self.op, name, f"the shape of '{other}', {tuple(o.shape)}", f"shape {tuple(t.shape)}")
+        return InputError(self.op, name, f"the shape of '{other}', {shown(o.shape)}", f"shape {shown(t.shape)}")
 
     def align(self, name: str, t: torch.Tensor, nbytes: int) -> InputError:
         return InputError(self.op, name, f"a data pointer aligned to {nbytes} bytes (declared align={nbytes}, "
@@ -87,7 +87,7 @@ class Refusals:
     def require(self, arg: str, label: str, kind: str, value: Any, why: str, got: Any) -> InputError:
         words = _REQUIRE_WORDS[kind]
         v = str(tuple(value)) if kind == "one_of" else str(value)
-        return InputError(self.op, arg, f"{label} {words} {v}{f' ({why})' if why else ''}", f"{label} = {got}",
+        return InputError(self.op, arg, f"{label} {words} {v}{f' ({why})' if why else ''}", f"{label} = {shown(got)}",
                           f"Fix: pass tensors for which {label} is {words} {v}.")  # fmt: skip
 
     def large_out(self, name: str, shape: Sequence[Any]) -> InputError:
@@ -164,6 +164,17 @@ def out_shape(op_name: str, dims: Sequence[int], keepdim: bool, src: torch.Tenso
     if keepdim:
         return [1 if k in gone else s for k, s in enumerate(shape)]
     return [s for k, s in enumerate(shape) if k not in gone]
+
+
+def shown(v: Any) -> Any:
+    """A size or shape for a message: symbolic sizes (compile, export) as the values of the call being traced,
+    so the text is the eager call's."""
+    if isinstance(v, torch.Size | tuple | list):
+        return tuple(shown(x) for x in v)
+    if isinstance(v, torch.SymInt):
+        hint = v.node.hint
+        return int(hint) if hint is not None else v
+    return v
 
 
 def misalign(t: torch.Tensor, nbytes: int) -> Any:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from diff_calls import build_args, outcome
 from hypothesis import strategies as st
 
@@ -61,11 +62,13 @@ class Gen:
     ok: ok.Op | None = None
     refused: str = ""
     calls: list[list[dict]] = field(default_factory=list)
+    fake_bad: list[str] = field(default_factory=list)  # disagreements of the fake with the dry run
 
     def describe(self) -> str:
         s = self.spec
         return (f"{self.op_name}: inputs={s.inputs} outputs={s.outputs} extras={list(s.extras)} geometry={s.geometry} "
-                f"autotune={s.autotune} index_dtype={s.index_dtype} param_order={s.param_order}\n{self.source}")  # fmt: skip
+                f"autotune={s.autotune} index_dtype={s.index_dtype} param_order={s.param_order} "
+                f"requires={list(s.requires)}\n{self.source}")  # fmt: skip
 
 
 def _digest(order: list[str], cnames: list[str], types: dict[str, str]) -> str:
@@ -91,7 +94,7 @@ def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
     n_s = draw(st.integers(0, 2))
     names = draw(st.lists(st.sampled_from(NAMES), min_size=n_t + n_s + 2, max_size=n_t + n_s + 2, unique=True))
     kinds = draw(st.permutations(["t"] * n_t + ["s"] * n_s))
-    inputs, params, tensors = [], {}, []
+    inputs, params, tensors, tdtypes = [], {}, [], {}
     for k, kind in enumerate(kinds):
         name = names[k]
         if kind == "s":
@@ -102,15 +105,26 @@ def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
         dt = draw(st.sampled_from(list(DTYPES)))
         mutates = draw(st.booleans()) and draw(st.booleans())
         ndim = draw(st.one_of(st.none(), st.none(), st.integers(1, 3)))
-        shape = None
-        if tensors and draw(st.integers(0, 4)) == 0:
+        shape, how = None, draw(st.sampled_from(["none", "none", "names", "names", "dimsize", "sameas"]))
+        if how == "names":
+            shape, ndim = draw(_named_shape()), None
+        elif how == "dimsize" and tensors:
             other = draw(st.sampled_from(tensors))
             shape = tuple(draw(st.sampled_from([None, 2, ok.DimSize(other, -1), ok.DimSize(other, 0)]))
                           for _ in range(ndim or draw(st.integers(1, 2))))  # fmt: skip
             ndim = None
+        elif how == "sameas" and tensors:
+            shape, ndim = ok.SameAs(draw(st.sampled_from(tensors))), None
+        dtype = None
+        if tensors and not mutates and draw(st.integers(0, 5)) == 0:  # the dtype of another input, typed alike
+            dtype = draw(st.sampled_from(tensors))
+            dt = tdtypes[dtype]
         contiguous = "require" if mutates else draw(st.sampled_from(["make", "make", "require"]))
-        inputs.append(ok.InputDecl(name, contiguous=contiguous, ndim=ndim, mutates=mutates, shape=shape))
+        align = draw(st.sampled_from([None, None, None, 8, 16]))
+        inputs.append(ok.InputDecl(name, dtype=dtype, contiguous=contiguous, ndim=ndim, mutates=mutates, shape=shape,
+                                   align=align))  # fmt: skip
         params[name] = f"{'' if mutates else 'const '}{DTYPES[dt]}*"
+        tdtypes[name] = dt
         tensors.append(name)
     if gpu:  # the digest buffer, written in place
         inputs.append(ok.InputDecl("dig", mutates=True, contiguous="require"))
@@ -120,17 +134,23 @@ def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
     out_names = [n for n in names[len(kinds) :]]
     n_out = draw(st.integers(0 if mutated else 1, 2))
     outputs = []
+    bound = _bound_names(inputs)
     for name in out_names[:n_out]:
         src = draw(st.sampled_from([t for t in tensors if t != "dig"]))
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["same", "reduce", "shape", "shape"] if bound else ["same", "reduce"]))
+        if kind == "same":
             rel: Any = ok.SameAs(src)
+        elif kind == "reduce":
+            rel = ok.ReduceDims(src, draw(_axes()), draw(st.booleans()))
         else:
-            rel = ok.ReduceDims(src, tuple(draw(st.lists(st.sampled_from([0, 1, -1]), min_size=1, max_size=2,
-                                                         unique=True))), draw(st.booleans()))  # fmt: skip
-        outputs.append(ok.OutputDecl(name, rel))
-        params[name] = f"{DTYPES[draw(st.sampled_from(list(DTYPES)))]}*"
+            rel = draw(_output_shape(bound))
+        out_dt = draw(st.sampled_from(list(DTYPES)))
+        fixed = getattr(torch, out_dt) if draw(st.integers(0, 3)) == 0 else None
+        outputs.append(ok.OutputDecl(name, rel, dtype=fixed))
+        params[name] = f"{DTYPES[out_dt]}*"
     refs = [t for t in tensors if t != "dig"]
-    extras, extra_params = draw(_extras(refs, [o.name for o in outputs], [d.name for d in inputs]))
+    extras, extra_params = draw(_extras(refs, [o.name for o in outputs], [d.name for d in inputs], sorted(bound)))
+    requires = draw(_requires(sorted(d for d in bound if not d.startswith("*")), refs))
     geometry, autotune = draw(_geometry(refs, [o.name for o in outputs], mutated))
     index_dtype = draw(st.sampled_from(["int32", "int64"]))
     declared = [d.name for d in inputs] + [e.name for e in extras if e.name] + [o.name for o in outputs]
@@ -156,22 +176,87 @@ def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
         f'#include <cuda_fp16.h>\n#include <cuda_bf16.h>\nextern "C" __global__ void {kname}({plist}) {{\n{body}\n}}\n'
     )
     spec = ok.KernelSpec(kernel_source=src, kernel_name=kname, inputs=inputs, outputs=outputs, extras=extras,
-                         geometry=geometry, autotune=autotune, index_dtype=index_dtype, param_order=param_order)  # fmt: skip
+                         geometry=geometry, autotune=autotune, index_dtype=index_dtype, param_order=param_order,
+                         requires=requires)  # fmt: skip
     return Gen(op_name, spec, src)
 
 
 @st.composite
-def _extras(draw: Any, tensors: list[str], outputs: list[str], declared: list[str]) -> tuple[list, list[str]]:
+def _axes(draw: Any) -> tuple[int, ...]:
+    """Reduced axes of one sign (mixed signs are refused where the rank is unknown), sometimes mixed."""
+    pool = draw(st.sampled_from([[0, 1], [-1, -2], [0, 1], [-1, -2], [0, -1]]))
+    return tuple(draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True)))
+
+
+# Dimension names (kept apart from NAMES: a dimension named like an argument is refused) and groups.
+DIMS = ["M", "K", "D", "*B", "*S"]
+
+
+@st.composite
+def _named_shape(draw: Any) -> tuple:
+    """An input's shape over named dimensions: names, at most one group, ints and None."""
+    entries = draw(st.lists(st.sampled_from([*DIMS, 2, None]), min_size=1, max_size=3))
+    first = next((k for k, e in enumerate(entries) if isinstance(e, str) and e.startswith("*")), None)
+    return tuple(e for k, e in enumerate(entries) if not (isinstance(e, str) and e.startswith("*")) or k == first)
+
+
+def _bound_names(inputs: list) -> set[str]:
+    return {e for d in inputs if isinstance(d, ok.InputDecl) and isinstance(d.shape, tuple)
+            for e in d.shape if isinstance(e, str)}  # fmt: skip
+
+
+@st.composite
+def _output_shape(draw: Any, bound: set[str]) -> tuple:
+    """An output's shape: bound names, their group, ints and size expressions that may go below zero."""
+    names = sorted(d for d in bound if not d.startswith("*"))
+    group = sorted(d for d in bound if d.startswith("*"))
+    pool: list[Any] = [3, *group]
+    for n in names:
+        pool += [n, n, f"2 * {n}", f"cdiv({n}, 2)", f"{n} - 2"]
+    if names:  # past 2^31 elements for 32-bit indexing (sizes of 4 and 5), and with a group past 2^63
+        pool.append(f"{names[0]} * {names[0]} * {names[0]} * {names[0]} * 900000")
+    entries = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3))
+    return tuple(e for k, e in enumerate(entries) if e not in group or (entries.index(e) == k and
+                 not any(g in entries[:k] for g in group)))  # fmt: skip
+
+
+@st.composite
+def _requires(draw: Any, names: list[str], tensors: list[str]) -> list:
+    """Preconditions lenient enough that most valid calls meet them (sizes are drawn from 1 to 5)."""
+    out = []
+    for _ in range(draw(st.integers(0, 2))):
+        size = draw(st.sampled_from([*names, *names, *(f"numel({t})" for t in tensors)]))
+        kind = draw(st.sampled_from(["div", "most", "least", "one"] if size in names else ["div", "most", "least"]))
+        if kind == "div":
+            out.append(ok.Divisible(size, draw(st.sampled_from([1, 2])), why=draw(st.sampled_from(["", "vectors"]))))
+        elif kind == "most":
+            out.append(ok.AtMost(size, draw(st.sampled_from([4, 2**31 - 1]))))
+        elif kind == "least":
+            out.append(ok.AtLeast(size, draw(st.sampled_from([0, 2]))))
+        else:
+            out.append(ok.OneOf(size, tuple(draw(st.lists(st.integers(1, 5), min_size=2, max_size=4, unique=True)))))
+    return out
+
+
+@st.composite
+def _extras(
+    draw: Any, tensors: list[str], outputs: list[str], declared: list[str], dims: list[str]
+) -> tuple[list, list[str]]:
     extras, ctypes = [], []
     pool = [f"e{k}" for k in range(4)] + ["c", "x0", "key", "n", "N"]
     names = draw(st.lists(st.sampled_from(pool), min_size=4, max_size=4, unique=True))
     taken = set(declared) | set(outputs)
+    named = [d for d in dims if not d.startswith("*")]
     for k in range(draw(st.integers(0, 3))):
-        kind = draw(st.sampled_from(["numel", "dim", "stride", "const_int", "const_float"]))
+        kind = draw(
+            st.sampled_from(["numel", "dim", "stride", "const_int", "const_float", *(["named"] * 2 * bool(named))])
+        )
         name = names[k] if names[k] not in taken and draw(st.integers(0, 3)) else None
         t = draw(st.sampled_from(tensors))
-        if kind == "numel":
-            e: Any = ok.Numel(t, name=name)
+        if kind == "named":
+            e: Any = ok.Dim(draw(st.sampled_from(named)), name=name)
+        elif kind == "numel":
+            e = ok.Numel(t, name=name)
         elif kind == "dim":
             e = ok.DimSize(t, draw(st.sampled_from([0, -1, 1])), name=name,
                            bucket=draw(st.sampled_from(["exact", "exact", "pow2"])))  # fmt: skip
@@ -208,8 +293,7 @@ def _geometry(draw: Any, tensors: list[str], outputs: list[str], mutated: list[s
     if kind == "nd":
         return ok.Elementwise(block=draw(st.sampled_from([(16, 16), (32, 8), (8, 8, 4)])), layout="nd"), None
     if kind == "rows":
-        dims = tuple(draw(st.lists(st.sampled_from([0, 1, -1]), min_size=1, max_size=2, unique=True)))
-        return ok.Reduction(dims, block_size=draw(st.sampled_from([32, 256]))), None
+        return ok.Reduction(draw(_axes()), block_size=draw(st.sampled_from([32, 256]))), None
     refs = tensors + outputs
     grid = tuple(_expr(draw, refs) for _ in range(draw(st.integers(1, 3))))
     if draw(st.booleans()):
@@ -235,16 +319,7 @@ def calls(draw: Any, op: ok.Op, device: str = "cpu") -> list[list[dict]]:
 @st.composite
 def _call(draw: Any, op: ok.Op, how: str, real: str = "cpu") -> list[dict]:
     r = op.record
-    shapes: dict[str, list[int]] = {}
-    for a in r.tensor_inputs:
-        rank = a.ndim if a.ndim is not None else draw(st.integers(max(a.min_ndim, 1), max(a.min_ndim, 1) + 1))
-        shapes[a.name] = [draw(st.integers(1, 5)) for _ in range(rank)]
-    if "dig" in shapes:
-        shapes["dig"] = [32]
-    for a in r.tensor_inputs:
-        if a.shape is not None:
-            shapes[a.name] = [e if isinstance(e, int) else draw(st.integers(1, 5)) if e is None else
-                              _size(shapes[r.tensor_inputs[e[0]].name], e[1]) for e in a.shape]  # fmt: skip
+    shapes = draw(_shapes(r))
     device = "meta" if how == "huge" or draw(st.integers(0, 3)) == 3 else real
     free = [t for t in shapes if t != "dig"]  # the digest keeps its shape and dtype
     if how == "empty":
@@ -277,6 +352,46 @@ def _call(draw: Any, op: ok.Op, how: str, real: str = "cpu") -> list[dict]:
         else:
             call.append({"t": "scalar", "v": draw(_scalar(a, how == "edge"))})
     return call
+
+
+@st.composite
+def _shapes(draw: Any, r: Any) -> dict[str, list[int]]:
+    """Shapes that satisfy the declaration: the named dimensions one size each, groups one tuple each, bound
+    from the undeclared tensors first (a ``DimSize`` names one of their axes)."""
+    shapes: dict[str, list[int]] = {}
+    sizes: dict[str, int] = {}
+    groups: dict[str, list[int]] = {}
+    for a in r.tensor_inputs:
+        if a.shape is None and a.shape_like is None:
+            rank = a.ndim if a.ndim is not None else draw(st.integers(max(a.min_ndim, 1), max(a.min_ndim, 1) + 1))
+            shapes[a.name] = [draw(st.integers(1, 5)) for _ in range(rank)]
+    if "dig" in shapes:
+        shapes["dig"] = [32]
+    for rnd in range(2):  # a DimSize may name a later input's axis: its size is known after the first round
+        for n, k, axis in r.dims:
+            t = r.tensor_inputs[k]
+            if t.name in shapes and (rnd or t.shape is None):
+                sizes[n] = _size(shapes[t.name], axis)
+        for a in r.tensor_inputs:
+            if a.shape is None:
+                continue
+            out: list[int] = []
+            for e in a.shape:
+                if isinstance(e, int):
+                    out.append(e)
+                elif e is None:
+                    out.append(draw(st.integers(1, 5)))
+                elif e.startswith("*"):
+                    least = max(0, a.min_ndim - (len(a.shape) - 1))
+                    n_g = draw(st.integers(least, least + 2))
+                    out += groups.setdefault(e[1:], [draw(st.integers(1, 4)) for _ in range(n_g)])
+                else:
+                    out.append(sizes.setdefault(e, draw(st.integers(1, 5))))
+            shapes[a.name] = out
+    for a in r.tensor_inputs:
+        if a.shape_like is not None:
+            shapes[a.name] = list(shapes[r.tensor_inputs[a.shape_like].name])
+    return shapes
 
 
 def _size(shape: list[int], axis: int) -> int:
@@ -328,9 +443,34 @@ def python_outcomes(gens: list[Gen], values: bool = False) -> tuple[dict, list[d
                 results[cid] = outcome(g.ok, args, written=written, values=values)
             else:
                 results[cid] = outcome(dry, args, pointers, take)
+                _against_fake(g, cid, call, results[cid])
             cases.append({"id": cid, "op": g.op_name, "call": call, "pointers": pointers, "written": written,
                           "values": values})  # fmt: skip
     return results, cases
+
+
+# Refusals only a real call makes (plan.py: a meta call skips the device, layout copies and the launch, whose
+# grid depends on the tuning decision made at the call).
+# A CPU dry run of a huge output also fails to allocate it, which meta tensors need not.
+_REAL_ONLY = ("expected a launch of", "with one stride on axis", "expected a contiguous tensor", "blocks of",
+              "expected a view spanning", "more than 2^31 threads", "can't allocate memory",
+              "to divide by a non-zero value")  # a grid or extra expression: evaluated for the launch  # fmt: skip
+
+
+def _against_fake(g: Gen, cid: str, call: list[dict], dry: dict) -> None:
+    """The same call on meta tensors through the fake implementation must be refused with the same text, or
+    accepted with the same outputs (what compile and export trace with)."""
+    meta = [dict(a, device="meta") if a["t"] == "tensor" else a for a in call]
+    fake = outcome(g.ok, build_args(meta))
+    want = json.loads(json.dumps({k: v for k, v in dry.items() if k in ("ok", "error", "outputs")}))  # a copy
+    if not dry["ok"] and any(w in dry["error"] for w in _REAL_ONLY):
+        return  # refused for the launch or a real tensor's layout, which tracing does not see (plan.py)
+    for res in (fake, want):  # the stride of an axis of size 1 means nothing (torch's own comparisons skip it)
+        for o in res.get("outputs", ()):
+            o[2] = [st if n != 1 else None for n, st in zip(o[0], o[2], strict=True)]
+    if fake != want:
+        g.fake_bad.append(f"{cid} (fake)\n  python dry run: {want}\n  fake on meta: {fake}\n  call: {call}\n  "
+                          f"{g.describe()}")  # fmt: skip
 
 
 def native_outcomes(gens: list[Gen], cases: list[dict], work: Path, gpu: bool = False) -> dict:
@@ -351,7 +491,7 @@ def native_outcomes(gens: list[Gen], cases: list[dict], work: Path, gpu: bool = 
 def compare(gens: list[Gen], py: dict, nat: dict) -> list[str]:
     """Every disagreement, described with the declaration and the call."""
     by_op = {g.op_name: g for g in gens}
-    bad = []
+    bad = [b for g in gens for b in g.fake_bad]
     for cid, want in py.items():
         got = nat.get(cid)
         if got != want:

@@ -25,4 +25,6 @@ def test_the_python_path_and_the_native_library_agree(data):
     bad = compare(gens, py, nat)
     assert not bad, f"{len(bad)} disagreements of {len(py)} calls:\n" + "\n\n".join(bad[:8])
     s = summary(gens, py)
-    assert s["ops"] >= 8 and s["accepted"] >= 6 and s["launches"] >= 6, s  # the slice exercises launches
+    # A third of the declarations are refused at registration (on purpose: mixed-sign axes, ranks too small);
+    # what registers must still be called and launched.
+    assert s["ops"] >= 6 and s["accepted"] >= 6 and s["launches"] >= 6, s

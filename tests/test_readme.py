@@ -16,7 +16,7 @@ def test_readme_examples(tmp_path, monkeypatch):
     everything else (registration included) runs."""
     pytest.importorskip("triton", reason="the README's Triton examples need Triton, which installs on Linux x86-64")
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    assert len(blocks) == 8
+    assert len(blocks) == 9
     monkeypatch.chdir(tmp_path)  # the native library example writes libmyops.so here
     code = "\n".join(blocks)
     if not torch.cuda.is_available():
