@@ -15,6 +15,7 @@ from typing import Any
 from . import plan as P
 from .eager import _Printer
 from .guards import check_symbolic, check_ties, misalign, static_int, sym_one_of
+from .lowering import lower
 from .record import KernelRecord
 
 __all__ = ["make_fake", "meta_source"]
@@ -154,7 +155,7 @@ def make_fake(record: KernelRecord, plan: P.CallPlan | None = None, meta_fn: Cal
     """The fake implementation of ``record`` (its plan lowered here when not given); ``meta_fn``: what
     allocates the outputs of an op that declares none (after every guard of the plan)."""
     if plan is None:
-        plan = P.lower(record)
+        plan = lower(record)
     text, g = meta_source(plan, record)
     g["_meta"] = meta_fn
     scope: dict[str, Any] = {}

@@ -26,7 +26,7 @@ from .fake import make_fake
 from .fingerprint import declaration_fingerprint
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
-from .plan import lower
+from .lowering import lower
 from .record import KernelRecord, ScalarArg
 from .resolve import resolve
 from .schema import derive_schema

@@ -75,6 +75,11 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
                                 "use py_type=float, int or bool.")  # fmt: skip
             scalars.append(d.name)
             continue
+        if isinstance(d.dtype, str) and isinstance(getattr(torch, d.dtype.removeprefix("torch."), None), torch.dtype) \
+                and d.dtype not in [x.name for x in inputs]:  # fmt: skip
+            raise SpecError(op, field + ".dtype", f"{d.dtype!r} is the name of a dtype; a string names the tensor "
+                            "input whose dtype this one must have.",
+                            f"pass a torch.dtype: dtype=torch.{d.dtype.removeprefix('torch.')}.")  # fmt: skip
         if d.dtype is not None and not isinstance(d.dtype, torch.dtype | str):
             raise SpecError(op, field + ".dtype", f"{d.dtype!r} is not a torch.dtype or an input's name.",
                             "pass e.g. torch.float32, or the name of the tensor input whose dtype it must have.")  # fmt: skip

@@ -12,7 +12,9 @@ A mutant whose text no longer matches the source is reported as stale, never sil
 
 The mutants (``scripts/mutant_cases.py``) cover the first adversarial review's sixteen defects and its blind
 spots, the binding and layout rules (issues 14 and 17), and the third review (issue 22): both printers of the
-call plan, the native generator, size expressions, the tuning protocol, the sharding rules, native.use, the CLI.
+call plan, the native generator, size expressions, the tuning protocol, the sharding rules, native.use, the CLI;
+and named dimensions (issue 23): ties in every printer, preconditions, alignment, output ranks, SameAs, the
+sharding of names and of max with a backward.
 """
 
 from __future__ import annotations
