@@ -712,7 +712,7 @@ MUTANTS += [
         "23-bound-names-ignored",
         "a name bound on an undeclared tensor does not tie its axis (sharded gate, replicated up)",
         "opsmith/distributed/sharding.py",
-        "                ids[a % nd] = (\"dim\", n)",
+        '                ids[a % nd] = ("dim", n)',
         "                pass",
         ("tests/test_sharding_rules.py",),
     ),
