@@ -698,7 +698,7 @@ MUTANTS += [
         "opsmith/dims.py",
         "            if not isinstance(s, SameAs):  # the whole shape of that input, whatever it declares (None axes too)",
         "            if s is None:",
-        ("tests/test_differential.py",),
+        ("tests/test_shapes_cpu.py",),
     ),
     Mutant(
         "23-no-split-ignored",

@@ -84,6 +84,19 @@ def test_export_records_the_relation_as_one_symbol(ops):
         ep.module()(_meta(8, 12), _meta(13, 5))
 
 
+def test_sameas_of_a_declared_input_is_its_whole_shape():
+    """``SameAs("x")`` where x declares ("M", None): y must match x on the free axis too."""
+    op = ok.cuda_kernel_op(f"{NS}::sameas", ok.KernelSpec(
+        kernel_source=SRC, kernel_name="ax", inputs=[I("x", shape=("M", None)), I("y", shape=ok.SameAs("x"))],
+        outputs=[O("out", shape=ok.SameAs("x"))], extras=[ok.Numel("x", "int64")], geometry=ok.Elementwise()))  # fmt: skip
+    dry, _ = make_dry_run(op)
+    assert dry(torch.randn(3, 5), torch.randn(3, 5)).shape == (3, 5)
+    with pytest.raises(ok.InputError, match=r"argument 'y': expected the shape of 'x', \(3, 5\), got shape \(3, 4\)"):
+        dry(torch.randn(3, 5), torch.randn(3, 4))
+    with pytest.raises(ok.InputError, match=r"argument 'y': expected the shape of 'x', \(3, 5\), got shape \(3, 4\)"):
+        op(_meta(3, 5), _meta(3, 4))
+
+
 def test_fake_keeps_guards_with_a_meta_fn():
     """An op whose outputs a meta_fn allocates still refuses, while tracing, what its eager call refuses."""
     calls = []
