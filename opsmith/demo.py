@@ -18,7 +18,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .catalog import register_all
+from .catalog_shapes import register_shapes
 from .catalog_tuned import register_tuned, triton_available
+from .errors import InputError
 from .registration import default_arch
 
 
@@ -88,6 +90,20 @@ def _trace_fake(examples: dict) -> None:
     print(f"torch.export with dynamic batch and rows: ops kept {', '.join(kept)}; x traced as {x_shape}")
 
 
+def _short_input_refused(examples: dict, fake: bool) -> bool:
+    """axpby declares x and y of one shape (``("*S",)``): a y of 10 elements beside an x of 1,000 is refused
+    before any launch (the kernel would read y[10..999] past its end)."""
+    op = examples["axpby_float32"].op
+    try:
+        with FakeTensorMode() if fake else torch.no_grad():
+            op(torch.empty(1000, device="cuda"), torch.empty(10, device="cuda"), 1.0, 1.0)
+    except InputError as e:
+        print(f"a short input is refused before launch{' (traced)' if fake else ''}: {e}")
+        return True
+    print("a short input was NOT refused")
+    return False
+
+
 def _rmsnorm_lab() -> bool:
     """The RMSNorm lab: both kernels forward and backward against the reference, then the benchmark's
     main shape (8, 4096, 4096) bf16 against every other implementation."""
@@ -126,6 +142,7 @@ def main() -> int:
     t0 = time.perf_counter()
     examples = register_all("demo")
     examples.update(register_tuned("demo"))
+    examples.update(register_shapes("demo"))
     flavors = [e.op.record.flavor for e in examples.values()]
     print(f"opsmith demo: registered {len(examples)} example ops in {time.perf_counter() - t0:.2f} s "
           f"({flavors.count('cuda')} CUDA C++ compiled by NVRTC for {default_arch()}, {flavors.count('ptx')} "
@@ -137,6 +154,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("\nNo CUDA GPU here: tracing with fake CUDA tensors instead of running.")
         _trace_fake(examples)
+        if not _short_input_refused(examples, fake=True):
+            return 1
         from .rmsnorm import rmsnorm_ops
 
         t1 = time.perf_counter()
@@ -149,7 +168,7 @@ def main() -> int:
               "opcheck, CUDA graphs, benchmarks.")  # fmt: skip
         return 0
     print(f"\nRunning on {torch.cuda.get_device_name()}: numerics against PyTorch on fresh random inputs")
-    ok = _numerics(examples)
+    ok = _numerics(examples) and _short_input_refused(examples, fake=False)
     print("\nautotuning decisions (key: dtypes + size buckets -> chosen config):")
     for name, ex in examples.items():
         if ex.op.tuner is not None:
