@@ -323,6 +323,17 @@ def resolve(
                             f"declare InputDecl('{d.name}', dtype=torch.float32) (or the dtype the kernel reads), or "
                             f"make it a template parameter of the kernel bound by {{T_{d.name}}}.")  # fmt: skip
     out_args = _output_dtypes(op, outputs, out_args, typing, tensors)
+    resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh)
+    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
+                    tuple((n, k, a) for n, (k, a) in sh.dims.items()),
+                    tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
+
+
+def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: list[str], extra_args: Sequence,
+                geometry: object, typing: Typing, min_nd: list[int], declared: list[int | None],
+                sh: Shapes) -> list[TensorArg | ScalarArg]:  # fmt: skip
+    """The resolved inputs in declaration order: scalars with their C types, tensors with their dtype, layout
+    policy, rank bounds, declared shape, the axes the kernel is given strides for and the alignment it needs."""
     strided = [sorted({e.expr[2] for e in extra_args if isinstance(e.expr, list) and e.expr[0] == "stride"
                        and f"i{k}" in (e.expr[1], *e.same)}) for k in range(len(tensors))]  # fmt: skip
     resolved_inputs: list[TensorArg | ScalarArg] = []
@@ -347,9 +358,7 @@ def resolve(
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
                                          d.align or 0, sh.like[ti]))  # fmt: skip
-    return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
-                    tuple((n, k, a) for n, (k, a) in sh.dims.items()),
-                    tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
+    return resolved_inputs
 
 
 def _dtype_likes(op: str, decls: list[InputDecl], tensors: list[str]) -> list[str | None]:
