@@ -10,7 +10,7 @@ A mutant whose text no longer matches the source is reported as stale, never sil
     python scripts/mutants.py --gpu      # also the ones only a GPU can catch (run on the GPU machine)
     python scripts/mutants.py -k cache   # the mutants whose id contains "cache"
 
-The mutants (``scripts/mutant_cases.py``) cover the first adversarial review's sixteen defects and its blind
+The mutants (``scripts/mutant_cases.py``, ``scripts/mutant_cases_plan.py``) cover the first adversarial review's sixteen defects and its blind
 spots, the binding and layout rules (issues 14 and 17), and the third review (issue 22): both printers of the
 call plan, the native generator, size expressions, the tuning protocol, the sharding rules, native.use, the CLI;
 and named dimensions (issue 23): ties in every printer, preconditions, alignment, output ranks, SameAs, the
@@ -32,7 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-from mutant_cases import MUTANTS, Mutant  # noqa: E402
+from mutant_cases import MUTANTS as FIRST  # noqa: E402
+from mutant_cases import Mutant  # noqa: E402
+from mutant_cases_plan import MUTANTS as PLAN  # noqa: E402
+
+MUTANTS = [*FIRST, *PLAN]
 
 
 def _copy_repo(dst: Path) -> None:

@@ -157,3 +157,25 @@ def test_the_generator_reaches_sharded_strategies():
 
 
 pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def test_an_axis_a_precondition_reads_is_never_sharded():
+    """Divisible("C", 8) holds for the whole C = 8 but not for a rank's half, 4: the rule shards rows, never C (nor
+    any axis of a tensor whose numel a precondition reads); AtMost holds for any shard, so it pins nothing."""
+    src = 'extern "C" __global__ void k1(const float* x, const float* o, const float* w, int n, float* y) {}'
+
+    def op(name, req):
+        return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(
+            kernel_source=src, kernel_name="k1",
+            inputs=[ok.InputDecl("x", shape=("R", "C")), ok.InputDecl("o", shape=("R", "C")), ok.InputDecl("w", shape=("C",))],
+            outputs=[ok.OutputDecl("y", shape=("R", "C"))], extras=[ok.Numel("x")], geometry=ok.Elementwise(),
+            requires=[req]))  # fmt: skip
+
+    specs = [SimpleNamespace(shape=(4, 8)), SimpleNamespace(shape=(4, 8)), SimpleNamespace(shape=(8,))]
+
+    def sharded_dims(o):
+        return sorted({p.dim for outs, _ in strategies(o.sharding_plan, *specs) for p in outs if p.is_shard()})
+
+    assert sharded_dims(op("req_div", ok.Divisible("C", 8))) == [0]
+    assert sharded_dims(op("req_most", ok.AtMost("C", 4096))) == [0, 1]
+    assert sharded_dims(op("req_numel", ok.Divisible("numel(w)", 8))) == [0]

@@ -53,7 +53,9 @@ class ShardingPlan:
     dims, keepdim, combine)`` over tensor input k, or ``("shape", pattern)``. ``mixing``: the reference's axes a
     ``Reduction`` combines along. ``no_split``: combines that may not be split (max/min with a backward).
     ``bound``: dimensions bound on an axis of an input whose shape is undeclared (``DimSize("x", -1)`` in
-    another input's shape): that axis has the dimension's identity.
+    another input's shape): that axis has the dimension's identity. ``pinned``: the axes a precondition reads
+    (``Divisible("C", 8)``: a shard of C need not be divisible by 8; ``AtMost`` holds for any shard), never
+    sharded.
     """
 
     op_name: str
@@ -68,6 +70,7 @@ class ShardingPlan:
     outputs: tuple[tuple, ...] = ()
     no_split: tuple[str, ...] = ()
     bound: tuple[tuple[str, int, int], ...] = ()  # names bound on an undeclared tensor: (name, k, axis)
+    pinned: tuple[tuple[int, int | None], ...] = ()  # axes a precondition reads: (k, axis), (k, None) = all
     mutates: bool = False  # writes an input in place: refused on DTensors whatever the rule
 
 
@@ -116,8 +119,19 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
                                            for e, label in zip(o.shape["shape"], o.shape["labels"], strict=True))))  # fmt: skip
     no_split = ("max", "min") if has_backward else ()
     bound = tuple((n, k, a) for n, k, a in record.dims if record.tensor_inputs[k].shape is None)
+    pinned = tuple(dict.fromkeys(p for r in record.requires if r["kind"] != "at_most" for p in _axes_read(r["expr"])))
     return ShardingPlan(**base, ref=ref, inputs=tuple(inputs), mixing=mixing, outputs=tuple(outputs),
-                        no_split=no_split, bound=bound)  # fmt: skip
+                        no_split=no_split, bound=bound, pinned=pinned)  # fmt: skip
+
+
+def _axes_read(e: Any) -> list[tuple[int, int | None]]:
+    """The input axes a size expression reads: ``size(x, a)`` one axis, ``numel``/``stride`` every axis."""
+    if not isinstance(e, list):
+        return []
+    here = []
+    if e[0] in ("size", "numel", "stride") and isinstance(e[1], str) and e[1].startswith("i"):
+        here = [(int(e[1][1:]), e[2] if e[0] == "size" else None)]
+    return here + [p for a in e[1:] for p in _axes_read(a)]
 
 
 def _underivable(record: KernelRecord, geometry: object, eager_fn: Callable | None) -> str:
@@ -228,10 +242,11 @@ def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
     ins, outs, lost = identities(plan, shapes)
     ref = ins[plan.ref] if ins else []
     mixing = {ref[a % len(ref)] for a in plan.mixing} if ref else set()
+    pinned = {x for k, a in plan.pinned for j, x in enumerate(ins[k]) if a is None or a % len(ins[k]) == j}
     candidates: list = []
     for ids in (*outs, *lost):
         for x in ids:
-            if x not in candidates and x[1] != "own" and any(x in i for i in ins):
+            if x not in candidates and x[1] != "own" and x not in pinned and any(x in i for i in ins):
                 candidates.append(x)
     found = [s for x in candidates if (s := _sharded(plan, ins, outs, lost, x, x in mixing)) is not None]
     return [*found, replicate]
