@@ -7,7 +7,6 @@ character; the differential tests (``tests/test_differential.py``) hold the two 
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -275,11 +274,6 @@ def bf16_bits(value: float) -> int:
 def f16_bits(value: float) -> int:
     """fp16 bits of a Python float, rounded once to nearest even (what ``struct``'s 'e' packs)."""
     return round_bits(value, 10, -14, 15)
-
-
-def float_out_of_range(value: Any, ctype: str) -> bool:
-    m = FLOAT_MAX[ctype]
-    return not -m <= value <= m and value == value and abs(value) != math.inf
 
 
 # -- a Custom geometry's launch, returned by the user's function per call ------------------------------------
