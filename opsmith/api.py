@@ -114,6 +114,7 @@ def triton_op(
     index_dtype: str = "int32",
     sharding: Callable | str | None = None,
     requires: Sequence[Requirement] = (),
+    constexprs: dict[str, int | float | bool | str] | None = None,
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -132,10 +133,19 @@ def triton_op(
     * BLOCK``); with the default "int32" a tensor of more than 2^31 - 1 elements is refused (eagerly, and
     while tracing static shapes; under dynamic shapes Inductor launches the kernel without that check).
     ``requires`` as in ``KernelSpec``; ``sharding`` as in ``cuda_kernel_op``.
+
+    A published kernel is taken as it is: ``@triton.autotune`` over it becomes the op's ``Autotune`` (its
+    configs, key, prune_configs_by, reset_to_zero, restore_value, warmup and rep; ``autotune=`` beside it is
+    refused), and each ``@triton.heuristics`` value a constexpr computed per call from the call's sizes, by the
+    generated code and by native libraries alike (``flavors/triton_decorators.py``). ``constexprs`` gives
+    values to constexprs that neither the configs nor the kernel's defaults set: what a caller passes by
+    keyword (the matmul tutorial's ``ACTIVATION=""``); a config's own value wins.
     """
     from .flavors.triton import TritonSource
+    from .flavors.triton_decorators import unwrap
 
-    source = TritonSource(op_name, kernel, static=_extra_names(extras))
+    kernel, autotune, heuristics = unwrap(op_name, kernel, autotune)
+    source = TritonSource(op_name, kernel, static=_extra_names(extras), heuristics=heuristics, fixed=constexprs)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
                               sharding=sharding, requires=requires)  # fmt: skip

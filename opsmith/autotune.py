@@ -12,6 +12,7 @@ the declared default is used.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -42,14 +43,16 @@ def pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
-def cuda_event_timer(run: Callable[[], None], restore: Callable[[], None], budget_ms: float = 20.0) -> list[float]:
+def cuda_event_timer(run: Callable[[], None], restore: Callable[[], None], budget_ms: float = 20.0,
+                     warmup_ms: float = 0.0) -> list[float]:  # fmt: skip
     """Device time of ``run`` per repetition, from CUDA events on the current stream.
 
     Before each repetition ``restore`` runs, then a 256 MB buffer is zeroed, outside the timed events. The
     zeroing evicts L2 (50 MB on an H100/H200), so every config starts cold as in a real model, and it keeps
     the GPU busy while the host enqueues the run: without it, a kernel shorter than the ~10 us host launch
     path is timed together with the GPU's wait for it (measured: 25 vs 29 us for the same softmax).
-    One repetition sizes the count to about ``budget_ms`` of kernel time (5 to 100 runs).
+    One repetition sizes the count to about ``budget_ms`` of kernel time (5 to 100 runs; ``rep`` of
+    ``@triton.autotune``), after about ``warmup_ms`` of untimed runs (its ``warmup``).
     """
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -60,6 +63,9 @@ def cuda_event_timer(run: Callable[[], None], restore: Callable[[], None], budge
     end.record()
     end.synchronize()
     est = max(start.elapsed_time(end), 1e-3)
+    for _ in range(min(1000, int(warmup_ms / est))):
+        restore()
+        run()
     reps = max(5, min(100, int(budget_ms / est)))
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
     for s, e in events:
@@ -93,9 +99,15 @@ class Tuner:
     """The decisions of one op. ``identity``: what makes a decision valid (kernel, configs, versions)."""
 
     def __init__(self, op_name: str, identity: dict[str, Any], configs: Sequence[dict], default: int,
-                 timer: Timer | None = None) -> None:  # fmt: skip
+                 timer: Timer | None = None, prune: Callable[[dict, dict], list[int]] | None = None,
+                 warmup: float | None = None, rep: float | None = None) -> None:  # fmt: skip
         self.op_name, self.identity, self.configs, self.default = op_name, identity, list(configs), default
+        if timer is None and (warmup is not None or rep is not None):
+            timer = functools.partial(cuda_event_timer, budget_ms=20.0 if rep is None else rep,
+                                      warmup_ms=warmup or 0.0)  # fmt: skip
         self.timer: Timer = timer or cuda_event_timer
+        #: ``prune_configs_by``: (named args, kwargs) -> the configs worth timing for this call.
+        self.prune = prune
         self.decisions: dict[tuple, int] = {}  # read directly by the generated eager code
         self.trial_runs = 0  # timed and untimed config runs made by tuning (tests and benchmarks read it)
         self.tuned_keys = 0  # keys this process tuned itself (not read from disk or from another rank)
@@ -153,7 +165,8 @@ class Tuner:
 
     # -- deciding ------------------------------------------------------------------------------------
     def decide(self, key: tuple, device: int | None, run: Callable[[int], None],
-               mutated: Sequence[torch.Tensor] = (), outputs: Sequence[torch.Tensor] = ()) -> int:  # fmt: skip
+               mutated: Sequence[torch.Tensor] = (), outputs: Sequence[torch.Tensor] = (),
+               named: Callable[[], tuple[dict, dict]] | None = None) -> int:  # fmt: skip
         """The config for ``key``: remembered, read from disk, or tuned now on the caller's tensors. In a job of
         several ranks the decision is the job's (``distributed/tuning.py``): one rank makes it (from its disk
         or by tuning) and every rank launches it, whatever the others' node-local caches hold."""
@@ -162,14 +175,16 @@ class Tuner:
             if key in self.decisions and not force:
                 return self.decisions[key]
             if in_job():
-                winner = job_decision(self, key, device, lambda: self._local(key, device, run, mutated, outputs, force))
+                winner = job_decision(
+                    self, key, device, lambda: self._local(key, device, run, mutated, outputs, force, named)
+                )
                 self._forced.add(key)
                 self.decisions[key] = winner
                 return winner
             if _cannot_tune():
                 hit = self.cached(key, device)
                 return self.default if hit is None else hit  # not remembered: a later eager call may tune
-            winner = self._local(key, device, run, mutated, outputs, force)
+            winner = self._local(key, device, run, mutated, outputs, force, named)
             self._forced.add(key)
             self.decisions[key] = winner
             return winner
@@ -191,7 +206,7 @@ class Tuner:
         return self.default if hit is None else hit
 
     def _local(self, key: tuple, device: int | None, run: Callable[[int], None], mutated: Sequence[torch.Tensor],
-               outputs: Sequence[torch.Tensor], force: bool) -> int:  # fmt: skip
+               outputs: Sequence[torch.Tensor], force: bool, named: Callable | None = None) -> int:  # fmt: skip
         """What this process decides alone: the disk's decision, else a tuning (or the default where tuning
         cannot run or is turned off)."""
         if not force:
@@ -200,11 +215,26 @@ class Tuner:
                 return hit
         if _cannot_tune() or not env.AUTOTUNE.get():
             return self.default
-        return self._tune(key, device, run, mutated, outputs)
+        return self._tune(key, device, run, mutated, outputs, named)
+
+    def _candidates(self, named: Callable | None) -> list[int]:
+        """The configs to time: all, or those ``prune_configs_by`` keeps for this call's arguments."""
+        if self.prune is None or named is None:
+            return list(range(len(self.configs)))
+        try:
+            return self.prune(*named())
+        except Exception as e:  # the user's pruner failed: their error, with where it came from
+            raise LaunchError(f"{self.op_name}: prune_configs_by raised {type(e).__name__}: {e}. Fix: correct the "
+                              "pruning function (it receives triton.Config objects and the kernel's arguments by "
+                              "name).") from e  # fmt: skip
 
     def _tune(self, key: tuple, device: int | None, run: Callable[[int], None], mutated: Sequence[torch.Tensor],
-              outputs: Sequence[torch.Tensor]) -> int:  # fmt: skip
+              outputs: Sequence[torch.Tensor], named: Callable | None = None) -> int:  # fmt: skip
         self.tuned_keys += 1
+        candidates = self._candidates(named)
+        if len(candidates) == 1:  # as Triton's autotuner: one config left, nothing to time
+            self._write(key, device, candidates[0], {}, {})
+            return candidates[0]
         saved = [m.clone() for m in mutated]
 
         def restore() -> None:
@@ -216,9 +246,9 @@ class Tuner:
         times: dict[int, float] = {}
         skipped: dict[int, str] = {}
         errors: dict[int, Exception] = {}
-        bar = _progress(len(self.configs), f"tuning {self.op_name}")
+        bar = _progress(len(candidates), f"tuning {self.op_name}")
         try:
-            for c in range(len(self.configs)):
+            for c in candidates:
                 try:
                     restore()
                     run(c)  # compiles and loads the config; a failure here skips it

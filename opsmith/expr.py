@@ -28,6 +28,10 @@ Tree forms (``ref`` is ``"i<k>"`` for tensor input k, ``"o<k>"`` for output k):
     ["sm_count"]             the multiprocessor count of the call's device
     ["pow2", a]              a rounded up to a power of two (1 for a <= 1)
     ["add"|"sub"|"mul"|"div"|"cdiv"|"min"|"max", a, b]
+    ["mod", a, b]            a % b, floored as Python's (the sign of b)
+    ["eq"|"ne"|"lt"|"le"|"gt"|"ge"|"and"|"or", a, b], ["not", a], ["where", c, a, b]
+                             truth values (1 or 0) and a choice: what a Triton heuristic computes
+                             (``symbolic.py`` traces them; no text spells them)
 
 The text language (Python syntax, nothing else is accepted):
     integers; + - * // ; min(a, b, ...), max(a, b, ...), cdiv(a, b), pow2(a)
@@ -48,6 +52,7 @@ from typing import Any
 
 __all__ = [
     "EXPR_GLOBALS",
+    "TRUTH",
     "ExprError",
     "Facts",
     "I64_MAX",
@@ -160,7 +165,14 @@ def _call(node: ast.Call, text: str, tensors: Mapping[str, str], sub: Callable[[
 
 # -- tree -> words -------------------------------------------------------------------------------------------
 
-_TEXT_OP = {"add": "+", "sub": "-", "mul": "*", "div": "//"}
+_TEXT_OP = {"add": "+", "sub": "-", "mul": "*", "div": "//", "mod": "%"}
+_LOGIC = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "and", "or": "or"}
+#: The truth-valued forms, and Python's spelling of the comparisons.
+TRUTH = frozenset([*_LOGIC, "not"])
+
+
+def _group(x: Expr, text: str) -> str:
+    return f"({text})" if isinstance(x, list) and x[0] in (*_LOGIC, "not", "where", "add", "sub", "mod") else text
 
 
 def describe(expr: Expr, names: Mapping[str, str]) -> str:
@@ -182,6 +194,14 @@ def describe(expr: Expr, names: Mapping[str, str]) -> str:
         return " * ".join(f"size({t}, {a})" for a in args[1]) or "1"
     if op in ("pow2",):
         return f"pow2({describe(args[0], names)})"
+    if op == "not":
+        return f"not {_group(args[0], describe(args[0], names))}"
+    if op == "where":
+        c, a, b = (_group(x, describe(x, names)) for x in args)
+        return f"{a} if {c} else {b}"
+    if op in _LOGIC:
+        a, b = (_group(x, describe(x, names)) for x in args)
+        return f"{a} {_LOGIC[op]} {b}"
     a, b = (describe(x, names) for x in args)
     if op in ("min", "max", "cdiv"):
         return f"{op}({a}, {b})"
@@ -288,6 +308,15 @@ def bounds(expr: Expr, facts: Facts, steps: list[tuple[int, int]] | None = None)
             elif op == "pow2":
                 lo, hi = rec(args[0])
                 out = (_pow2(lo), _pow2(hi))
+            elif op in TRUTH:
+                out = (0, 1)
+            elif op == "where":
+                a, b = rec(args[1]), rec(args[2])
+                out = (min(a[0], b[0]), max(a[1], b[1]))
+            elif op == "mod":
+                b = rec(args[1])
+                m = max(abs(b[0]), abs(b[1]))
+                out = (0 if b[0] > 0 else 1 - m, m - 1 if b[0] > 0 else max(m - 1, 0))
             else:
                 a, b = rec(args[0]), rec(args[1])
                 ref = facts.numel_ref(args[0]) if op == "div" else None
@@ -322,7 +351,7 @@ def unsafe_divisors(expr: Expr, facts: Facts) -> bool:
     """Whether some division of ``expr`` may divide by zero (its divisor's interval holds 0)."""
     if not isinstance(expr, list):
         return False
-    if expr[0] in ("div", "cdiv"):
+    if expr[0] in ("div", "cdiv", "mod"):
         lo, hi = bounds(expr[2], facts)
         if lo <= 0 <= hi:
             return True
@@ -379,7 +408,17 @@ def to_python(expr: Expr, names: Mapping[str, str] | None = None, *, checked: st
             return names.get("sm_count", "_sms(i0)")
         if op == "pow2":
             return _wrap(f"_pow2({rec(args[0])})")
+        if op == "not":
+            return f"(not {rec(args[0])})"
+        if op == "where":
+            return f"({rec(args[1])} if {rec(args[0])} else {rec(args[2])})"
         a, b = rec(args[0]), rec(args[1])
+        if op in ("and", "or"):
+            return f"(bool({a}) {op} bool({b}))"
+        if op in _LOGIC:
+            return f"({a} {_LOGIC[op]} {b})"
+        if op == "mod":
+            return f"_mod({a}, {b}, {checked})" if div_checked(args[1]) else f"({a} % {b})"
         if op in ("min", "max"):  # sym_min / sym_max: symbolic sizes (tracing) without a guard
             return f"_{op}({a}, {b})"
         if op in ("div", "cdiv"):
@@ -427,6 +466,12 @@ def _cdiv(a: Any, b: Any, where: Where) -> Any:
     return -((-a) // b)
 
 
+def _mod(a: Any, b: Any, where: Where) -> Any:
+    if b == 0:
+        raise _div_error(where, b)
+    return a % b
+
+
 def _ck(v: Any, where: Where) -> Any:
     """One step of a wide expression: within 128 bits, as the C++ path computes."""
     if isinstance(v, int) and not -WIDE < v < WIDE:
@@ -470,7 +515,7 @@ def _sym(op: str) -> Any:
 
 #: What printed expressions call (eager code, fake implementations, grids, buffers).
 EXPR_GLOBALS: dict[str, Any] = {"_prod": math.prod, "_pow2": _pow2, "_sms": _sms, "_min": _sym("min"),
-                                "_max": _sym("max"), "_div": _div, "_cdiv": _cdiv, "_ck": _ck}  # fmt: skip
+                                "_max": _sym("max"), "_div": _div, "_cdiv": _cdiv, "_mod": _mod, "_ck": _ck}  # fmt: skip
 
 
 def evaluate(expr: Expr, tensors: dict[str, Any]) -> int:

@@ -60,9 +60,19 @@ def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
             spec.append(f"{vals[p]} & 15 == 0")
         elif kind == "static":
             spec.append(pr.refs[f"x{p}"])
+        elif kind == "heur":
+            spec.append(_heuristic(pr, p))
         else:
             spec.append(f"{vals[p]} % 16 == 0")
     return [f"_sk = ({', '.join(spec)}{',' if spec else ''})"]
+
+
+def _heuristic(pr: Any, h: int) -> str:
+    """A heuristic's value; one per distinct expression where configs differ (``Variants`` picks the launched
+    config's): computing them all keeps the specialization one tuple, computed before the config is chosen."""
+    name = pr.record.heuristics[h]["name"]
+    exprs = [pr.expr(e, (name, f"the heuristic for the constexpr {name}")) for e in pr.plan.launch.heuristics[h]]
+    return exprs[0] if len(exprs) == 1 else f"({', '.join(exprs)})"
 
 
 def _tune_key(pr: Any) -> str:
@@ -75,7 +85,10 @@ def _tune_key(pr: Any) -> str:
 
 def _outs(pr: Any) -> tuple[str, str]:
     outs = [f"_o{k}" for k in range(len(pr.plan.outputs))]
-    mutated = [pr.t[k] for k in pr.plan.mutated]
+    # Outputs with an ``init`` are read by the kernel (it accumulates): tuning restores them between runs too.
+    mutated = [pr.t[k] for k in pr.plan.mutated] + [
+        f"_o{k}" for k, o in enumerate(pr.record.outputs) if o.init is not None
+    ]
     return f"({', '.join(mutated)}{',' if mutated else ''})", f"({', '.join(outs)}{',' if outs else ''})"
 
 
@@ -121,11 +134,25 @@ def _choose(pr: Any, variants: Variants, vals: list[str], geo: str) -> list[str]
     pr.g["_chosen"] = variants.tuner.decisions  # type: ignore[union-attr]
     pr.g["_decide"] = variants.tuner.decide  # type: ignore[union-attr]
     mutated, outs = _outs(pr)
+    named = f", lambda: {_named_args(pr)}" if variants.tuner.prune is not None else ""  # type: ignore[union-attr]
     return [f"_tk = {_tune_key(pr)}",
             "_c = _chosen.get(_tk)",
             f"if _c is None: _c = _decide(_tk, _dev, lambda c: _run(c, _sk, _dev, {geo.replace('@C@', 'c')}, "
-            f"({', '.join(vals)},)), {mutated}, {outs})",
+            f"({', '.join(vals)},)), {mutated}, {outs}{named})",
             "_vk = (_c, _sk)", "_v = _fast.get(_vk)", "if _v is None: _v = _entry(_vk)"]  # fmt: skip
+
+
+def _named_args(pr: Any) -> str:
+    """(the kernel's runtime arguments by parameter name, its constexprs bound by extras): what
+    ``prune_configs_by`` receives, as under Triton's autotuner (tensors as tensors)."""
+    items = []
+    for p, rp in zip(pr.plan.launch.params, pr.record.params, strict=True):
+        kind, i = p.source
+        v = pr.t[i] if kind == "in" else f"_o{i}" if kind == "out" else pr.args[i] if kind == "scalar" \
+            else pr.refs[f"x{i}"]  # fmt: skip
+        items.append(f"{rp.name!r}: {v}")
+    static = [f"{pr.record.extras[k].name!r}: {pr.refs[f'x{k}']}" for k in pr.record.static_extras]
+    return f"({{{', '.join(items)}}}, {{{', '.join(static)}}})"
 
 
 def variant_launch(pr: Any, variants: Variants) -> list[str]:

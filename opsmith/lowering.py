@@ -226,10 +226,10 @@ def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], nar
         if "meta" in o.shape:
             out.append(Alloc(k, "meta", 0, o.dtype, o.dtype_from))
         elif "same_as" in o.shape:
-            out.append(Alloc(k, "same", o.shape["same_as"], o.dtype, o.dtype_from))
+            out.append(Alloc(k, "same", o.shape["same_as"], o.dtype, o.dtype_from, init=o.init))
         elif "reduce" in o.shape:
             out.append(Alloc(k, "reduce", o.shape["reduce"], o.dtype, o.dtype_from, tuple(o.shape["dims"]),
-                             bool(o.shape["keepdim"])))  # fmt: skip
+                             bool(o.shape["keepdim"]), init=o.init))  # fmt: skip
         else:
             entries: list[Any] = []
             his = []
@@ -250,7 +250,7 @@ def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], nar
                 total *= h
             src = next((e[1] for e in entries if e[0] == "group"), o.dtype_from)
             out.append(Alloc(k, "shape", src, o.dtype, o.dtype_from, entries=tuple(entries),
-                             narrow=narrow and total > INT32_MAX))  # fmt: skip
+                             narrow=narrow and total > INT32_MAX, init=o.init))  # fmt: skip
     return out
 
 
@@ -361,13 +361,16 @@ def _launch(record: KernelRecord, spec_layout: Any, sub: Any, facts: Facts, labe
             params.append(Param(("extra", p.index), p.ctype))
         else:
             params.append(Param(("out", p.index), "ptr"))
-    key = tuple(_key_entry(e, sub) for e in record.tune_key) if record.tuned else ()
+    key = tuple(_key_entry(e, sub, record) for e in record.tune_key) if record.tuned else ()
+    heuristics = tuple(tuple(sub(e) for e in h["exprs"]) for h in record.heuristics)
     return Launch(grids, checks, blocks, smem, record.tuned, key, record.tune_default, tuple(spec_layout),
-                  tuple(params))  # fmt: skip
+                  tuple(params), heuristics)  # fmt: skip
 
 
-def _key_entry(entry: list, sub: Any) -> tuple[Any, bool]:
+def _key_entry(entry: list, sub: Any, record: KernelRecord) -> tuple[Any, bool]:
     """(the value's expression, whether it is rounded up to a power of two)."""
+    if entry[0] == "extra":
+        return sub(record.extras[entry[1]].expr), False
     if entry[0] == "numel":
         return sub(["numel", entry[1]]), entry[2] == "pow2"
     return sub(["size", entry[1], entry[2]]), entry[3] == "pow2"

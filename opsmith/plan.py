@@ -175,6 +175,7 @@ class Alloc:
     keepdim: bool = False
     entries: tuple = ()
     narrow: bool = False
+    init: int | float | None = None  # filled with this value once allocated (a kernel that accumulates)
 
 
 @dataclass(frozen=True)
@@ -270,6 +271,9 @@ class Launch:
     tune_default: int
     spec: tuple[tuple[str, int], ...]
     params: tuple[Param, ...]
+    #: Per heuristic (``("heur", h)`` in ``spec``): its distinct expressions; one is the value, several are
+    #: per config (``KernelRecord.heuristics[h]["pick"]``).
+    heuristics: tuple[tuple[Any, ...], ...] = ()
 
 
 @dataclass(frozen=True)

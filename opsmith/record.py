@@ -21,7 +21,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 6
+RECORD_VERSION = 7
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -89,6 +89,7 @@ class OutputArg:
     shape: dict  # {"meta": True}: allocated by the op's meta_fn
     dtype_from: int
     dtype: str | None = None  # fixed by the kernel's signature when known
+    init: int | float | None = None  # every element's value before the kernel runs (None: uninitialized)
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,8 @@ class KernelRecord:
     #: op is not tuned. ``binary``/``launch`` are config 0's; ``launches[k]`` is config k's plan.
     configs: tuple[dict, ...] = ({"params": {}, "num_warps": None, "num_stages": None},)
     launches: tuple[LaunchPlan | None, ...] = ()
-    #: Tuning-key entries: ["dim", "i<k>", axis, "pow2"|"exact"] or ["numel", "i<k>", "pow2"]; dtypes of
-    #: all tensor inputs are always part of the key.
+    #: Tuning-key entries: ["dim", "i<k>", axis, "pow2"|"exact"], ["numel", "i<k>", "pow2"] or ["extra", e,
+    #: "exact"] (extra e's value, for a key naming it); dtypes of all tensor inputs are always part of the key.
     tune_key: tuple = ()
     tune_default: int = 0
     #: "int32": tensors of more than 2^31 - 1 elements are refused before launch; "int64": the kernel indexes
@@ -137,6 +138,11 @@ class KernelRecord:
     groups: tuple = ()
     #: Preconditions: {"kind": "divisible"|"at_most"|"at_least"|"one_of", "expr", "value", "label", "why"}.
     requires: tuple = ()
+    #: Constexprs computed per call (Triton heuristics): {"name", "exprs": distinct expressions, "pick": per
+    #: config the index of its expression}; each is part of the call's specialization.
+    heuristics: tuple = ()
+    #: Compiler options the binaries were built with (NVRTC's for CUDA C++; the driver JIT's for PTX).
+    options: tuple[str, ...] = ()
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:
@@ -182,7 +188,8 @@ class KernelRecord:
         d["launches"] = tuple(LaunchPlan.from_json(p) if p else None for p in d.pop("launches", ()))
         d["configs"] = tuple(d.pop("configs"))
         d["tune_key"] = tuple(d.pop("tune_key", ()))
-        for f in ("dims", "groups", "requires"):
+        d["options"] = tuple(d.pop("options", ()))
+        for f in ("dims", "groups", "requires", "heuristics"):
             d[f] = tuple(tuple(x) if isinstance(x, list) else x for x in d.pop(f, ()))
         return KernelRecord(
             binary=binary,

@@ -32,7 +32,7 @@ from .resolve import resolve
 from .schema import derive_schema
 from .signature import KernelParam
 from .spec import Autotune, Backward, Config, Custom, InputDecl, OutputDecl, ScalarInput
-from .validate import check_autotune, check_op_name
+from .validate import check_autotune, check_op_name, check_tuning_writes
 from .variants import Variants
 
 __all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops", "tuning_identity"]
@@ -261,17 +261,45 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
     for s in sources:
         if hasattr(s, "bind"):
             s.bind(record)
+    if getattr(source, "heuristics", ()):
+        record = _with_heuristics(op_name, record, sources)
+    if autotune is not None:
+        check_tuning_writes(op_name, autotune, record)
     ctypes_ = record.param_ctypes() if resolved is not None else _param_ctypes(params)
     tuner = None
     if record.tuned:
         identity = tuning_identity(op_name, source.flavor, sources, record)
-        tuner = Tuner(op_name, identity, record.configs, record.tune_default)
+        tuner = Tuner(op_name, identity, record.configs, record.tune_default, prune=_pruner(autotune, configs),
+                      warmup=autotune.warmup, rep=autotune.rep)  # fmt: skip
     variants = Variants(record, sources, binary, ctypes_, tuner)
     if specialized and not getattr(source, "interpreted", False) and not record.static_extras and \
+            not record.heuristics and \
             (not triton or all(a.dtype for a in record.tensor_inputs)):  # fmt: skip
         # Compile errors surface now (float32 for open dtypes); with sizes compiled in, at the first call.
         variants.kernel(0, tuple(torch.float32 if kind == "dtype" else True for kind, _ in variants.spec_layout))
     return record, variants, resolved
+
+
+def _with_heuristics(op_name: str, record: KernelRecord, sources: list) -> KernelRecord:
+    """The record with its sources' heuristics traced per config (``flavors/triton_decorators.py``); values that
+    are not numbers (a string) become each config's plain constexprs."""
+    from .flavors.triton_decorators import heuristic_entries, trace_heuristics
+
+    per_config = [trace_heuristics(s, record) for s in sources]
+    entries, constants = heuristic_entries(op_name, per_config, [h.name for h in sources[0].heuristics])
+    record = dataclasses.replace(record, heuristics=entries)
+    for s, consts in zip(sources, constants, strict=True):
+        s.constexprs.update(consts)
+        s.bind(record)
+    return record
+
+
+def _pruner(autotune: Autotune | None, configs: list[Config]) -> Callable | None:
+    if autotune is None or not autotune.prune_configs_by:
+        return None
+    from .flavors.triton_decorators import make_pruner
+
+    return make_pruner(autotune.prune_configs_by, configs)
 
 
 def _define(lib: torch.library.Library, name: str, record: KernelRecord, variants: Variants, custom: Callable | None,
@@ -312,7 +340,9 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
 
 
 def _config_dict(c: Config) -> dict:
-    return {"params": dict(c.params), "num_warps": c.num_warps, "num_stages": c.num_stages}
+    d = {"params": dict(c.params), "num_warps": c.num_warps, "num_stages": c.num_stages}
+    # Only when set: the records (and tuning identities) of configs that never name them stay as they were.
+    return d | {k: v for k in ("num_ctas", "maxnreg") if (v := getattr(c, k)) is not None}
 
 
 def _arity(fn: Callable) -> int:

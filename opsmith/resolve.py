@@ -35,7 +35,7 @@ from .spec import (
     Stride,
     TuneDim,
 )
-from .validate import check_geometry, ident, ref_index, tune_key_entries
+from .validate import check_geometry, ident, named_key, ref_index, tune_key_entries
 
 __all__ = ["Resolved", "resolve"]
 
@@ -217,7 +217,11 @@ def _outputs(op: str, outputs: Sequence, tensors: list[str], scalars: list[str],
                             "use SameAs(input), ReduceDims(input, dims) or a tuple of names and sizes ('M', 'N').")  # fmt: skip
         src = 0 if o.dtype_from is None else ref_index(op, field + ".dtype_from", o.dtype_from, tensors, scalars)
         dt = None if o.dtype is None else str(o.dtype).removeprefix("torch.")
-        out_args.append(OutputArg(o.name, shape, src, dt))
+        init = getattr(o, "init", None)
+        if init is not None and (isinstance(init, bool) or not isinstance(init, int | float)):
+            raise SpecError(op, field + ".init", f"{init!r} is not a number.",
+                            "pass the value every element starts from, e.g. init=0 for a kernel that accumulates.")  # fmt: skip
+        out_args.append(OutputArg(o.name, shape, src, dt, init))
     return out_args
 
 
@@ -323,6 +327,7 @@ def resolve(
                             f"declare InputDecl('{d.name}', dtype=torch.float32) (or the dtype the kernel reads), or "
                             f"make it a template parameter of the kernel bound by {{T_{d.name}}}.")  # fmt: skip
     out_args = _output_dtypes(op, outputs, out_args, typing, tensors)
+    key = named_key(op, key, bound, inputs, extra_args, out_names, static_names)
     resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh)
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
                     tuple((n, k, a) for n, (k, a) in sh.dims.items()),
@@ -460,5 +465,5 @@ def _output_dtypes(op: str, outputs: Sequence | None, out_args: list[OutputArg],
                             f"({src_dt}) but the kernel writes it as {fixed}.",
                             "point dtype_from at an input of the output's element type, drop it, or fix the kernel.")  # fmt: skip
         dt = declared or fixed or src_dt
-        res.append(OutputArg(o.name, o.shape, src, str(dt).removeprefix("torch.") if dt else None))
+        res.append(OutputArg(o.name, o.shape, src, str(dt).removeprefix("torch.") if dt else None, o.init))
     return res

@@ -139,12 +139,15 @@ class OutputDecl:
     dtype: a fixed element type (float32 statistics of a bf16 layer norm); checked against the kernel's
         pointer type where the signature gives one.
     dtype_from: the input whose dtype the output takes; default: the first tensor input.
+    init: the value every element holds before the kernel runs (``0`` for a kernel that accumulates with
+        atomic adds, a split-K matmul); default: uninitialized, the kernel writes every element.
     """
 
     name: str
     shape: ShapeRel | tuple[int | str, ...]
     dtype_from: str | None = None
     dtype: torch.dtype | None = None
+    init: int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -393,12 +396,18 @@ class Config:
     params: for CUDA C++, ``-DNAME=VALUE`` defines and ``{NAME}`` placeholders in ``kernel_name`` (template
         arguments: ``kernel_name="softmax<{BLOCK}>"``); for Triton, the kernel's ``tl.constexpr`` values.
         Geometry block entries may name them.
-    num_warps / num_stages: Triton compile options (defaults 4 and 3, as Triton's).
+    num_warps / num_stages / num_ctas / maxnreg: Triton compile options (defaults 4, 3, 1 and none, as
+        Triton's). A ``tl.constexpr`` parameter named like one of them (the fused-softmax tutorial's
+        ``num_stages``) is that option: it takes the option's value, as it does under Triton's own launcher.
+
+    ``Autotune`` also takes ``triton.Config`` objects as they are; they become this class.
     """
 
     params: dict[str, int | float | bool | str] = field(default_factory=dict)
     num_warps: int | None = None
     num_stages: int | None = None
+    num_ctas: int | None = None
+    maxnreg: int | None = None
 
 
 @dataclass(frozen=True)
@@ -420,15 +429,29 @@ class Autotune:
     """Tune over ``configs``: on the first call with a new key, every config runs on the real inputs and the
     fastest (median device time) is kept, in memory and on disk.
 
-    key: ``TuneDim`` entries; the dtypes of all tensor inputs are always part of the key. With no entries,
-        the pow2 bucket of each tensor input's numel is used.
+    configs: ``Config`` or ``triton.Config`` objects.
+    key: ``TuneDim`` entries, or names (as ``@triton.autotune``'s ``key``): a named extra, or the kernel
+        parameter it fills, keys on its exact value; a tensor's name adds nothing (the dtypes of all tensor
+        inputs are always part of the key). With no entries, the pow2 bucket of each tensor input's numel.
     default: the config used when tuning is not possible (CUDA graph capture, torch.compile tracing, tuning
         turned off with OPSMITH_AUTOTUNE=0) and the key has no cached decision.
+    prune_configs_by: Triton's dict (``early_config_prune(configs, named_args, **kwargs)``, ``perf_model``,
+        ``top_k``), called with the call's arguments by kernel parameter name before a key is tuned; only
+        tuning calls it (a native library launches the stored decisions).
+    reset_to_zero / restore_value: tensors the kernel writes (by declared or kernel parameter name): each
+        timing run starts from the call's values (outputs from their ``init``), whichever list names them;
+        they must be in-place inputs or outputs with an ``init``.
+    warmup / rep: milliseconds of untimed and timed runs per config (default: none, and about 20 ms).
     """
 
     configs: Sequence[Config]
-    key: Sequence[TuneDim] = ()
+    key: Sequence[TuneDim | str] = ()
     default: int = 0
+    prune_configs_by: dict[str, Any] | None = None
+    reset_to_zero: Sequence[str] = ()
+    restore_value: Sequence[str] = ()
+    warmup: float | None = None
+    rep: float | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Every mistake raises ``SpecError`` (a ``ValueError``) naming the op, the field a
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import keyword
 import re
@@ -14,9 +15,9 @@ from collections.abc import Sequence
 import torch
 
 from .errors import SpecError
-from .spec import Autotune, Config, Custom, Elementwise, Grid, Reduction, TuneDim
+from .spec import Autotune, Config, Custom, Elementwise, Grid, Reduction, ScalarInput, TuneDim
 
-__all__ = ["check_autotune", "check_geometry", "check_op_name", "ident", "ref_index", "tune_key_entries"]
+__all__ = ["check_autotune", "check_geometry", "check_op_name", "ident", "named_key", "ref_index", "tune_key_entries"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # ASCII: torch's schema parser takes nothing else
 
@@ -143,6 +144,7 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
         configs = list(autotune.configs) if isinstance(autotune.configs, Sequence) else []
         if not configs:
             raise SpecError(op, "autotune.configs", "no configs are given.", "list at least one Config(...).")
+        configs = [from_triton_config(op, f"autotune.configs[{k}]", c) for k, c in enumerate(configs)]
         for k, c in enumerate(configs):
             field = f"autotune.configs[{k}]"
             if not isinstance(c, Config):
@@ -154,7 +156,7 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
                 if not isinstance(v, int | float | bool | str):
                     raise SpecError(op, f"{field}.params['{n}']", f"{v!r} is not an int, float, bool or str.",
                                     "use plain values; they become defines or constexprs.")  # fmt: skip
-            for opt in ("num_warps", "num_stages"):
+            for opt in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
                 v = getattr(c, opt)
                 if v is None:
                     continue
@@ -164,15 +166,18 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
                 ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
                 if opt == "num_warps":
                     ok = ok and v <= 32 and v & (v - 1) == 0
+                if opt == "maxnreg":  # ptxas's range for .maxnreg
+                    ok = ok and 24 <= v <= 255
                 if not ok:
                     raise SpecError(op, f"{field}.{opt}", f"{v!r} is not a valid {opt}.",
-                                    "num_warps: a power of two in [1, 32]; num_stages: a positive int.")  # fmt: skip
+                                    "num_warps: a power of two in [1, 32]; num_stages, num_ctas: a positive int; "
+                                    "maxnreg: an int in [24, 255].")  # fmt: skip
         d = autotune.default
         if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(configs):
             raise SpecError(op, "autotune.default", f"{d!r} is not a config index.",
                             f"use an int in [0, {len(configs)}).")  # fmt: skip
     if defaults:
-        configs = [Config({**defaults, **c.params}, c.num_warps, c.num_stages) for c in configs]
+        configs = [dataclasses.replace(c, params={**defaults, **c.params}) for c in configs]
     names: list[str] = []
     if isinstance(geometry, Elementwise):
         names = [v for v in geometry.block if isinstance(v, str)]
@@ -217,12 +222,33 @@ def _check_smem_param(op: str, name: str, configs: list[Config], autotune: Autot
                             f"give every config an int '{name}' of bytes in [0, {_MAX_SMEM}].")  # fmt: skip
 
 
+def from_triton_config(op: str, field: str, c: object) -> object:
+    """A ``triton.Config`` as opsmith's ``Config`` (anything else unchanged, for the checks to judge).
+    Its hooks are Python callbacks around each launch, which the generated launch (and a native library)
+    does not make: refused, with what does the same."""
+    if isinstance(c, Config) or type(c).__name__ != "Config" or not hasattr(c, "all_kwargs"):
+        return c
+    if getattr(c, "pre_hook", None) is not None:
+        raise SpecError(op, field + ".pre_hook", "a triton.Config pre_hook is a Python callback before each launch, "
+                        "which opsmith's generated launch and native libraries do not run.",
+                        "drop it: declare the output it clears with OutputDecl(init=0), or list the tensor in "
+                        "reset_to_zero/restore_value.")  # fmt: skip
+    if getattr(c, "ir_override", None) is not None:
+        raise SpecError(op, field + ".ir_override", "a config that replaces the kernel's IR from a file is not "
+                        "supported.", "compile that IR to PTX and register it with ptx_op.")  # fmt: skip
+    return Config(dict(c.kwargs), num_warps=c.num_warps, num_stages=c.num_stages,
+                  num_ctas=getattr(c, "num_ctas", None), maxnreg=getattr(c, "maxnreg", None))  # fmt: skip
+
+
 def tune_key_entries(op: str, key: Sequence[TuneDim], tensors: list[str], scalars: list[str]) -> tuple:
     if not key:
         return tuple(["numel", f"i{k}", "pow2"] for k in range(len(tensors)))
     out = []
     for k, t in enumerate(key):
         field = f"autotune.key[{k}]"
+        if isinstance(t, str):  # a name, as @triton.autotune's key: mapped once the kernel's parameters are bound
+            out.append(["name", t, field])
+            continue
         if not isinstance(t, TuneDim):
             raise SpecError(op, field, f"{t!r} is not a TuneDim.", "use TuneDim(input_name, axis).")
         if t.bucket not in ("pow2", "exact"):
@@ -236,3 +262,73 @@ def tune_key_entries(op: str, key: Sequence[TuneDim], tensors: list[str], scalar
                             "pass an int (negative allowed), or None for the numel.")  # fmt: skip
         out.append(["dim", ref, t.axis, t.bucket])
     return tuple(out)
+
+
+def named_key(op: str, key: tuple, params: Sequence, inputs: Sequence, extras: Sequence, outputs: list[str],
+              constexprs: frozenset[str]) -> tuple:  # fmt: skip
+    """The tuning key with each name (``["name", n, field]``) resolved as ``@triton.autotune`` keys: an extra
+    (by its name or the kernel parameter it fills) on its exact value; a tensor adds nothing (every tensor
+    input's dtype is in the key already), nor does a constexpr the configs or a heuristic set (Triton's key
+    sees only the call's arguments). A scalar input's value is refused: a native library keys on sizes."""
+    out = []
+    for e in key:
+        if e[0] != "name":
+            out.append(e)
+            continue
+        _, n, field = e
+        ext = next((j for j, x in enumerate(extras) if x.name == n), None)
+        p = next((p for p in params if p.name == n), None)
+        if ext is None and p is not None and p.role == "extra":
+            ext = p.index
+        if ext is not None:
+            out.append(["extra", ext, "exact"])
+            continue
+        arg = inputs[p.index] if p is not None and p.role == "input" else next((a for a in inputs if a.name == n), None)
+        if isinstance(arg, ScalarInput):
+            raise SpecError(op, field, f"'{n}' is a scalar input; the tuning key holds sizes.",
+                            f"declare '{n}' as an extra (Numel, DimSize, Dim) if it is a size, or drop it from the key.")  # fmt: skip
+        if arg is not None or n in outputs or (p is not None and p.role == "output") or n in constexprs:
+            continue
+        raise SpecError(op, field, f"'{n}' names no argument of the kernel.",
+                        "name a kernel parameter or a declared extra, or use TuneDim(input, axis).")  # fmt: skip
+    return tuple(out)
+
+
+def check_tuning_writes(op: str, autotune: Autotune, record: object) -> None:
+    """``reset_to_zero``/``restore_value`` name tensors the kernel writes: in-place inputs (tuning restores them
+    between runs) or outputs with an ``init`` (refilled between runs); ``prune_configs_by``, ``warmup`` and
+    ``rep`` have Triton's types."""
+    prune = autotune.prune_configs_by
+    if prune is not None:
+        unknown = set(prune) - {"early_config_prune", "perf_model", "top_k"} if isinstance(prune, dict) else {prune}
+        if unknown or any(prune.get(k) is not None and not callable(prune[k]) for k in ("early_config_prune",
+                                                                                         "perf_model")):  # fmt: skip
+            raise SpecError(op, "autotune.prune_configs_by", f"{prune!r} is not Triton's prune dict.",
+                            "pass {'early_config_prune': fn, 'perf_model': fn, 'top_k': k} (any of them).")  # fmt: skip
+    for f in ("warmup", "rep"):
+        v = getattr(autotune, f)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= 10_000):
+            raise SpecError(
+                op, f"autotune.{f}", f"{v!r} is not a time in milliseconds.", "pass a number in [0, 10000]."
+            )
+    names = {p.name: p for p in record.params if p.name}  # type: ignore[attr-defined]
+    for f in ("reset_to_zero", "restore_value"):
+        seq = getattr(autotune, f)
+        if isinstance(seq, str) or not all(isinstance(n, str) for n in seq):
+            raise SpecError(op, f"autotune.{f}", f"{seq!r} is not a list of names.", "pass e.g. ['c'].")
+        for n in seq:
+            p = names.get(n)
+            decl = (record.inputs[p.index] if p.role == "input" else record.outputs[p.index] if p.role == "output"  # type: ignore[attr-defined]
+                    else None) if p is not None else next((a for a in (*record.inputs, *record.outputs)  # type: ignore[attr-defined]
+                                                           if a.name == n), None)  # fmt: skip
+            if decl is None or getattr(decl, "kind", "") == "scalar" or (p is not None and p.role == "extra"):
+                raise SpecError(op, f"autotune.{f}", f"'{n}' names no tensor of the op.",
+                                "name the tensors the kernel writes, by their declared or kernel parameter names.")  # fmt: skip
+            if getattr(decl, "mutates", False) or getattr(decl, "init", None) is not None:
+                continue
+            if hasattr(decl, "dtype_from"):  # an output opsmith allocates uninitialized
+                raise SpecError(op, f"autotune.{f}", f"'{n}' is an output the kernel reads back (it accumulates into "
+                                "it), but it is allocated uninitialized.",
+                                f"declare OutputDecl('{decl.name}', ..., init=0) (or the value it starts from).")  # fmt: skip
+            raise SpecError(op, f"autotune.{f}", f"'{n}' is an input the declaration says the kernel only reads.",
+                            f"declare InputDecl('{decl.name}', mutates=True) if the kernel writes it.")  # fmt: skip

@@ -37,6 +37,10 @@ class Variants:
         # CuTe DSL: a compiled host function launches its own kernels; ``fast`` holds it per specialization.
         self.host_launched = bool(getattr(sources[0], "host_launched", False))
         self.spec_layout: list[tuple[str, int]] = sources[0].spec_layout() if self.specialized else []  # type: ignore[attr-defined]
+        # Heuristics whose expression differs between configs: the call's spec holds one value per distinct
+        # expression, and a config's kernel is keyed by its own (``project``).
+        self._picks = [(j, record.heuristics[h]["pick"]) for j, (kind, h) in enumerate(self.spec_layout)
+                       if kind == "heur" and len(record.heuristics[h]["exprs"]) > 1]  # fmt: skip
         self.kernels: dict[tuple, DeviceKernel] = {}
         self.static_values: dict[int, set] = {}  # per compiled-in extra, the values compiled so far
         #: What the generated eager code reads per call, keyed by the specialization (untuned) or by
@@ -51,8 +55,11 @@ class Variants:
         if self.first is not None:
             self.kernels[(0, ())] = self.first
         self.grids = [self._grid_fn(p) for p in record.launches] if record.launches else []
-        #: The extras as functions of the tensors (inputs, then outputs), for the flavor's traced implementation.
+        #: The extras as functions of the tensors (inputs, then outputs), for the flavor's traced implementation;
+        #: the heuristics too, per distinct expression.
         self.extra_fns = [self._tensor_fn(to_python(e.expr, self.refs())) for e in record.extras]
+        self.heuristic_fns = [[self._tensor_fn(to_python(e, self.refs())) for e in h["exprs"]]
+                              for h in record.heuristics]  # fmt: skip
 
     @property
     def simple(self) -> bool:
@@ -63,6 +70,7 @@ class Variants:
         """``fast[key]``, building the kernel on first use. A flavor with its own C launcher (Triton) gets
         (function handles by device, the launcher or None, its (num_warps, 1, shared memory), the kernel)."""
         c, spec = key if self.record.tuned else (0, key)
+        spec = self.project(c, spec)
         kd = self.kernel(c, spec)
         if self.host_launched:
             self.fast[key] = kd
@@ -88,8 +96,19 @@ class Variants:
         return DeviceKernel(self.record.op_name, lambda arch, s=src, sp=spec: s.build(arch, sp), self.param_ctypes,
                             binary, block=plan.block if plan else None, shared_mem=plan.shared_mem if plan else 0)  # fmt: skip
 
+    def project(self, c: int, spec: tuple) -> tuple:
+        """``spec`` with each per-config heuristic reduced to config ``c``'s value."""
+        if not self._picks or not spec:
+            return spec
+        out = list(spec)
+        for j, pick in self._picks:
+            if isinstance(out[j], tuple):
+                out[j] = out[j][pick[c]]
+        return tuple(out)
+
     def kernel(self, c: int, spec: tuple) -> DeviceKernel:
         """The kernel of config ``c`` for specialization ``spec`` (compiled and cached on first use)."""
+        spec = self.project(c, spec)
         kd = self.kernels.get((c, spec))
         if kd is None:
             with self._lock:  # eight threads making the first call compile once

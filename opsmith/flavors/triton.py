@@ -43,6 +43,8 @@ _TRITON_DTYPE = {
 }  # fmt: skip
 _TRITON_SCALAR = {"f32": "fp32", "f64": "fp64", "i32": "i32", "i64": "i64", "u32": "u32", "u64": "u64",
                   "bool": "i1", "i8": "i8", "i16": "i16", "f16": "fp16", "bf16": "bf16"}  # fmt: skip
+#: Triton's launch options that a kernel's constexpr may share a name with, and their defaults.
+LAUNCH_OPTIONS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
 _PARAM_SIZE = {"fp32": 4, "fp64": 8, "i32": 4, "i64": 8, "u32": 4, "u64": 8, "i1": 1, "i8": 1, "i16": 2,
                "fp16": 2, "bf16": 2}  # fmt: skip
 
@@ -88,44 +90,82 @@ class TritonSource:
     flavor = "triton"
 
     def __init__(self, op_name: str, kernel: Any, config: Config | None = None,
-                 static: frozenset[str] = frozenset()) -> None:  # fmt: skip
+                 static: frozenset[str] = frozenset(), heuristics: tuple = (),
+                 fixed: dict[str, Any] | None = None) -> None:  # fmt: skip
         if not is_triton_kernel(kernel):
             raise SpecError(op_name, "kernel", f"{kernel!r} is not a @triton.jit function.",
-                            "decorate the kernel with @triton.jit (not @triton.autotune: opsmith tunes with "
-                            "Autotune(configs=...)).")  # fmt: skip
+                            "decorate the kernel with @triton.jit (@triton.autotune and @triton.heuristics over it "
+                            "are taken as they are).")  # fmt: skip
         self.op_name, self.kernel, self.config = op_name, kernel, config or Config()
+        self.heuristics = tuple(heuristics)  # ``triton_decorators.Heuristic``: constexprs computed per call
+        derived = {h.name for h in self.heuristics}
         self.kernel_name = kernel.__name__
         self.interpreted = _interpreted(kernel)
-        self.params_ = _params(kernel)
+        self.fixed = dict(fixed or {})  # ``triton_op(constexprs=...)``: defaults the kernel does not have
+        self.params_ = [(n, c, self.fixed.get(n, d) if c else d) for n, c, d in _params(kernel)]
         constexpr_names = {n for n, c, _ in self.params_ if c}
+        unknown = set(self.fixed) - constexpr_names
+        if unknown or not all(isinstance(v, int | float | bool | str) for v in self.fixed.values()):
+            raise SpecError(op_name, "constexprs", f"{self.fixed!r} sets {sorted(unknown) or 'values'} that are not "
+                            f"tl.constexpr parameters of '{self.kernel_name}' with plain values.",
+                            "name the kernel's constexpr parameters, with ints, floats, bools or strings.")  # fmt: skip
         self.static = frozenset(static) & constexpr_names
         self.runtime_params = [n for n, c, _ in self.params_ if not c]
+        # Constexprs named like a launch option are that option (``_options``); their defaults stay here.
         self.constexpr_defaults = {n: d for n, c, d in self.params_ if c and d is not inspect.Parameter.empty
-                                   and n not in self.static}  # fmt: skip
-        clash = self.static & set(self.config.params)
+                                   and n not in self.static | derived and n not in LAUNCH_OPTIONS}  # fmt: skip
+        for h in self.heuristics:
+            if h.name not in constexpr_names:
+                raise SpecError(op_name, f"heuristics['{h.name}']", f"'{h.name}' is not a tl.constexpr parameter of "
+                                f"'{self.kernel_name}'.", "a heuristic sets a constexpr; name one.")  # fmt: skip
+        clash = (self.static | derived) & set(self.config.params) or self.static & derived
         if clash:
-            raise SpecError(op_name, "autotune.configs", f"constexprs {sorted(clash)} are bound both by an extra and "
-                            "by a config.", "let either the extra or the configs set each constexpr.")  # fmt: skip
+            raise SpecError(op_name, "autotune.configs", f"constexprs {sorted(clash)} are set twice (by an extra, a "
+                            "heuristic or a config).", "let one of them set each constexpr.")  # fmt: skip
+        self.options = self._options(constexpr_names)
         # The unbound source (config None) only describes the kernel.
         self.constexprs: dict[str, Any] = (
             {}
             if config is None
             else constexpr_values(
-                op_name, {n: d for n, c, d in self.params_ if c}, self.config, self.static, "the kernel's constexpr"
+                op_name,
+                {n: d for n, c, d in self.params_ if c and n not in LAUNCH_OPTIONS},
+                self.config,
+                self.static | derived,
+                "the kernel's constexpr",
             )
+            | {n: self.options[n] for n in constexpr_names & set(LAUNCH_OPTIONS)}
         )
         unknown = set(self.config.params) - constexpr_names
         if unknown:
             raise SpecError(op_name, "autotune.configs", f"params {sorted(unknown)} are not constexpr parameters "
                             f"of '{self.kernel_name}'.", "only tl.constexpr parameters can be set by a Config.")  # fmt: skip
-        self.num_warps = self.config.num_warps or 4
-        self.num_stages = self.config.num_stages or 3
+        self.num_warps, self.num_stages = self.options["num_warps"], self.options["num_stages"]
         self._record: KernelRecord | None = None
         self._roles: list[tuple[str, Any]] = []
         self._globals = _global_values(kernel)  # the constexpr globals it compiles with, fixed at registration
 
+    def _options(self, constexpr_names: set[str]) -> dict[str, Any]:
+        """Triton's compile options under this config. A constexpr named like one (``num_stages`` in the
+        fused-softmax tutorial) is the same value, as when Triton's launcher gets it by keyword: the config's
+        params, else its option field, else the kernel's default, else Triton's default."""
+        c = self.config
+        opts: dict[str, Any] = {n: getattr(c, n) for n in LAUNCH_OPTIONS}
+        defaults = {n: d for n, is_c, d in self.params_ if is_c and d is not inspect.Parameter.empty}
+        for n in sorted(constexpr_names & set(LAUNCH_OPTIONS)):
+            if n in self.static:
+                raise SpecError(self.op_name, "extras", f"the constexpr '{n}' is Triton's {n} launch option, which "
+                                "a size cannot set per call.", f"set {n} in the configs instead.")  # fmt: skip
+            v = c.params.get(n)
+            if v is not None and opts[n] is not None and v != opts[n]:
+                raise SpecError(self.op_name, "autotune.configs", f"the config sets the constexpr '{n}' to {v!r} and "
+                                f"the {n} option to {opts[n]!r}; for '{self.kernel_name}' they are one value.",
+                                f"set {n} once.")  # fmt: skip
+            opts[n] = next((x for x in (v, opts[n], defaults.get(n)) if x is not None), None)
+        return {n: v if v is not None else LAUNCH_OPTIONS[n] for n, v in opts.items()}
+
     def for_config(self, config: Config) -> TritonSource:
-        return TritonSource(self.op_name, self.kernel, config, self.static)
+        return TritonSource(self.op_name, self.kernel, config, self.static, self.heuristics, self.fixed)
 
     def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam], str]:
         """The runtime (non-constexpr) parameters by name; their types are what the declaration compiles for."""
@@ -135,9 +175,15 @@ class TritonSource:
         return frozenset(n for n, c, _ in self.params_ if c)
 
     def fingerprint(self) -> str:
+        opts = {"warps": self.num_warps, "stages": self.num_stages}
+        opts |= {k: v for k in ("num_ctas", "maxnreg") if (v := self.options[k]) != LAUNCH_OPTIONS[k]}
+        if self.heuristics:
+            from ..fingerprint import describe
+
+            opts["heuristics"] = [[h.name, describe(h.fn)] for h in self.heuristics]
         return make_key({"flavor": "triton", "kernel": source_digest(self.kernel), "name": self.kernel_name,
-                         "globals": self._globals, "constexprs": self.constexprs, "warps": self.num_warps,
-                         "stages": self.num_stages, "static": sorted(self.static)})  # fmt: skip
+                         "globals": self._globals, "constexprs": self.constexprs, **opts,
+                         "static": sorted(self.static)})  # fmt: skip
 
     # -- binding to the resolved declaration --------------------------------------------------------
     def bind(self, record: KernelRecord) -> None:
@@ -160,7 +206,8 @@ class TritonSource:
                 layout.append(("align", p))
             elif (role == "extra" and not isinstance(a.expr, float)) or (role == "scalar" and a.py_type == "int"):
                 layout.append(("div16", p))
-        return layout + [("static", k) for k in self._record.static_extras]
+        return (layout + [("static", k) for k in self._record.static_extras]
+                + [("heur", h) for h in range(len(self._record.heuristics))])  # fmt: skip
 
     def _types(self, spec: tuple) -> tuple[dict[str, str], dict[tuple[int], list]]:
         assert self._record is not None
@@ -201,12 +248,18 @@ class TritonSource:
         return signature, {(runtime_at[p[0]],): v for p, v in attrs.items()}
 
     def static_values(self, spec: tuple) -> dict[str, Any]:
-        """The constexprs bound by extras, from a call specialization."""
-        if not self.static:
+        """The constexprs bound by extras and computed by heuristics, from a call specialization (its
+        heuristics' values are this config's: ``Variants.project``)."""
+        if not self.static and not self.heuristics:
             return {}
         assert self._record is not None
-        return {self._record.extras[k].name: int(v) for (kind, k), v in zip(self.spec_layout(), spec, strict=True)
-                if kind == "static"}  # fmt: skip
+        out: dict[str, Any] = {}
+        for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
+            if kind == "static":
+                out[self._record.extras[k].name] = int(v)
+            elif kind == "heur":
+                out[self._record.heuristics[k]["name"]] = v if isinstance(v, bool) else int(v)
+        return out
 
     def build(self, arch: str, spec: tuple = ()) -> Binary:
         if _interpreted(self.kernel):
@@ -233,8 +286,7 @@ class TritonSource:
         _refresh_triton_hash(self.kernel)
         src = ASTSource(self.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         try:
-            ck = triton.compile(src, target=GPUTarget("cuda", cc, 32),
-                                options={"num_warps": self.num_warps, "num_stages": self.num_stages})  # fmt: skip
+            ck = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=self._compile_options())
         except Exception as e:  # Triton's CompilationError carries the offending kernel line
             raise CompileError(self.op_name, self.kernel_name, str(e), _kernel_excerpt(self.kernel, e)) from None
         md = ck.metadata
@@ -263,6 +315,9 @@ class TritonSource:
                             "block": list(binary.block or ()), "shared_mem": binary.shared_mem,
                             "trailing_params": binary.trailing_params}, binary.data)  # fmt: skip
         return binary
+
+    def _compile_options(self) -> dict[str, Any]:
+        return {k: v for k, v in self.options.items() if v is not None}
 
     def _check_globals(self) -> None:
         """A constexpr global the kernel reads changed since registration: this op's kernels would mix the
@@ -364,7 +419,7 @@ def _hint(v: Any) -> int | None:
     return int(v)
 
 
-def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
+def _traced_config(record: KernelRecord, tuner: Any, tensors: list, xvals: list) -> int:
     """The config used while tracing: the cached decision for the key at the traced shapes' hints, else
     the declared default. Tracing never tunes (fake tensors have no data to time)."""
     if tuner is None:
@@ -373,8 +428,11 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list) -> int:
 
     key: list[Any] = [t.dtype for t in tensors]
     for entry in record.tune_key:
-        t = tensors[int(entry[1][1:])]
-        v = _hint(t.shape[entry[2]]) if entry[0] == "dim" else _hint(t.numel())
+        if entry[0] == "extra":
+            v = _hint(xvals[entry[1]])
+        else:
+            t = tensors[int(entry[1][1:])]
+            v = _hint(t.shape[entry[2]]) if entry[0] == "dim" else _hint(t.numel())
         if v is None:
             return tuner.default
         key.append(pow2(v) if entry[-1] == "pow2" else v)
@@ -439,6 +497,9 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         _prepare(record, args, None)
         outs = alloc(*args)
         outs_l = [] if outs is None else [outs] if isinstance(outs, torch.Tensor) else list(outs)
+        for o, a in zip(outs_l, record.outputs, strict=True):
+            if a.init is not None:
+                o.fill_(a.init)
         tensors = [args[k] for k in positions]
         written = outs_l + [x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
         if all(w.numel() == 0 for w in written):
@@ -446,7 +507,8 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         _prepare(record, args, outs_l)
         tensors = [args[k] for k in positions]
         t = tensors + outs_l
-        c = _traced_config(record, tuner, tensors)
+        xvals = [f(*t) for f in extras]
+        c = _traced_config(record, tuner, tensors, xvals)
         src = sources[c]
         if grids and grids[c] is not None:
             grid = grids[c](*t)
@@ -454,18 +516,23 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
             ins = {a.name: x for a, x in zip(record.inputs, args, strict=True)}
             onames = {o.name: x for o, x in zip(record.outputs, outs_l, strict=True)}
             grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
-        xvals = [f(*t) for f in extras]
         kwargs = {name: args[p.index] if p.role == "input" else xvals[p.index] if p.role == "extra" else outs_l[p.index]
                   for p, name in zip(record.params, src.runtime_params, strict=True)}  # fmt: skip
         # A size compiled in becomes a constant of the traced graph: int() on a symbolic size adds the guard
         # that recompiles for another value.
         consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras}}
+        for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
+            v = fns[h["pick"][c]](*t)
+            consts[h["name"]] = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)
         kern = kernels[c]
         if kern is None:
             raise LaunchError(f"{op}: the kernel was defined with TRITON_INTERPRET=1, so torch.compile cannot trace "
                               "it. Fix: unset TRITON_INTERPRET to compile it.")  # fmt: skip
+        # One dict: a constexpr named like a launch option (``num_stages``) holds the option's own value.
+        # torch's tracing takes num_warps and num_stages by keyword only (num_ctas and maxnreg it refuses
+        # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
         options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages}
-        kern[grid](**kwargs, **consts, **options)
+        kern[grid](**{**kwargs, **consts, **options})
         return outs
 
     return impl
@@ -543,7 +610,14 @@ def _kernel_excerpt(kernel: Any, err: Exception) -> str:
 
 
 def source_digest(kernel: Any) -> str:
-    """Triton's own content hash (source and the jit functions it calls); the source text when interpreted."""
+    """Triton's own content hash (source, the jit functions it calls and the globals it reads). Interpreted,
+    there is none: the source text, or for a kernel built without a source file (``exec``, a notebook) what
+    its bytecode computes (``fingerprint.describe``: code, constants, globals read)."""
     if hasattr(kernel, "cache_key"):
         return kernel.cache_key
-    return hashlib.sha256(inspect.getsource(kernel.fn).encode()).hexdigest()
+    try:
+        return hashlib.sha256(inspect.getsource(kernel.fn).encode()).hexdigest()
+    except (OSError, TypeError):
+        from ..fingerprint import describe
+
+        return make_key({"code": describe(kernel.fn)})

@@ -199,6 +199,8 @@ class _Printer(DimsSteps):
         dt = AT_DTYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
         if s.rule == "shape":
             L = self.shape_alloc(s, f"o{s.k}", dt)
+            if s.init is not None and not self.meta:
+                L.append(f"o{s.k}.zero_();" if s.init == 0 else f"o{s.k}.fill_({cpp_float(float(s.init))});")
             return L + (self._statics() if self.meta and s.k == len(self.plan.outputs) - 1 else [])
         shape = f"{src}.{sizes}()"
         if s.rule == "reduce":
@@ -209,6 +211,8 @@ class _Printer(DimsSteps):
             L = [f"at::Tensor o{s.k} = at::empty_like({src}, {src}.options().dtype({dt}){fmt});"]
         else:
             L = [f"at::Tensor o{s.k} = {empty}({shape}, {src}.options().dtype({dt}));"]
+        if s.init is not None and not self.meta:
+            L.append(f"o{s.k}.zero_();" if s.init == 0 else f"o{s.k}.fill_({cpp_float(float(s.init))});")
         if self.meta and s.k == len(self.plan.outputs) - 1:
             L += self._statics()
         return L
@@ -326,8 +330,22 @@ def _spec(pr: _Printer) -> list[str]:
             out.append(f"int64_t(reinterpret_cast<uintptr_t>(a{p}) % 16 == 0)")
         elif kind == "div16":
             out.append(f"int64_t(a{p} % 16 == 0)")
+        elif kind == "heur":
+            out.append(f"int64_t({_heuristic(pr, p)})")
         else:
             out.append(f"int64_t({pr.refs[f'x{p}']})")
+    return out
+
+
+def _heuristic(pr: _Printer, h: int) -> str:
+    """A heuristic's value for the launched config ``c``: its expression, or the config's among several."""
+    entry = pr.record.heuristics[h]
+    where = (entry["name"], f"the heuristic for the constexpr {entry['name']}")
+    exprs = [pr.expr(e, where) for e in pr.plan.launch.heuristics[h]]  # type: ignore[union-attr]
+    out = exprs[-1]
+    for j in range(len(exprs) - 2, -1, -1):
+        configs = " || ".join(f"c == {c}" for c, pick in enumerate(entry["pick"]) if pick == j)
+        out = f"(({configs}) ? {exprs[j]} : {out})"
     return out
 
 

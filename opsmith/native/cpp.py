@@ -96,6 +96,9 @@ def _lit(v: int) -> str:
     return f"opsmith::i128_of({cpp_str(str(v))})"
 
 
+_CPP_LOGIC = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "and": "&&", "or": "||"}
+
+
 def cpp_expr(expr: Any, refs: Mapping[str, str], *, where: str | None = None, wide: bool = False,
              checked_div: Any = None) -> str:  # fmt: skip
     """C++ (over ``opsmith::i128``) for a size expression; ``refs`` maps "i0"/"o1"/vars/"sm_count" to C++.
@@ -103,13 +106,17 @@ def cpp_expr(expr: Any, refs: Mapping[str, str], *, where: str | None = None, wi
     says whether a division needs the zero check (the plan's facts decide, as for the Python printer)."""
 
     def rec(e: Any) -> str:
-        if isinstance(e, bool):
-            raise ValueError(f"not a size: {e!r}")
+        if isinstance(e, bool):  # a heuristic's truth value
+            return "opsmith::i128(1)" if e else "opsmith::i128(0)"
         if isinstance(e, int):
             return _lit(e)
         if isinstance(e, float):
             return cpp_float(e)
         op, *args = e
+        if op == "not":
+            return f"opsmith::i128(!({rec(args[0])}))"
+        if op == "where":
+            return f"(({rec(args[0])}) ? opsmith::i128({rec(args[1])}) : opsmith::i128({rec(args[2])}))"
         t = refs.get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod") else ""
         if op == "numel":
             return f"{t}.numel()"
@@ -128,8 +135,10 @@ def cpp_expr(expr: Any, refs: Mapping[str, str], *, where: str | None = None, wi
         if op == "pow2":
             return f"opsmith::pow2({rec(args[0])}{_w()})"
         a, b = rec(args[0]), rec(args[1])
-        if op in ("div", "cdiv"):
-            fn = "floordiv" if op == "div" else "cdiv"
+        if op in _CPP_LOGIC:
+            return f"opsmith::i128(({a}) {_CPP_LOGIC[op]} ({b}))"
+        if op in ("div", "cdiv", "mod"):
+            fn = {"div": "floordiv", "cdiv": "cdiv", "mod": "floormod"}[op]
             chk = where is not None and checked_div is not None and checked_div(args[1])
             return f"opsmith::{fn}({a}, {b}{', ' + where if chk else ''})"
         return f"opsmith::{op}({a}, {b}{_w() if op in ('add', 'sub', 'mul') else ''})"

@@ -79,6 +79,11 @@ inline i128 floordiv(i128 a, i128 b) {
   return q;
 }
 inline i128 cdiv(i128 a, i128 b) { return -floordiv(-a, b); }
+inline i128 floormod(i128 a, i128 b) { return a - floordiv(a, b) * b; }  // Python's %: the sign of b
+inline i128 floormod(i128 a, i128 b, const Where& w) {
+  if (b == 0) division_error(w, b);
+  return floormod(a, b);
+}
 inline i128 floordiv(i128 a, i128 b, const Where& w) {
   if (b == 0) division_error(w, b);
   return floordiv(a, b);
