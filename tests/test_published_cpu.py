@@ -1,0 +1,262 @@
+"""Published Triton kernels on CPU: ``@triton.autotune`` and ``@triton.heuristics`` kernels registered unchanged
+(configs, key, reset_to_zero, heuristics per config), their refusals, constexprs named like launch options,
+kernels built with ``exec``, the tuner restoring what an accumulating kernel wrote, the interpreter running
+them, and the Python and native dry runs computing the same heuristics for the same calls."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import opsmith as ok
+
+triton = pytest.importorskip("triton")
+
+from opsmith.catalog_published import register_published  # noqa: E402
+from opsmith.kernels import published_triton as pt  # noqa: E402
+
+NS = "t_pubcpu"
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return register_published(NS)
+
+
+def test_autotune_decorator_becomes_the_ops_tuning(ex):
+    rec = ex["matmul"].op.record
+    want = [{"params": {**c.kwargs, "ACTIVATION": ""}, "num_warps": c.num_warps, "num_stages": c.num_stages,
+             "num_ctas": 1} for c in pt.get_cuda_autotune_config()]  # fmt: skip
+    assert [dict(c, params=dict(sorted(c["params"].items()))) for c in rec.configs] == \
+        [dict(c, params=dict(sorted(c["params"].items()))) for c in want]  # fmt: skip
+    names = [e.name for e in rec.extras]
+    # key=["M", "N", "K"]: each extra's exact value, after the dtypes
+    assert rec.tune_key == tuple(["extra", names.index(n), "exact"] for n in ("M", "N", "K"))
+    assert ex["matmul"].op.tuner is not None and ex["sum"].op.tuner is not None
+
+
+def test_heuristics_are_traced_per_config(ex):
+    (even,) = ex["sum"].op.record.heuristics
+    assert even["name"] == "EVEN"
+    assert even["exprs"] == [["eq", ["mod", ["numel", "i0"], b], 0] for b in (128, 512, 2048)]
+    assert even["pick"] == [0, 1, 2]
+    block, wide = ex["rowmax"].op.record.heuristics
+    assert block["exprs"] == [["max", ["pow2", ["size", "i0", 1]], 16]]  # builtin max, triton.next_power_of_2
+    assert wide["exprs"] == [
+        [
+            "where",
+            ["gt", ["size", "i0", 1], 1024],
+            ["eq", ["mod", ["size", "i0", 0], 2], 0],
+            ["gt", ["size", "i0", 1], 1024],
+        ]
+    ]  # `and`
+    assert ex["sum"].op.record.outputs[0].init == 0
+
+
+def test_the_per_config_value_keys_each_configs_kernel(ex):
+    v = ex["sum"].op.variants
+    spec = (torch.float32, True, False, (True, False, False))
+    assert v.project(1, spec) == (torch.float32, True, False, False)
+    assert v.project(0, spec)[-1] is True
+
+
+def _acc_kernel_decl(**kw):
+    return {"inputs": [ok.InputDecl("x")], "outputs": [ok.OutputDecl("out", shape=(1,), dtype=torch.float32, **kw)],
+            "extras": [ok.Numel("x", name="n_elements")], "geometry": ok.Grid(grid=("cdiv(numel(x), BLOCK)",))}  # fmt: skip
+
+
+def test_refusals_name_the_field_and_the_fix():
+    with pytest.raises(ok.SpecError, match=r"autotune\.reset_to_zero: 'out_ptr' is an output.*init=0"):
+        ok.triton_op(f"{NS}::no_init", pt.sum_kernel, **_acc_kernel_decl())
+    with pytest.raises(ok.SpecError, match=r"decorated with @triton.autotune and autotune= is given too"):
+        ok.triton_op(f"{NS}::both", pt.sum_kernel, **_acc_kernel_decl(init=0),
+                     autotune=ok.Autotune([ok.Config({"BLOCK": 64})]))  # fmt: skip
+    hooked = triton.autotune(configs=[triton.Config({"BLOCK": 64}, pre_hook=lambda a: None)], key=[])(
+        pt.sum_kernel.fn.fn
+    )
+    with pytest.raises(ok.SpecError, match=r"pre_hook is a Python callback"):
+        ok.triton_op(f"{NS}::hooked", triton.heuristics({"EVEN": lambda a: False})(hooked), **_acc_kernel_decl(init=0))
+    bad_key = triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})],
+                              key=["n_elements"])(triton.heuristics({"EVEN": lambda a: False})(pt.sum_kernel.fn.fn))  # fmt: skip
+    bad_key.keys = ["nope"]
+    with pytest.raises(ok.SpecError, match=r"autotune\.key\[0\]: 'nope' names no argument"):
+        ok.triton_op(f"{NS}::bad_key", bad_key, **_acc_kernel_decl(init=0))
+
+
+@pytest.mark.parametrize(("fn", "why"), [
+    (lambda a: a["x_ptr"].dtype == torch.float16, r"reads 'x\.dtype'"),
+    (lambda a: int(a["n_elements"]) > 7, r"converts a size to a Python number"),
+    (lambda a: a["n_elements"] / 2 > 7, r"divides a size with '/'"),
+    (lambda a: a["nope"], r"reads args\['nope'\]"),
+])  # fmt: skip
+def test_a_heuristic_that_is_no_size_expression_is_refused(fn, why):
+    k = triton.heuristics({"EVEN": fn})(pt.sum_kernel.fn.fn)
+    with pytest.raises(ok.SpecError, match=r"heuristics\['EVEN'\]: .*" + why):
+        ok.triton_op(f"{NS}::heur_{abs(hash(why)) % 10**6}", k, **_acc_kernel_decl(init=0),
+                     autotune=ok.Autotune([ok.Config({"BLOCK": 64})]))  # fmt: skip
+
+
+def test_autotune_takes_triton_configs_and_num_stages_constexpr_is_the_option(ex):
+    srcs = ex["softmax"].op.variants.sources
+    assert [(s.constexprs["num_stages"], s.num_stages) for s in srcs] == [(4, 4), (2, 2)]
+    op = ok.triton_op(f"{NS}::softmax_tc", pt.softmax_kernel, inputs=[ok.InputDecl("input", shape=("R", "C"))],
+                      outputs=[ok.OutputDecl("output", shape=("R", "C"))],
+                      extras=[ok.Stride("input", 0, name="input_row_stride"), ok.Dim("C", name="output_row_stride"),
+                              ok.Dim("R", name="n_rows"), ok.Dim("C", name="n_cols"),
+                              ok.DimSize("input", -1, name="BLOCK_SIZE", bucket="pow2")],
+                      geometry=ok.Grid(grid=("R",)),
+                      autotune=ok.Autotune([triton.Config({}, num_warps=4, num_stages=1, maxnreg=128),
+                                            triton.Config({"num_stages": 3}, num_warps=8)]))  # fmt: skip
+    assert op.record.configs[0] == {"params": {}, "num_warps": 4, "num_stages": 1, "num_ctas": 1, "maxnreg": 128}
+    assert [s.constexprs["num_stages"] for s in op.variants.sources] == [1, 3]
+    assert op.variants.sources[0]._compile_options()["maxnreg"] == 128
+    with pytest.raises(ok.SpecError, match=r"sets the constexpr 'num_stages' to 2 and the num_stages option to 3"):
+        ok.triton_op(f"{NS}::softmax_clash", pt.softmax_kernel, inputs=op.record and [ok.InputDecl("input")],
+                     outputs=[ok.OutputDecl("output", ok.SameAs("input"))],
+                     extras=[ok.Stride("input", 0, name="input_row_stride"), ok.DimSize("input", -1, name="n_cols"),
+                             ok.Stride("input", 0, name="output_row_stride"), ok.DimSize("input", 0, name="n_rows"),
+                             ok.DimSize("input", -1, name="BLOCK_SIZE", bucket="pow2")],
+                     geometry=ok.Grid(grid=("size(input, 0)",)),
+                     autotune=ok.Autotune([ok.Config({"num_stages": 2}, num_stages=3)]))  # fmt: skip
+
+
+def test_traced_launch_passes_num_stages_once(ex):
+    """torch.compile's view of the kernel: the constexpr and the option are one keyword (the review's "got
+    multiple values for keyword argument 'num_stages'")."""
+    from torch._functorch.aot_autograd import aot_function
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    graphs = []
+    f = aot_function(lambda x: ex["softmax"].op(x), fw_compiler=lambda gm, _: graphs.append(gm) or gm)
+    with FakeTensorMode():
+        with contextlib.suppress(RuntimeError):  # running the captured graph needs a GPU
+            f(torch.empty(16, 300, device="cuda"))
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+
+    assert graphs and "triton_kernel_wrapper_functional" in graphs[0].code
+    kernel = kernel_side_table.get_kernel(int(graphs[0].code.split("kernel_idx = ")[1].split(",")[0]))
+    # torch hands launch options to Triton as a one-config autotuner, whose kwargs fill the constexpr too
+    assert [(c.kwargs, c.num_stages, c.num_warps) for c in kernel.configs] == [({"num_stages": 4}, 4, 8)]
+
+
+def test_tuning_restores_what_an_accumulating_kernel_wrote():
+    """The interpreted sum kernel (it atomically adds into ``out``) timed several times per config: each run
+    starts from the call's ``out``, and the call's own launch afterwards leaves one sum
+    (``published_interpreter_check.py tuning``)."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(HERE.parent))
+    p = subprocess.run([sys.executable, str(HERE / "published_interpreter_check.py"), "tuning"], capture_output=True,
+                       text=True, env=env, timeout=600)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "tuning restored" in p.stdout
+
+
+def test_generated_code_hands_initialized_outputs_to_the_tuner(ex):
+    src = ex["sum"].op.impl_source
+    assert "_o0.zero_()" in src
+    assert "(_o0,), (_o0,))" in src  # mutated (restored between runs), outputs
+
+
+def test_prune_configs_by_chooses_what_is_timed(tmp_path, monkeypatch):
+    seen = {}
+
+    def early(configs, named_args, **kwargs):
+        seen["named"] = sorted(named_args)
+        return [c for c in configs if c.kwargs["BLOCK"] >= 512]
+
+    k = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (128, 512, 2048)], key=["n_elements"],
+                        prune_configs_by={"early_config_prune": early}, reset_to_zero=["out_ptr"])(
+        triton.heuristics({"EVEN": lambda a: a["n_elements"] % a["BLOCK"] == 0})(pt.sum_kernel.fn.fn))  # fmt: skip
+    op = ok.triton_op(f"{NS}::pruned", k, **_acc_kernel_decl(init=0))
+    assert op.tuner.prune is not None and "lambda: ({'x_ptr': x, 'out_ptr': _o0, 'n_elements': _n0}, {})" in \
+        op.impl_source  # fmt: skip
+    assert op.tuner.prune({"x_ptr": torch.zeros(4), "out_ptr": torch.zeros(1), "n_elements": 4}, {}) == [1, 2]
+    assert seen["named"] == ["n_elements", "out_ptr", "x_ptr"]
+
+
+GENERATED = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def gen_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+"""
+
+
+def test_kernels_built_by_exec_register_and_run_in_the_interpreter():
+    """Without a source file (exec): the interpreter runs the kernel, and its fingerprint comes from its code
+    (Triton's JIT itself needs a source: linecache, as code generators register theirs)."""
+    code = (
+        "import torch, opsmith as ok\n"
+        f"ns = {{}}; exec(compile({GENERATED!r}, '<generated>', 'exec'), ns)\n"
+        "op = ok.triton_op('t_pubexec::add', ns['gen_add'], inputs=[ok.InputDecl('x'), ok.InputDecl('y')],\n"
+        "    outputs=[ok.OutputDecl('out', ok.SameAs('x'))], extras=[ok.Numel('x', name='n')],\n"
+        "    geometry=ok.Elementwise(block=('BLOCK',)), autotune=ok.Autotune([ok.Config({'BLOCK': 128})]))\n"
+        "x, y = torch.randn(1000), torch.randn(1000)\n"
+        "torch.testing.assert_close(op(x, y), x + y)\n"
+        "print('ok', op.fingerprint[:12])\n"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(HERE.parent))
+    outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+            for _ in range(2)]  # fmt: skip
+    for p in outs:
+        assert p.returncode == 0, p.stderr[-3000:]
+    assert outs[0].stdout.split()[-1] == outs[1].stdout.split()[-1]  # the same in another process
+
+
+def test_a_linecache_registered_kernel_compiles_for_the_gpu(tmp_path):
+    import linecache
+
+    name = "<opsmith-generated-kernel>"
+    linecache.cache[name] = (len(GENERATED), None, GENERATED.splitlines(True), name)
+    ns: dict = {}
+    exec(compile(GENERATED, name, "exec"), ns)
+    op = ok.triton_op(f"{NS}::gen_add", ns["gen_add"], inputs=[ok.InputDecl("x", dtype=torch.float32),
+                                                               ok.InputDecl("y", dtype=torch.float32)],
+                      outputs=[ok.OutputDecl("out", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                      geometry=ok.Elementwise(block=("BLOCK",)), autotune=ok.Autotune([ok.Config({"BLOCK": 128})]))  # fmt: skip
+    assert op.variants.kernels  # compiled for sm_90 at registration (declared dtypes)
+
+
+def test_interpreter_runs_every_published_kernel():
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(HERE.parent))
+    p = subprocess.run([sys.executable, str(HERE / "published_interpreter_check.py")], capture_output=True,
+                       text=True, env=env, timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "all ok" in p.stdout
+
+
+def test_python_and_native_dry_runs_compute_the_same_heuristics(ex):
+    """The differential harness on the heuristic ops: the generated Python and the native library (built with
+    -DOPSMITH_DRY_RUN, run without opsmith) record the same launches, the heuristic's value choosing the
+    kernel, for sizes on both sides of each heuristic's edges."""
+    sys.path.insert(0, str(HERE))
+    from differential import compare, native_outcomes, python_outcomes
+
+    class G:
+        def __init__(self, op, calls):
+            self.ok, self.op_name, self.calls, self.fake_bad = op, op.record.op_name, calls, []
+
+        def describe(self):
+            return self.op_name
+
+    def t(shape):
+        return {"t": "tensor", "shape": list(shape), "dtype": "float32", "device": "cpu", "view": "plain"}
+
+    gens = [G(ex["rowmax"].op, [[t(s)] for s in ((6, 100), (4, 1025), (3, 1025), (2, 1024), (5, 16), (1, 3))]),
+            G(ex["sum"].op, [[t(s)] for s in ((1000,), (2048,), (4096,), (640,))])]  # fmt: skip
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    assert all(r["ok"] for r in py.values()), py
+    images = {r["launches"][0]["image"] for k, r in py.items() if k.startswith(f"{NS}::rowmax")}
+    assert len(images) >= 3  # BLOCK 128, 2048 (WIDE or not), 1024, 16: distinct kernels chosen per call
