@@ -26,13 +26,14 @@ def _run(tmp_path: Path, with_gpu: bool) -> dict:
 def test_the_guide_runs_without_a_gpu(tmp_path):
     pytest.importorskip("triton", reason="the guide's Triton example needs Triton (the test extra installs it)")
     blocks = _blocks(GUIDE.read_text())
-    assert sum(not g for g, _ in blocks) == 5 and sum(g for g, _ in blocks) == 2
+    assert sum(not g for g, _ in blocks) == 6 and sum(g for g, _ in blocks) == 3
     scope = _run(tmp_path, with_gpu=False)
     assert [p.name for p in scope["reshape_and_cache"].record.params] == [
         "key", "value", "key_cache", "value_cache", "slot_mapping", "key_stride", "value_stride", "num_heads",
         "head_size"]  # fmt: skip
     assert scope["reshape_and_cache_tt"].record.tensor_inputs[4].dtype == "int64"
     assert scope["reshape_and_cache"].record.tensor_inputs[1].dtype_like == "key"
+    assert scope["total"].record.tune_key == (["extra", 0, "exact"],)  # @triton.autotune(key=["n_elements"])
 
 
 @pytest.mark.gpu
