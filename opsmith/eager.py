@@ -168,7 +168,7 @@ class _Printer:
         L = self._alloc(s)
         if s.init is None:
             return L
-        return [*L, f"_o{s.k}.zero_()" if s.init == 0 else f"_o{s.k}.fill_({_number(s.init)})"]
+        return [*L, f"_o{s.k}.zero_()" if s.init == 0 else f"_o{s.k}.fill_({to_python(s.init)})"]
 
     def _alloc(self, s: P.Alloc) -> list[str]:
         """An output of its source's dtype is a plain empty_like (passing dtype= costs ~0.25 us more a call)."""
@@ -368,8 +368,3 @@ def make_dry_run(op: Any) -> tuple[Callable, str]:
     fn = scope["impl"]
     fn.launches = pr.g["_launches"]
     return fn, text
-
-
-def _number(v: float) -> str:
-    """A Python literal for ``v`` (inf and nan have none)."""
-    return repr(v) if v == v and abs(v) != float("inf") else f"float({str(v)!r})"

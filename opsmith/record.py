@@ -141,8 +141,6 @@ class KernelRecord:
     #: Constexprs computed per call (Triton heuristics): {"name", "exprs": distinct expressions, "pick": per
     #: config the index of its expression}; each is part of the call's specialization.
     heuristics: tuple = ()
-    #: Compiler options the binaries were built with (NVRTC's for CUDA C++; the driver JIT's for PTX).
-    options: tuple[str, ...] = ()
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:
@@ -188,7 +186,6 @@ class KernelRecord:
         d["launches"] = tuple(LaunchPlan.from_json(p) if p else None for p in d.pop("launches", ()))
         d["configs"] = tuple(d.pop("configs"))
         d["tune_key"] = tuple(d.pop("tune_key", ()))
-        d["options"] = tuple(d.pop("options", ()))
         for f in ("dims", "groups", "requires", "heuristics"):
             d[f] = tuple(tuple(x) if isinstance(x, list) else x for x in d.pop(f, ()))
         return KernelRecord(

@@ -321,7 +321,7 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
     lib.impl(name, impl, "CUDA")
     if record.flavor == "triton":
         # The flavor's visible implementation: Inductor traces into it and sees the kernel.
-        from .flavors.triton import register_visible
+        from .flavors.triton_traced import register_visible
 
         register_visible(lib, op_name, name, record, variants, custom, impl)
     elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error

@@ -8,7 +8,7 @@ computes that tuple, and each distinct tuple is compiled once (into opsmith's ve
 process loads the cubin without calling Triton's compiler), loaded by the same ``DeviceKernel`` as CUDA C++
 kernels and launched by Triton's own C launcher (``c_launcher``), or by cuda-bindings where that cannot be built.
 
-Under ``torch.compile`` the op is not opaque: ``traceable`` runs the same kernel through
+Under ``torch.compile`` the op is not opaque: ``triton_traced.py`` runs the same kernel through
 ``torch.library.wrap_triton`` so Inductor sees it (the mechanism of ``torch.library.triton_op``).
 """
 
@@ -27,12 +27,12 @@ import torch
 
 from ..cache import compile_cache, make_key
 from ..errors import CompileError, LaunchError, SpecError
-from ..record import KernelRecord, TensorArg
+from ..record import KernelRecord
 from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
 from .base import Binary, constexpr_values, param_roles
 
-__all__ = ["TritonSource", "is_triton_kernel", "register_visible"]
+__all__ = ["TritonSource", "is_triton_kernel"]
 
 log = logging.getLogger("opsmith.triton")
 
@@ -410,186 +410,6 @@ def _from_cache(hit: tuple[dict, bytes] | None, arch: str, t0: float) -> Binary 
                       trailing_params=int(meta["trailing_params"]))  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def _hint(v: Any) -> int | None:
-    """A concrete value for a possibly symbolic size, without adding a guard (None if unknown)."""
-    if isinstance(v, torch.SymInt):
-        return v.node.hint
-    return int(v)
-
-
-def _traced_config(record: KernelRecord, tuner: Any, tensors: list, xvals: list) -> int:
-    """The config used while tracing: the cached decision for the key at the traced shapes' hints, else
-    the declared default. Tracing never tunes (fake tensors have no data to time)."""
-    if tuner is None:
-        return 0
-    from ..autotune import pow2
-
-    key: list[Any] = [t.dtype for t in tensors]
-    for entry in record.tune_key:
-        if entry[0] == "extra":
-            v = _hint(xvals[entry[1]])
-        else:
-            t = tensors[int(entry[1][1:])]
-            v = _hint(t.shape[entry[2]]) if entry[0] == "dim" else _hint(t.numel())
-        if v is None:
-            return tuner.default
-        key.append(pow2(v) if entry[-1] == "pow2" else v)
-    return tuner.untuned(tuple(key), tensors[0].get_device() if tensors[0].is_cuda else None)
-
-
-def _prepare(record: KernelRecord, args: list, outs: list | None) -> None:
-    """The eager code's layout rules on traced tensors: each input conformed to what the kernel addresses
-    (``outs`` None), then, once the outputs exist, tensors sharing one stride parameter made to agree
-    (``layout.py``)."""
-    from ..layout import conform, share_strides
-
-    op = record.op_name
-    positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
-    if outs is None:
-        for k in positions:
-            a = record.inputs[k]
-            args[k] = conform(op, a.name, args[k], a.strided, a.contiguous)
-        return
-    for e in record.extras:
-        if not e.same:
-            continue
-        group = [e.expr[1], *e.same]
-        ts = [args[positions[int(r[1:])]] if r[0] == "i" else outs[int(r[1:])] for r in group]
-        names = [
-            record.tensor_inputs[int(r[1:])].name if r[0] == "i" else record.outputs[int(r[1:])].name for r in group
-        ]
-        req = [r[0] == "i" and record.tensor_inputs[int(r[1:])].contiguous == "require" for r in group]
-        fixed = share_strides(op, names, ts, [r[0] == "i" for r in group], req, e.expr[2])
-        for r, t in zip(group, fixed, strict=True):
-            if r[0] == "i":
-                args[positions[int(r[1:])]] = t
-
-
-def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False) -> Any:
-    """The op written as PyTorch calls plus ``wrap_triton(kernel)[grid](...)``: what torch.compile traces
-    (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU. Grids and
-    extras are the op's own (``variants``), evaluated on the traced tensors; arguments go by the kernel's
-    parameter names."""
-    from ..fake import make_fake
-
-    sources: list[TritonSource] = variants.sources
-    tuner = variants.tuner
-    alloc = make_fake(record)  # checks dtype, rank, shape and sizes, allocates the outputs (any tensor kind)
-    extras, grids = variants.extra_fns, variants.grids
-    takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
-    op = record.op_name
-    positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
-    if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
-        # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
-        from triton.runtime.interpreter import InterpretedFunction
-
-        kernels = [s.kernel if _interpreted(s.kernel) else InterpretedFunction(s.kernel.fn) for s in sources]
-    else:
-        from torch.library import wrap_triton
-
-        # A kernel defined under TRITON_INTERPRET=1 cannot be traced (older torch refuses to wrap it).
-        kernels = [None if _interpreted(s.kernel) else wrap_triton(s.kernel) for s in sources]
-
-    def impl(*args: Any) -> Any:
-        args = list(args)
-        _prepare(record, args, None)
-        outs = alloc(*args)
-        outs_l = [] if outs is None else [outs] if isinstance(outs, torch.Tensor) else list(outs)
-        for o, a in zip(outs_l, record.outputs, strict=True):
-            if a.init is not None:
-                o.fill_(a.init)
-        tensors = [args[k] for k in positions]
-        written = outs_l + [x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
-        if all(w.numel() == 0 for w in written):
-            return outs
-        _prepare(record, args, outs_l)
-        tensors = [args[k] for k in positions]
-        t = tensors + outs_l
-        xvals = [f(*t) for f in extras]
-        c = _traced_config(record, tuner, tensors, xvals)
-        src = sources[c]
-        if grids and grids[c] is not None:
-            grid = grids[c](*t)
-        else:
-            ins = {a.name: x for a, x in zip(record.inputs, args, strict=True)}
-            onames = {o.name: x for o, x in zip(record.outputs, outs_l, strict=True)}
-            grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
-        kwargs = {name: args[p.index] if p.role == "input" else xvals[p.index] if p.role == "extra" else outs_l[p.index]
-                  for p, name in zip(record.params, src.runtime_params, strict=True)}  # fmt: skip
-        # A size compiled in becomes a constant of the traced graph: int() on a symbolic size adds the guard
-        # that recompiles for another value.
-        consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras}}
-        for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
-            v = fns[h["pick"][c]](*t)
-            consts[h["name"]] = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)
-        kern = kernels[c]
-        if kern is None:
-            raise LaunchError(f"{op}: the kernel was defined with TRITON_INTERPRET=1, so torch.compile cannot trace "
-                              "it. Fix: unset TRITON_INTERPRET to compile it.")  # fmt: skip
-        # One dict: a constexpr named like a launch option (``num_stages``) holds the option's own value.
-        # torch's tracing takes num_warps and num_stages by keyword only (num_ctas and maxnreg it refuses
-        # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
-        options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages}
-        kern[grid](**{**kwargs, **consts, **options})
-        return outs
-
-    return impl
-
-
-def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
-                     eager: Any) -> None:  # fmt: skip
-    """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
-    FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
-    implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
-    run through the Triton interpreter when ``TRITON_INTERPRET=1``; otherwise they get the eager guards'
-    clear device error."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
-
-    # Both built on first use: the traced one imports torch's Triton tracing machinery (~4 s measured on the
-    # H200 host), which a process that never compiles should not pay at registration.
-    visible = None
-    interpreted = None
-
-    def decompose(mode: Any, op: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        nonlocal visible
-        try:  # imported here: torch.export._trace imports all of Dynamo (~2 s), and only tracing gets here
-            from torch.export._trace import custom_triton_ops_decomposition_disabled as keep_whole
-        except ImportError:  # older torch: always decompose
-
-            def keep_whole() -> bool:
-                return False
-
-        if keep_whole():
-            return mode.__torch_dispatch__(op, types, args, kwargs)
-        if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
-            return NotImplemented
-        if visible is None:
-            visible = make_visible_impl(record, variants, custom)
-        with mode:
-            return visible(*args, **kwargs)
-
-    torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, decompose, lib=lib)
-
-    def cpu(*args: Any) -> Any:
-        nonlocal interpreted
-        import triton
-
-        if triton.knobs.runtime.interpret:
-            if interpreted is None:
-                interpreted = make_visible_impl(record, variants, custom, interpret=True)
-            return interpreted(*args)
-        return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
-
-    lib.impl(name, cpu, "CPU")
-    try:  # lets AOTInductor find the kernels of this op (as for torch.library.triton_op)
-        from torch._library.triton import triton_ops_to_kernels
-
-        triton_ops_to_kernels[op_name] = [variants.sources[0].kernel]
-    except ImportError:
-        pass
 
 
 def _kernel_excerpt(kernel: Any, err: Exception) -> str:
