@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
+from .flavors.options import parse_options
 from .flavors.ptx import PrecompiledSource
 from .registration import Op, register_kernel_op
 from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, Requirement, ScalarInput
@@ -53,7 +54,8 @@ def cuda_kernel_op(
         raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
     source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
                         include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override,
-                        target=spec.target, static=_extra_names(spec.extras))  # fmt: skip
+                        target=spec.target, static=_extra_names(spec.extras),
+                        options=parse_options(op_name, spec.options, "cuda"))  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
@@ -84,6 +86,7 @@ def ptx_op(
     param_order: Sequence[str] | None = None,
     sharding: Callable | str | None = None,
     requires: Sequence[Requirement] = (),
+    options: Sequence[str] = (),
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -92,9 +95,11 @@ def ptx_op(
     ``dtype=``; by-value parameter sizes are checked against the PTX entry (or the cubin's parameter
     info). PTX keeps no source names: without ``param_order`` (the declared names in the kernel's order)
     the default convention applies. ``index_dtype`` and ``requires`` as in ``KernelSpec``; ``sharding`` as in
-    ``cuda_kernel_op``.
+    ``cuda_kernel_op``. ``options``: the driver JIT's options for PTX, spelled as for NVRTC: ``-maxrregcount=N``,
+    ``-lineinfo`` (``-G`` with ``OPSMITH_DEVICE_DEBUG=1``); options that change the math (``-use_fast_math``)
+    belong to the compile that made the PTX and are refused, as is any option for a cubin.
     """
-    source = PrecompiledSource(op_name, ptx, kernel_name)
+    source = PrecompiledSource(op_name, ptx, kernel_name, options)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
                               backward=backward, index_dtype=index_dtype, param_order=param_order,

@@ -17,6 +17,7 @@ __all__ = [
     "CACHE_DIR",
     "COMPUTE_SANITIZER",
     "DEFAULT_ARCH",
+    "DEVICE_DEBUG",
     "DISABLE_DISK_CACHE",
     "Knob",
     "SPECIALIZE_LIMIT",
@@ -62,6 +63,12 @@ DEFAULT_ARCH: Knob[str] = Knob(
     "OPSMITH_DEFAULT_ARCH",
     "sm_90",
     "Architecture compiled for at registration when no GPU is visible (the CPU-only path).",
+)
+
+DEVICE_DEBUG: Knob[bool] = Knob(
+    "OPSMITH_DEVICE_DEBUG",
+    False,
+    "1 = accept the '-G' compiler option (unoptimized device code, for cuda-gdb); `opsmith build` refuses it always.",
 )
 
 AUTOTUNE: Knob[bool] = Knob(

@@ -108,6 +108,11 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
 
 
+#: ``Binary.jit`` names -> the driver's JIT options (cuModuleLoadDataEx), here and in native/launch_cpp.py.
+_JIT_OPTIONS = {"max_registers": "CU_JIT_MAX_REGISTERS", "line_info": "CU_JIT_GENERATE_LINE_INFO",
+                "debug": "CU_JIT_GENERATE_DEBUG_INFO"}  # fmt: skip
+
+
 def pack_format(ctypes_: Sequence[str]) -> str:
     return "<" + "".join(_SLOT_FMT[c] for c in ctypes_)
 
@@ -150,8 +155,13 @@ class DeviceKernel:
         self._build = build
         self._binaries: dict[str, Binary] = {first.arch: first} if first else {}
         self.param_ctypes = list(param_ctypes)
-        self.fmt = pack_format(self.param_ctypes)
-        self._pack = struct.Struct(self.fmt).pack_into
+        #: Values compiled into the kernel (``Binary.dropped``) are left out of its argument buffer.
+        self.dropped = first.dropped if first is not None else ()
+        self._keep = [k for k in range(len(self.param_ctypes)) if k not in self.dropped]
+        self.fmt = pack_format([self.param_ctypes[k] for k in self._keep])
+        pack = struct.Struct(self.fmt).pack_into
+        keep = self._keep
+        self._pack = pack if not self.dropped else lambda buf, off, *v: pack(buf, off, *[v[k] for k in keep])
         from cuda.bindings.driver import cuLaunchKernel  # bound once; importing the bindings touches no GPU
 
         self._cu = cuLaunchKernel
@@ -165,6 +175,10 @@ class DeviceKernel:
         self._handles: dict[int, int] = {}  # the CUfunctions as ints, for a C launcher (Triton's)
         self._modules: dict[int, object] = {}
         self._lock = threading.Lock()
+
+    def argument_bytes(self, values: Sequence) -> bytes:
+        """The argument buffer a launch with ``values`` (every user parameter) passes, as the dry run records it."""
+        return struct.pack(self.fmt, *[values[k] for k in self._keep])
 
     def binary_for(self, arch: str) -> Binary:
         b = self._binaries.get(arch) or next((b for b in self._binaries.values() if b.arch == "any"), None)
@@ -198,8 +212,13 @@ class DeviceKernel:
         with torch.cuda.device(device):
             torch.cuda.init()
             make_current(device)  # this thread may not have made a runtime call yet
-            (module,) = _check(driver.cuModuleLoadData(image), f"loading the {binary.fmt} on cuda:{device}",
-                               self.op_name)  # fmt: skip
+            if binary.fmt == "ptx" and binary.jit:  # the driver compiles PTX: the declared options are its
+                names, values = zip(*((_JIT_OPTIONS[k], v) for k, v in binary.jit), strict=True)
+                loaded = driver.cuModuleLoadDataEx(image, len(names), [getattr(driver.CUjit_option, n) for n in names],
+                                                   list(values))  # fmt: skip
+            else:
+                loaded = driver.cuModuleLoadData(image)
+            (module,) = _check(loaded, f"loading the {binary.fmt} on cuda:{device}", self.op_name)
             (fn,) = _check(driver.cuModuleGetFunction(module, binary.symbol.encode()),
                            f"finding '{binary.symbol}' on cuda:{device}", self.op_name)  # fmt: skip
             if self.shared_mem > 48 * 1024:  # above 48 KiB dynamic shared memory must be opted into

@@ -10,10 +10,9 @@ Lines are returned without indentation; ``eager.py`` places them in the function
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
-from .launch import pack_format
+from .flavors.base import UNIT
 from .variants import Variants
 
 __all__ = ["custom_launch", "dry_launch", "inline_simple", "variant_launch"]
@@ -62,8 +61,8 @@ def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
             spec.append(pr.refs[f"x{p}"])
         elif kind == "heur":
             spec.append(_heuristic(pr, p))
-        else:
-            spec.append(f"{vals[p]} % 16 == 0")
+        else:  # "int": UNIT when 1, else divisibility by 16
+            spec.append(f"({UNIT} if {vals[p]} == 1 else {vals[p]} % 16 == 0)")
     return [f"_sk = ({', '.join(spec)}{',' if spec else ''})"]
 
 
@@ -252,7 +251,6 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
     the plan computes and checks it, the variant's block and shared memory, the packed argument bytes."""
     record = pr.record
     launches: list[dict] = []
-    fmt = pack_format(variants.param_ctypes)
     idents: dict[tuple, str] = {}
 
     def rec(c: int, spec: tuple, grid: tuple, values: tuple) -> None:
@@ -263,7 +261,7 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
             ident = idents[(c, spec)] = fnv1a64(binary.data)
         launches.append({"config": c, "symbol": binary.symbol, "image": ident, "grid": list(grid),
                          "block": list(kd.block), "shared_mem": kd.shared_mem,
-                         "args": struct.pack(fmt, *values).hex()})  # fmt: skip
+                         "args": kd.argument_bytes(values).hex()})  # fmt: skip
 
     pr.g.update({"_launches": launches, "_rec": rec, "_default": record.tune_default,
                  "_chosen": variants.tuner.decisions if variants.tuner else {}})  # fmt: skip

@@ -259,7 +259,7 @@ class Launch:
     """Choosing and launching: per config its grid (three expressions, None for a ``Custom`` geometry), the
     checks that grid needs (made for the config a call launches, tuning's trial launches included), block and
     shared memory; the tuning key (after the tensors' dtypes: (expression, rounded to a power of two)); what
-    a call specializes on (``spec``: ("dtype", k), ("align", p), ("div16", p), ("static", e)); the kernel's
+    a call specializes on (``spec``: ("dtype", k), ("align", p), ("int", p), ("static", e)); the kernel's
     parameters in its order."""
 
     grids: tuple[tuple[Any, Any, Any] | None, ...]

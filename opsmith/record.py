@@ -21,7 +21,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 7
+RECORD_VERSION = 8
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -141,6 +141,9 @@ class KernelRecord:
     #: Constexprs computed per call (Triton heuristics): {"name", "exprs": distinct expressions, "pick": per
     #: config the index of its expression}; each is part of the call's specialization.
     heuristics: tuple = ()
+    #: The compiler options the kernel was built with, canonical (``flavors/options.py``): ``-use_fast_math``,
+    #: ``-maxrregcount=64``; for PTX, what the driver's JIT is given where the kernel loads.
+    compile_options: tuple[str, ...] = ()
 
     @property
     def tensor_inputs(self) -> tuple[TensorArg, ...]:
@@ -186,6 +189,7 @@ class KernelRecord:
         d["launches"] = tuple(LaunchPlan.from_json(p) if p else None for p in d.pop("launches", ()))
         d["configs"] = tuple(d.pop("configs"))
         d["tune_key"] = tuple(d.pop("tune_key", ()))
+        d["compile_options"] = tuple(d.pop("compile_options", ()))
         for f in ("dims", "groups", "requires", "heuristics"):
             d[f] = tuple(tuple(x) if isinstance(x, list) else x for x in d.pop(f, ()))
         return KernelRecord(

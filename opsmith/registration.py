@@ -247,6 +247,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
         binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
         binary=binary.data if binary else b"", flavor=source.flavor, configs=tuple(_config_dict(c) for c in configs),
         tune_default=autotune.default if autotune else 0, index_dtype=index_dtype,
+        compile_options=getattr(source, "compile_options", ()),
         **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
                                         "outputs": resolved.outputs, "launch": resolved.launch,
                                         "launches": resolved.launches, "tune_key": resolved.tune_key,

@@ -474,7 +474,10 @@ class KernelSpec:
     (``"scale(const float*, int, float*)"``). ``param_order`` lists the declared names (inputs, outputs,
     named extras) in the kernel's parameter order, for a kernel whose names cannot be read.
     ``requires`` lists preconditions on the call's sizes (``Divisible``, ``AtMost``, ``AtLeast``, ``OneOf``),
-    checked before launch on every path (eager, tracing, a native library).
+    checked before launch on every path (eager, tracing, a native library). ``options``: NVRTC options as
+    NVRTC spells them (``-use_fast_math``, ``-lineinfo``, ``-maxrregcount=64``, ``-ftz=``, ``-prec-div=``,
+    ``-prec-sqrt=``, ``-fmad=``, ``-restrict``, ``-extra-device-vectorization``); ``-G`` only with
+    ``OPSMITH_DEVICE_DEBUG=1``. Part of the compile cache key and of the kernel record.
     """
 
     kernel_source: str
@@ -492,3 +495,4 @@ class KernelSpec:
     index_dtype: Literal["int32", "int64"] = "int32"
     param_order: Sequence[str] | None = None
     requires: Sequence[Requirement] = ()
+    options: Sequence[str] = ()

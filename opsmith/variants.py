@@ -2,8 +2,9 @@
 
 A plain op has one config and no specialization: one ``DeviceKernel``, built at registration. A tuned op
 has one per config (each define set compiled once, then cached on disk); a Triton op also has one per
-specialization tuple (pointer dtypes, 16-byte alignment, divisibility by 16), built on the first call that
-needs it. Every one of them shares the op's parameter layout, so they launch through the same code.
+specialization tuple (pointer dtypes, 16-byte alignment, integers divisible by 16 or equal to 1), built on
+the first call that needs it. Every one of them shares the op's parameter layout, so they launch through the
+same code (a kernel that compiled an integer in leaves it out of its argument buffer: ``Binary.dropped``).
 """
 
 from __future__ import annotations

@@ -70,6 +70,31 @@ def test_second_process_tunes_nothing(ex):
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"tuned": 0, "runs": 0}
 
 
+@pytest.mark.parametrize("ta, tb", [(False, False), (False, True), (True, False), (True, True)])
+def test_unit_strides_are_compiled_in_for_every_view(ex, ta, tb):
+    """As under Triton's JIT, a stride equal to 1 is a constexpr: contiguous and transposed operands each get
+    their kernel (the one stride that is 1 compiled in), and each matches torch.matmul."""
+    from opsmith.flavors.base import UNIT
+
+    op = ex["matmul"].op
+    m, k, n = 256, 192, 320
+    a = (
+        torch.randn(k, m, device="cuda", dtype=torch.float16).t()
+        if ta
+        else torch.randn(m, k, device="cuda", dtype=torch.float16)
+    )
+    b = (
+        torch.randn(n, k, device="cuda", dtype=torch.float16).t()
+        if tb
+        else torch.randn(k, n, device="cuda", dtype=torch.float16)
+    )
+    torch.testing.assert_close(op(a, b), a @ b, atol=2e-2, rtol=2e-2)
+    names = [op.record.params[p].name for (kind, p) in op.variants.spec_layout]
+    compiled = [{names[j] for j, v in enumerate(spec) if v == UNIT} for (_, spec) in op.variants.kernels]
+    want = {"stride_am" if ta else "stride_ak", "stride_bk" if tb else "stride_bn", "stride_cn"}
+    assert want in compiled, compiled
+
+
 @pytest.mark.parametrize("n", [1000, 4096, 1 << 20])
 def test_accumulating_kernel_is_reset_between_tuning_runs(ex, n):
     op = ex["sum"].op
@@ -97,7 +122,9 @@ def test_native_library_computes_the_heuristics_and_initial_values(ex, tmp_path)
              "sum": [(torch.randn(n, device="cuda"),) for n in (1000, 4096)],
              "softmax": [(torch.randn(33, 1000, device="cuda"),)],
              "matmul": [(torch.randn(512, 256, device="cuda", dtype=torch.float16),
-                         torch.randn(256, 384, device="cuda", dtype=torch.float16))]}  # fmt: skip
+                         torch.randn(256, 384, device="cuda", dtype=torch.float16)),
+                        (torch.randn(512, 256, device="cuda", dtype=torch.float16),  # b transposed: its own
+                         torch.randn(384, 256, device="cuda", dtype=torch.float16).t())]}  # fmt: skip
     want = {k: [ex[k].op(*a) for a in v] for k, v in calls.items()}  # the JIT ops (tuned here) first
     report = native.build(ops, tmp_path / "libpub.so")
     native.use(ops, report.path)

@@ -247,11 +247,14 @@ def test_python_and_native_dry_runs_compute_the_same_heuristics(ex):
         def describe(self):
             return self.op_name
 
-    def t(shape):
-        return {"t": "tensor", "shape": list(shape), "dtype": "float32", "device": "cpu", "view": "plain"}
+    def t(shape, dtype="float32", view="plain"):
+        return {"t": "tensor", "shape": list(shape), "dtype": dtype, "device": "cpu", "view": view}
 
+    # The matmul: unit strides compiled in (left out of the argument buffer) for plain and transposed views.
+    mm = [[t((m, k), "float16", va), t((k, n), "float16", vb)]
+          for (m, k, n) in ((64, 32, 48), (33, 17, 1)) for va in ("plain", "t") for vb in ("plain", "t")]  # fmt: skip
     gens = [G(ex["rowmax"].op, [[t(s)] for s in ((6, 100), (4, 1025), (3, 1025), (2, 1024), (5, 16), (1, 3))]),
-            G(ex["sum"].op, [[t(s)] for s in ((1000,), (2048,), (4096,), (640,))])]  # fmt: skip
+            G(ex["sum"].op, [[t(s)] for s in ((1000,), (2048,), (4096,), (640,))]), G(ex["matmul"].op, mm)]  # fmt: skip
     py, cases = python_outcomes(gens)
     with tempfile.TemporaryDirectory() as d:
         nat = native_outcomes(gens, cases, Path(d))
@@ -259,3 +262,71 @@ def test_python_and_native_dry_runs_compute_the_same_heuristics(ex):
     assert all(r["ok"] for r in py.values()), py
     images = {r["launches"][0]["image"] for k, r in py.items() if k.startswith(f"{NS}::rowmax")}
     assert len(images) >= 3  # BLOCK 128, 2048 (WIDE or not), 1024, 16: distinct kernels chosen per call
+    # Each matmul launch passes its 12 parameters less those equal to 1 (N == 1 is compiled in too).
+    for k, r in py.items():
+        if k.startswith(f"{NS}::matmul"):
+            (launch,) = r["launches"]
+            ints = [int.from_bytes(bytes.fromhex(a), "little", signed=True) for a in launch["args"][3:]]
+            assert 1 not in ints and len(launch["args"]) < 12, (k, launch["args"])
+
+
+def _matmul_spec(op, a, b):
+    """The specialization the generated eager code computes for a matmul call (its ``_sk``)."""
+    vals = [a.data_ptr(), b.data_ptr(), 1 << 20, a.shape[0], b.shape[1], a.shape[1], *a.stride(), *b.stride(),
+            b.shape[1], 1]  # fmt: skip
+    out = []
+    for kind, p in op.variants.spec_layout:
+        if kind == "align":
+            out.append(vals[p] % 16 == 0)
+        else:
+            assert kind == "int"
+            out.append(2 if vals[p] == 1 else vals[p] % 16 == 0)
+    return tuple(out)
+
+
+def test_integers_equal_to_one_are_compiled_in_as_tritons_jit_does(ex):
+    """A unit stride is a constexpr 1 in the compiled kernel (what lets Triton vectorize a row's loads): the
+    cubin takes the other parameters, the argument buffer leaves it out, the cache entry records it."""
+    from opsmith.flavors.base import UNIT
+
+    op = ex["matmul"].op
+    layout = op.variants.spec_layout
+    assert layout == [("align", 0), ("align", 1), *[("int", p) for p in range(3, 12)]]
+    a, b = torch.randn(64, 32).half(), torch.randn(32, 48).half()
+    spec = _matmul_spec(op, a, b)
+    units = [op.record.params[p].name for (kind, p), v in zip(layout, spec, strict=True) if v == UNIT]
+    assert units == ["stride_ak", "stride_bn", "stride_cn"]
+    kd = op.variants.kernel(0, spec)
+    binary = kd.binary_for("sm_90")
+    assert binary.dropped == (7, 9, 11)
+    loose = op.variants.kernel(0, tuple(False for _ in layout)).binary_for("sm_90")
+    assert loose.dropped == () and binary.data != loose.data
+    values = tuple(range(100, 112))
+    assert kd.argument_bytes(values) == b"".join(v.to_bytes(8, "little") for v in values if v not in (107, 109, 111))
+    # b transposed: its row stride is the 1 (a kernel of its own), its column stride a runtime value.
+    bt = torch.randn(48, 32).half().t()
+    assert op.variants.kernel(0, _matmul_spec(op, a, bt)).binary_for("sm_90").dropped == (7, 8, 11)
+
+
+def test_do_not_specialize_is_honoured():
+    """``@triton.jit(do_not_specialize=...)`` parameters are neither compiled in nor assumed divisible."""
+    src = (
+        "import triton, triton.language as tl\n"
+        "@triton.jit(do_not_specialize=['n'], do_not_specialize_on_alignment=['x'])\n"
+        "def scale(x, y, n, BLOCK: tl.constexpr):\n"
+        "    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(y + i, tl.load(x + i, mask=i < n) * 2, mask=i < n)\n"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "dns_kernel.py"
+        path.write_text(src)
+        scope: dict = {"__file__": str(path)}
+        import linecache
+
+        linecache.updatecache(str(path))
+        exec(compile(src, str(path), "exec"), scope)
+        op = ok.triton_op(f"{NS}::dns", scope["scale"], inputs=[ok.InputDecl("x")],
+                          outputs=[ok.OutputDecl("y", shape=ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                          geometry=ok.Grid(grid=("cdiv(numel(x), BLOCK)",)),
+                          autotune=ok.Autotune([ok.Config(params={"BLOCK": 128})]))  # fmt: skip
+    assert op.variants.spec_layout == [("dtype", 0)]

@@ -52,7 +52,7 @@ def test_schema_and_specialization_layout(ex):
     assert ex["relu_tt"].op.schema == f"{NS}::relu_tt(Tensor x) -> Tensor"
     assert ex["axpy_tt"].op.schema == f"{NS}::axpy_tt(Tensor(a!) x, Tensor y, float alpha) -> ()"
     # x's dtype, x aligned, n divisible by 16 (y is allocated by opsmith: always aligned)
-    assert ex["relu_tt"].op.variants.spec_layout == [("dtype", 0), ("align", 0), ("div16", 1)]
+    assert ex["relu_tt"].op.variants.spec_layout == [("dtype", 0), ("align", 0), ("int", 1)]
 
 
 @triton.jit

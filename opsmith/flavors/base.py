@@ -11,7 +11,7 @@ from ..record import KernelRecord, TensorArg
 from ..signature import KernelParam
 from ..spec import Config
 
-__all__ = ["Binary", "KernelSource", "constexpr_values", "param_roles"]
+__all__ = ["UNIT", "Binary", "KernelSource", "constexpr_values", "param_roles"]
 
 
 def constexpr_values(op_name: str, defaults: dict[str, Any], config: Config, static: frozenset[str],
@@ -46,6 +46,11 @@ def param_roles(record: KernelRecord) -> list[tuple[str, Any]]:
     return roles
 
 
+#: The ("int", p) specialization value of an integer parameter equal to 1 (Triton compiles it in); otherwise
+#: the value is whether it is divisible by 16.
+UNIT = 2
+
+
 @dataclass(frozen=True)
 class Binary:
     """A compiled kernel for one architecture."""
@@ -61,6 +66,11 @@ class Binary:
     block: tuple[int, int, int] | None = None
     shared_mem: int = 0
     trailing_params: int = 0  # pointer parameters after the user's ones, passed as NULL (Triton's scratch)
+    #: Positions among the user's parameters that the kernel does not take: values compiled in (Triton: an
+    #: integer equal to 1). Every launch path leaves them out of the argument buffer.
+    dropped: tuple[int, ...] = ()
+    #: The driver JIT's options for a PTX image (``options.CompileOptions.jit``): applied where it is loaded.
+    jit: tuple[tuple[str, int], ...] = ()
     #: The kernel's parameters as the compiler compiled them (C++: types and sizes; PTX: sizes).
     params: tuple[KernelParam, ...] = ()
 

@@ -30,6 +30,7 @@ from ..mangling import ProbeError
 from ..signature import SLOT_PREFIX, KernelParam, name_params, params_from_probe, parse_ptx_entry, source_kernel_names
 from ..spec import Config
 from .base import Binary
+from .options import CompileOptions
 
 __all__ = ["CudaSource", "arch_problem", "nvrtc_version", "toolkit_include_dirs"]
 
@@ -179,7 +180,8 @@ class CudaSource:
     def __init__(self, op_name: str, source: str, kernel_name: str, *, std: str = "c++17",
                  include_paths: list[str] | None = None, defines: dict[str, str | int] | None = None,
                  arch_override: str | None = None, target: str = "cubin", static: frozenset[str] = frozenset(),
-                 shown: str | None = None, pre_include: tuple[str, ...] = ()) -> None:  # fmt: skip
+                 shown: str | None = None, pre_include: tuple[str, ...] = (),
+                 options: CompileOptions | None = None) -> None:  # fmt: skip
         if not isinstance(source, str) or not source.strip():
             raise SpecError(op_name, "kernel_source", "the source is empty.", "pass the CUDA C++ source text.")
         if not isinstance(kernel_name, str) or not kernel_name.strip():
@@ -198,6 +200,8 @@ class CudaSource:
         self.defines = {str(k): str(v) for k, v in (defines or {}).items()}
         self.pre_include = tuple(pre_include)  # headers an instantiation's types need (cuda_bf16.h for bf16)
         self.arch_override, self.target = arch_override, target
+        self.options = options or CompileOptions()  # checked by ``options.parse_options`` (the API's ``options=``)
+        self.compile_options = self.options.canonical  # the record's
         try:
             fields = {f for _, f, _, _ in string.Formatter().parse(self.kernel_name) if f}
         except ValueError as e:
@@ -236,7 +240,7 @@ class CudaSource:
                           defines={**self.defines, **{k: int(v) if isinstance(v, bool) else v
                                                       for k, v in config.params.items() if k not in placeholders}},
                           arch_override=self.arch_override, target=self.target, static=frozenset(self.static_slots),
-                          shown=self.shown)  # fmt: skip
+                          shown=self.shown, options=self.options)  # fmt: skip
 
     def bind(self, record) -> None:
         names = [a.name for a in record.tensor_inputs]
@@ -287,12 +291,13 @@ class CudaSource:
         headers = tuple(dict.fromkeys(_TYPE_HEADERS[v] for v in fill.values() if v in _TYPE_HEADERS))
         return CudaSource(self.op_name, self.source, self.kernel_name.format_map(fill), std=self.std,
                           include_paths=self.include_paths, defines=self.defines, arch_override=self.arch_override,
-                          target=self.target, shown=self.shown, pre_include=headers)  # fmt: skip
+                          target=self.target, shown=self.shown, pre_include=headers, options=self.options)  # fmt: skip
 
     def fingerprint(self) -> str:
         return make_key({"flavor": "cuda", "source": self.source, "kernel": self.kernel_name, "std": self.std,
                          "include": self.include_paths, "defines": self.defines, "arch": self.arch_override,
-                         "target": self.target, "pre_include": list(self.pre_include)})  # fmt: skip
+                         "target": self.target, "pre_include": list(self.pre_include),
+                         "options": list(self.options.canonical)})  # fmt: skip
 
     # -- the kernel's parameters -----------------------------------------------------------------------
     def params(self, binary: Binary | None, arch: str) -> tuple[list[KernelParam], str]:
@@ -309,7 +314,8 @@ class CudaSource:
         sentinels = "".join(f"struct {SLOT_PREFIX}{s} {{}};\n" for s in self.type_slots)
         probe = CudaSource(self.op_name, self.source + "\n" + sentinels, self.kernel_name.format_map(fill),
                            std=self.std, include_paths=self.include_paths, defines=self.defines,
-                           arch_override=self.arch_override, target="cubin", shown=self.shown)  # fmt: skip
+                           arch_override=self.arch_override, target="cubin", shown=self.shown,
+                           options=self.options)  # fmt: skip
         return list(probe.build(arch, probe_only=True).params)
 
     # -- compiling -------------------------------------------------------------------------------------
@@ -319,7 +325,7 @@ class CudaSource:
         return ProgramOptions(name=f"{_PROGRAM_DIR}/{self.op_name.replace('::', '_')}.cu", arch=arch, std=self.std,
                               include_path=self.include_paths + list(toolkit_include_dirs()) or None,
                               define_macro=[(k, v) for k, v in self.defines.items()] or None,
-                              pre_include=list(self.pre_include) or None)  # fmt: skip
+                              pre_include=list(self.pre_include) or None, **dict(self.options.nvrtc))  # fmt: skip
 
     def _expressions(self) -> tuple[str, str]:
         """(the kernel's name expression, the probe's)."""
@@ -344,18 +350,19 @@ class CudaSource:
             "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(), "headers": headers,
             "kernel": self.kernel_name, "std": self.std, "include": self.include_paths, "toolkit": toolkit,
             "defines": self.defines, "arch": arch, "target": target, "probe_only": probe_only,
-            "program_dir": _PROGRAM_DIR, "nvrtc": nvrtc_version(),
+            "program_dir": _PROGRAM_DIR, "nvrtc": nvrtc_version(), "options": list(self.options.canonical),
         })  # fmt: skip
         cache = compile_cache() if complete else None
         t0 = time.perf_counter()
-        hit = _from_cache(cache.get(key) if cache else None, target, arch, t0)
+        jit = self.options.jit if target == "ptx" else ()  # the driver compiles PTX: the JIT takes the options too
+        hit = _from_cache(cache.get(key) if cache else None, target, arch, t0, jit)
         if hit is not None:
             return hit
         data, symbol, params = self._compile(arch, target, probe_only)
         if cache:
             cache.put(key, {"symbol": symbol, "kernel": self.kernel_name, "arch": arch,
                             "params": [dataclasses.asdict(p) for p in params]}, data)  # fmt: skip
-        return Binary(data, target, arch, symbol, False, time.perf_counter() - t0, params=tuple(params))  # type: ignore[arg-type]
+        return Binary(data, target, arch, symbol, False, time.perf_counter() - t0, params=tuple(params), jit=jit)  # type: ignore[arg-type]
 
     def _check_instantiation(self, spec: tuple, binary: Binary) -> None:
         from ..binding import check_instantiation
@@ -455,13 +462,15 @@ class CudaSource:
                          f"name a kernel of the source ({defined}).")  # fmt: skip
 
 
-def _from_cache(hit: tuple[dict, bytes] | None, target: str, arch: str, t0: float) -> Binary | None:
+def _from_cache(hit: tuple[dict, bytes] | None, target: str, arch: str, t0: float,
+                jit: tuple[tuple[str, int], ...]) -> Binary | None:  # fmt: skip
     """A verified cache entry as a Binary; an entry whose metadata is malformed is a miss."""
     if hit is None:
         return None
     meta, data = hit
     try:
         params = tuple(KernelParam(**p) for p in meta["params"])
-        return Binary(data, target, arch, str(meta["symbol"]), True, time.perf_counter() - t0, params=params)  # type: ignore[arg-type]
+        return Binary(data, target, arch, str(meta["symbol"]), True, time.perf_counter() - t0, params=params,
+                      jit=jit)  # type: ignore[arg-type]  # fmt: skip
     except (KeyError, TypeError):
         return None

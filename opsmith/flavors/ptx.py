@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 
 from ..cache import make_key
 from ..cubin import cubin_param_layout, cubin_symbols
@@ -16,6 +17,7 @@ from ..errors import SpecError
 from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
 from .base import Binary
+from .options import parse_options
 
 __all__ = ["PrecompiledSource"]
 
@@ -23,7 +25,7 @@ __all__ = ["PrecompiledSource"]
 class PrecompiledSource:
     typed = "sizes"
 
-    def __init__(self, op_name: str, image: bytes | str, kernel_name: str) -> None:
+    def __init__(self, op_name: str, image: bytes | str, kernel_name: str, options: Sequence[str] = ()) -> None:
         if isinstance(image, str):
             image = image.encode()
         if not isinstance(image, bytes | bytearray) or not image.strip():
@@ -31,6 +33,8 @@ class PrecompiledSource:
         self.op_name, self.kernel_name, self.image = op_name, kernel_name, bytes(image).rstrip(b"\0")
         self.fmt = "cubin" if self.image[:4] == b"\x7fELF" else "ptx"
         self.flavor = self.fmt
+        self.options = parse_options(op_name, options, self.fmt)  # the driver JIT's (PTX); a cubin takes none
+        self.compile_options = self.options.canonical  # the record's
         if self.fmt == "cubin":
             names = cubin_symbols(self.image)
         else:
@@ -57,8 +61,9 @@ class PrecompiledSource:
 
     def fingerprint(self) -> str:
         return make_key(
-            {"flavor": self.fmt, "image": hashlib.sha256(self.image).hexdigest(), "kernel": self.kernel_name}
-        )
+            {"flavor": self.fmt, "image": hashlib.sha256(self.image).hexdigest(), "kernel": self.kernel_name,
+             "options": list(self.options.canonical)}
+        )  # fmt: skip
 
     def for_config(self, config: Config) -> PrecompiledSource:
         if config.params:
@@ -69,4 +74,4 @@ class PrecompiledSource:
         return self
 
     def build(self, arch: str, spec: tuple = ()) -> Binary:
-        return Binary(self.image, self.fmt, "any", self.kernel_name)  # type: ignore[arg-type]
+        return Binary(self.image, self.fmt, "any", self.kernel_name, jit=self.options.jit)  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from ..errors import CompileError, LaunchError, SpecError
 from ..record import KernelRecord
 from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
-from .base import Binary, constexpr_values, param_roles
+from .base import UNIT, Binary, constexpr_values, param_roles
 
 __all__ = ["TritonSource", "is_triton_kernel"]
 
@@ -63,6 +63,13 @@ def _interpreted(kernel: Any) -> bool:
     from triton.runtime.interpreter import InterpretedFunction
 
     return isinstance(kernel, InterpretedFunction)
+
+
+def _unspecialized(kernel: Any) -> dict[str, set[str]]:
+    """The parameters ``@triton.jit(do_not_specialize=..., do_not_specialize_on_alignment=...)`` names."""
+    params = getattr(kernel, "params", ())
+    return {"value": {p.name for p in params if getattr(p, "do_not_specialize", False)},
+            "align": {p.name for p in params if getattr(p, "do_not_specialize_on_alignment", False)}}  # fmt: skip
 
 
 def _params(kernel: Any) -> list[tuple[str, bool, Any]]:
@@ -192,20 +199,24 @@ class TritonSource:
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """What a call specializes on, by parameter position: ("dtype", k) for tensor input k without a
-        declared dtype, ("align", p) for each input pointer p, ("div16", p) for each integer parameter.
-        Outputs are always 16-byte aligned (opsmith allocates them; the caching allocator aligns to 512
-        bytes), so they are compiled as aligned without a per-call check. ("static", e) for each extra bound
-        to a constexpr: its value."""
+        declared dtype, ("align", p) for each input pointer p, ("int", p) for each integer parameter (``UNIT``
+        when it is 1, true when divisible by 16, as Triton's JIT specializes). Outputs are always 16-byte
+        aligned (opsmith allocates them; the caching allocator aligns to 512 bytes), so they are compiled as
+        aligned without a per-call check. ("static", e) for each extra bound to a constexpr: its value.
+        Parameters the kernel lists in ``do_not_specialize`` (``_on_alignment``) get no entry, as under Triton."""
         assert self._record is not None
         layout: list[tuple[str, int]] = []
         for k, a in enumerate(self._record.tensor_inputs):
             if a.dtype is None and a.dtype_like is None:
                 layout.append(("dtype", k))
-        for p, (role, a) in enumerate(self._roles):
-            if role == "tensor":
+        loose = _unspecialized(self.kernel)
+        for p, ((role, a), name) in enumerate(zip(self._roles, self.runtime_params, strict=True)):
+            if role == "tensor" and name not in loose["align"]:
                 layout.append(("align", p))
+            elif name in loose["value"] or role not in ("extra", "scalar"):
+                continue
             elif (role == "extra" and not isinstance(a.expr, float)) or (role == "scalar" and a.py_type == "int"):
-                layout.append(("div16", p))
+                layout.append(("int", p))
         return (layout + [("static", k) for k in self._record.static_extras]
                 + [("heur", h) for h in range(len(self._record.heuristics))])  # fmt: skip
 
@@ -240,20 +251,35 @@ class TritonSource:
         # In the kernel's parameter order (constexprs where they are declared): Triton's C launcher takes its
         # arguments in this dict's order.
         signature = {name: "constexpr" if is_c else types[name] for name, is_c, _ in self.params_}
+        for name in self.units(spec):
+            signature[name] = "constexpr"  # compiled in, as Triton's JIT does: strides of 1 let loads vectorize
         attrs = {(p,): [["tt.divisibility", 16]] for (kind, p), v in zip(layout, spec, strict=True)
-                 if kind in ("align", "div16") and v}  # fmt: skip
+                 if (kind == "align" and v) or (kind == "int" and v == 1)}  # fmt: skip
         attrs.update({(p,): [["tt.divisibility", 16]] for p, (role, _) in enumerate(self._roles) if role == "output"})
         # Attribute keys are positions among all the kernel's parameters, constexprs included.
         runtime_at = [k for k, (_, is_c, _) in enumerate(self.params_) if not is_c]
         return signature, {(runtime_at[p[0]],): v for p, v in attrs.items()}
 
+    def units(self, spec: tuple) -> list[str]:
+        """The integer parameters this specialization compiles in as 1. The native library drops them by a
+        64-bit mask, so parameters past the 64th stay runtime values."""
+        if not spec:
+            return []
+        return [self.runtime_params[p] for (kind, p), v in zip(self.spec_layout(), spec, strict=True)
+                if kind == "int" and v == UNIT and p < 64]  # fmt: skip
+
+    def dropped(self, spec: tuple) -> tuple[int, ...]:
+        """Positions among the runtime values that the compiled kernel does not take (``units``)."""
+        units = set(self.units(spec))
+        return tuple(p for p, n in enumerate(self.runtime_params) if n in units)
+
     def static_values(self, spec: tuple) -> dict[str, Any]:
-        """The constexprs bound by extras and computed by heuristics, from a call specialization (its
-        heuristics' values are this config's: ``Variants.project``)."""
+        """The constexprs bound by extras, computed by heuristics and compiled in as 1 (``units``), from a
+        call specialization (its heuristics' values are this config's: ``Variants.project``)."""
+        out: dict[str, Any] = dict.fromkeys(self.units(spec), 1)
         if not self.static and not self.heuristics:
-            return {}
+            return out
         assert self._record is not None
-        out: dict[str, Any] = {}
         for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
             if kind == "static":
                 out[self._record.extras[k].name] = int(v)
@@ -280,7 +306,7 @@ class TritonSource:
                         "constexprs": constexprs, "attrs": sorted((list(k), v) for k, v in attrs.items()),
                         "arch": f"sm_{cc}", "triton": _triton_identity()})  # fmt: skip
         cache = compile_cache()
-        hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0)
+        hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0, self.dropped(spec))
         if hit is not None:
             return hit
         _refresh_triton_hash(self.kernel)
@@ -299,7 +325,7 @@ class TritonSource:
                 raise LaunchError(f"{self.op_name}: this Triton kernel needs {what}, which opsmith's launcher does "
                                   "not provide yet. Fix: use a config without it, or call the kernel directly.")  # fmt: skip
         entry = parse_ptx_entry(ck.asm["ptx"], md.name) or []
-        user = [signature[n] for n in self.runtime_params]
+        user = [signature[n] for n in self.runtime_params if signature[n] != "constexpr"]
         sizes = [8 if t.startswith("*") else _PARAM_SIZE[t] for t in user]
         got = [8 if p.pointer else _PARAM_SIZE.get({"f32": "fp32", "f64": "fp64", "bool": "i1"}.get(p.ctype, p.ctype), 8)
                for p in entry]  # fmt: skip
@@ -309,11 +335,12 @@ class TritonSource:
                               f"({triton.__version__}) is not supported.")  # fmt: skip
         binary = Binary(ck.asm["cubin"], "cubin", f"sm_{cc}", md.name, seconds=time.perf_counter() - t0,
                         block=(32 * md.num_warps, 1, 1), shared_mem=int(md.shared),
-                        trailing_params=len(entry) - len(sizes))  # fmt: skip
+                        trailing_params=len(entry) - len(sizes), dropped=self.dropped(spec))  # fmt: skip
         if cache:  # only binaries that passed the checks above are stored
             cache.put(key, {"symbol": binary.symbol, "kernel": self.kernel_name, "arch": binary.arch,
                             "block": list(binary.block or ()), "shared_mem": binary.shared_mem,
-                            "trailing_params": binary.trailing_params}, binary.data)  # fmt: skip
+                            "trailing_params": binary.trailing_params, "dropped": list(binary.dropped)},
+                      binary.data)  # fmt: skip
         return binary
 
     def _compile_options(self) -> dict[str, Any]:
@@ -396,18 +423,18 @@ def _triton_identity() -> dict:
             "lib": [st.st_size, st.st_mtime_ns]}  # fmt: skip
 
 
-def _from_cache(hit: tuple[dict, bytes] | None, arch: str, t0: float) -> Binary | None:
-    """A verified cache entry as a Binary; an entry whose metadata is malformed is a miss."""
+def _from_cache(hit: tuple[dict, bytes] | None, arch: str, t0: float, dropped: tuple[int, ...]) -> Binary | None:
+    """A verified cache entry as a Binary; an entry whose metadata is malformed or disagrees is a miss."""
     if hit is None:
         return None
     meta, data = hit
     try:
         block = tuple(int(b) for b in meta["block"])
-        if len(block) != 3 or meta["arch"] != arch:
+        if len(block) != 3 or meta["arch"] != arch or tuple(meta["dropped"]) != dropped:
             return None
         return Binary(data, "cubin", arch, str(meta["symbol"]), from_cache=True, seconds=time.perf_counter() - t0,
                       block=block, shared_mem=int(meta["shared_mem"]),  # type: ignore[arg-type]
-                      trailing_params=int(meta["trailing_params"]))  # fmt: skip
+                      trailing_params=int(meta["trailing_params"]), dropped=dropped)  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
 

@@ -77,6 +77,9 @@ def _refusal(op: Any) -> tuple[str, str] | None:
                 "library and per-call tensor descriptors, which the generated C++ does not build.",
                 "serve it from Python (it still works under torch.compile, export and CUDA graphs), or port the "
                 "kernel to CUDA C++ or Triton for a native library.")  # fmt: skip
+    if "-G" in r.compile_options:
+        return ("it was compiled with -G: unoptimized device code, for a debugger, which a shipped library must not "
+                "hold.", "drop '-G' from its options ('-lineinfo' keeps source lines for profilers).")  # fmt: skip
     if r.launch is None:
         return ("its Custom geometry is a Python function.", "write the launch as Grid(grid=(...), block=(...)) "
                 "with size expressions ('cdiv(numel(x), 256)').")  # fmt: skip
@@ -131,8 +134,8 @@ def _spec_cpp(layout: Sequence[tuple[str, int]], spec: tuple) -> tuple[str, ...]
     for (kind, _), v in zip(layout, spec, strict=True):
         if kind == "dtype":
             out.append(f"static_cast<int64_t>({AT_DTYPE[v]})")
-        elif kind in ("align", "div16"):
-            out.append("1" if v else "0")
+        elif kind in ("align", "int"):
+            out.append(str(int(v)))
         else:
             out.append(str(int(v)))
     return tuple(out)
@@ -154,8 +157,8 @@ def _specs(op: Any, dtypes: Sequence[torch.dtype]) -> tuple[list[tuple], set[tup
         for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible
             guessed.append(tuple(dt if kind == "dtype" else True for kind, _ in layout))
     specs = list(dict.fromkeys(seen + guessed))
-    if any(kind in ("align", "div16") for kind, _ in layout):
-        specs += [tuple(False if kind in ("align", "div16") else x for (kind, _), x in zip(layout, s, strict=True))
+    if any(kind in ("align", "int") for kind, _ in layout):
+        specs += [tuple(False if kind in ("align", "int") else x for (kind, _), x in zip(layout, s, strict=True))
                   for s in specs]  # fmt: skip
     specs = list(dict.fromkeys(specs))
     return specs, set(specs) - set(seen)
@@ -199,8 +202,9 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
                     imgs.append((arch, image_label(im)))
                 block = kd.block or (1, 1, 1)
                 variants.append(Variant(c, _spec_cpp(v.spec_layout, spec), binaries[0].symbol, imgs,
-                                        tuple(block), kd.shared_mem))  # fmt: skip
-        fallback = any(kind in ("align", "div16") for kind, _ in v.spec_layout)
+                                        tuple(block), kd.shared_mem, sum(1 << p for p in kd.dropped),
+                                        binaries[0].jit))  # fmt: skip
+        fallback = any(kind in ("align", "int") for kind, _ in v.spec_layout)
         natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback))
     return natives, list(images.values()), skipped
 

@@ -14,6 +14,7 @@ import torch
 
 from .. import plan as P
 from ..expr import bounds
+from ..flavors.base import UNIT
 from ..record import KernelRecord, dtype_from_name
 from .cpp import AT_DTYPE, CTYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
@@ -36,6 +37,8 @@ class Variant:
     images: list[tuple[int, str]]
     block: tuple[int, int, int]
     shared_mem: int
+    dropped: int = 0  # bit p: the kernel does not take user parameter p (compiled in: ``Binary.dropped``)
+    jit: tuple[tuple[str, int], ...] = ()  # the driver JIT's options for a PTX image (``Binary.jit``)
 
 
 @dataclass
@@ -328,8 +331,8 @@ def _spec(pr: _Printer) -> list[str]:
             out.append(f"static_cast<int64_t>({pr.t[p]}.scalar_type())")
         elif kind == "align":
             out.append(f"int64_t(reinterpret_cast<uintptr_t>(a{p}) % 16 == 0)")
-        elif kind == "div16":
-            out.append(f"int64_t(a{p} % 16 == 0)")
+        elif kind == "int":  # as Triton's JIT: 1 compiled in (UNIT), else divisibility by 16
+            out.append(f"int64_t(a{p} == 1 ? {UNIT} : a{p} % 16 == 0)")
         elif kind == "heur":
             out.append(f"int64_t({_heuristic(pr, p)})")
         else:
@@ -377,8 +380,16 @@ def _launch(pr: _Printer) -> list[str]:
     L.append("void* none = nullptr;")
     L.append(f"void* args[] = {{{''.join(f'&a{k}, ' for k in range(n))}&none, &none, &none, &none}};")
     sizes = ", ".join(str(_SIZE[p.ctype]) for p in launch.params) or "0"
-    L.append(f"const uint8_t sizes[] = {{{sizes}}};")
-    L.append(f"opsmith::launch(*v.kernel, dev, {{c, {{g0, g1, g2}}, {{v.bx, v.by, v.bz}}, v.smem}}, args, sizes, {n});")
+    count = str(n)
+    if any(v.dropped for v in pr.n.variants):
+        L.append(f"uint8_t sizes[] = {{{sizes}}};")
+        L.append(f"const int n = opsmith::keep_arguments(args, sizes, {n}, v.dropped);")
+        count = "n"
+    else:
+        L.append(f"const uint8_t sizes[] = {{{sizes}}};")
+    L.append(
+        f"opsmith::launch(*v.kernel, dev, {{c, {{g0, g1, g2}}, {{v.bx, v.by, v.bz}}, v.smem}}, args, sizes, {count});"
+    )
     return L
 
 
@@ -389,18 +400,25 @@ _SIZE = {"ptr": 8, "f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, 
 def _tables(n: NativeOp) -> list[str]:
     """The kernels, the variant table and its lookup, the tuning decisions known at build time."""
     L, op = [], cpp_str(n.record.op_name)
+    if n.record.compile_options:
+        L.append(f"// Compiled with {' '.join(n.record.compile_options)}.")
     width = max(len(n.spec_layout), 1)
     for k, v in enumerate(n.variants):
         imgs = ", ".join(f"{{{arch}, {sym}, static_cast<size_t>({sym}_end - {sym})}}" for arch, sym in v.images)
-        L.append(f"opsmith::Kernel kernel{k}({op}, {cpp_str(v.symbol)}, {{{imgs}}}, {v.shared_mem});")
+        jit = dict(v.jit)
+        opts = f", {{{jit.get('max_registers', 0)}, {jit.get('line_info', 0)}, {jit.get('debug', 0)}}}" if jit else ""
+        L.append(f"opsmith::Kernel kernel{k}({op}, {cpp_str(v.symbol)}, {{{imgs}}}, {v.shared_mem}{opts});")
+    drops = any(v.dropped for v in n.variants)
     L += ["struct Variant {", "  int config;", f"  std::array<int64_t, {width}> spec;", "  opsmith::Kernel* kernel;",
-          "  int64_t bx, by, bz, smem;", "};", "const Variant variants[] = {"]  # fmt: skip
+          "  int64_t bx, by, bz, smem;", *(["  uint64_t dropped;  // parameters compiled in"] if drops else []),
+          "};", "const Variant variants[] = {"]  # fmt: skip
     for k, v in enumerate(n.variants):
+        dropped = f", 0x{v.dropped:x}ULL" if drops else ""
         L.append(f"    {{{v.config}, {{{', '.join(v.spec) or '0'}}}, &kernel{k}, {v.block[0]}, {v.block[1]}, "
-                 f"{v.block[2]}, {v.shared_mem}}},")  # fmt: skip
+                 f"{v.block[2]}, {v.shared_mem}{dropped}}},")  # fmt: skip
     L += ["};", f"const Variant& find(int c, std::array<int64_t, {width}> spec) {{",
           "  for (const auto& v : variants)", "    if (v.config == c && v.spec == spec) return v;"]  # fmt: skip
-    flags = [k for k, (kind, _) in enumerate(n.spec_layout) if kind in ("align", "div16")]
+    flags = [k for k, (kind, _) in enumerate(n.spec_layout) if kind in ("align", "int")]
     if n.fallback and flags:
         L.append("  const auto asked = spec;")
         L.append(f"  for (int i : {{{', '.join(map(str, flags))}}}) spec[i] = 0;  // compiled assuming neither "

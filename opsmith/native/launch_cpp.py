@@ -15,6 +15,7 @@ constexpr int kMaxDevices = 64;
 // The driver, loaded at first use: libcuda.so.1 is the driver itself, present wherever a GPU is.
 struct Driver {
   CUresult (*ModuleLoadData)(CUmodule*, const void*);
+  CUresult (*ModuleLoadDataEx)(CUmodule*, const void*, unsigned int, CUjit_option*, void**);
   CUresult (*ModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            CUstream, void**, void**);
@@ -38,6 +39,7 @@ struct Driver {
         return p;
       };
       d.ModuleLoadData = reinterpret_cast<decltype(d.ModuleLoadData)>(sym("cuModuleLoadData"));
+      d.ModuleLoadDataEx = reinterpret_cast<decltype(d.ModuleLoadDataEx)>(sym("cuModuleLoadDataEx"));
       d.ModuleGetFunction = reinterpret_cast<decltype(d.ModuleGetFunction)>(sym("cuModuleGetFunction"));
       d.LaunchKernel = reinterpret_cast<decltype(d.LaunchKernel)>(sym("cuLaunchKernel"));
       d.FuncSetAttribute = reinterpret_cast<decltype(d.FuncSetAttribute)>(sym("cuFuncSetAttribute"));
@@ -93,11 +95,18 @@ struct Image {
   size_t size;
 };
 
+// The driver JIT's options for a PTX image (the op's declared options=): 0 leaves the driver's default.
+struct Jit {
+  unsigned max_registers = 0;
+  int line_info = 0;
+  int debug = 0;
+};
+
 // A kernel, loaded once per device (the first call on a device loads its module; later ones read an atomic).
 class Kernel {
  public:
-  Kernel(const char* op, const char* symbol, std::vector<Image> images, int shared_mem)
-      : op_(op), symbol_(symbol), images_(std::move(images)), shared_mem_(shared_mem) {}
+  Kernel(const char* op, const char* symbol, std::vector<Image> images, int shared_mem, Jit jit = {})
+      : op_(op), symbol_(symbol), images_(std::move(images)), shared_mem_(shared_mem), jit_(jit) {}
 
   CUfunction function(int device, CUstream stream) {
     TORCH_CHECK(device >= 0 && device < kMaxDevices, op_, ": cuda:", device, " is past the devices opsmith serves");
@@ -142,7 +151,15 @@ class Kernel {
                 "); it holds ", have, ". Fix: build the library on (or for) a GPU of that architecture.");
     const Driver& drv = Driver::get();
     CUmodule module;
-    CUresult r = drv.ModuleLoadData(&module, image->data);
+    CUjit_option names[3];
+    void* values[3];
+    unsigned n = 0;
+    if (image->arch == 0) {  // PTX: the driver compiles it, with the declared options
+      if (jit_.max_registers) names[n] = CU_JIT_MAX_REGISTERS, values[n++] = reinterpret_cast<void*>(uintptr_t(jit_.max_registers));
+      if (jit_.line_info) names[n] = CU_JIT_GENERATE_LINE_INFO, values[n++] = reinterpret_cast<void*>(uintptr_t(1));
+      if (jit_.debug) names[n] = CU_JIT_GENERATE_DEBUG_INFO, values[n++] = reinterpret_cast<void*>(uintptr_t(1));
+    }
+    CUresult r = n ? drv.ModuleLoadDataEx(&module, image->data, n, names, values) : drv.ModuleLoadData(&module, image->data);
     TORCH_CHECK(r == CUDA_SUCCESS, op_, ": loading the kernel image on cuda:", device, " failed with ",
                 error_name(r), ".");
     r = drv.ModuleGetFunction(&f, module, symbol_);
@@ -161,6 +178,7 @@ class Kernel {
   const char* symbol_;
   std::vector<Image> images_;
   int shared_mem_;
+  Jit jit_;
   std::mutex mu_;
   std::array<std::atomic<CUfunction>, kMaxDevices> fns_{};
 };
@@ -210,6 +228,17 @@ struct Launch {
   int64_t block[3];
   int64_t shared_mem;
 };
+
+// A variant that compiled parameters in (Triton: integers equal to 1; bit p of ``dropped``) takes the others,
+// in order: ``args`` and ``sizes`` (n parameters, then 4 trailing NULL scratch pointers) are compacted in
+// place. Returns how many parameters remain.
+inline int keep_arguments(void** args, uint8_t* sizes, int n, uint64_t dropped) {
+  int m = 0;
+  for (int p = 0; p < n; ++p)
+    if (p >= 64 || !((dropped >> p) & 1)) args[m] = args[p], sizes[m++] = sizes[p];
+  for (int t = 0; t < 4; ++t) args[m + t] = args[n + t];
+  return m;
+}
 
 #ifdef OPSMITH_DRY_RUN
 // A library built with -DOPSMITH_DRY_RUN (the differential tests) records launches instead of making them,
