@@ -172,6 +172,10 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
                     raise SpecError(op, f"{field}.{opt}", f"{v!r} is not a valid {opt}.",
                                     "num_warps: a power of two in [1, 32]; num_stages, num_ctas: a positive int; "
                                     "maxnreg: an int in [24, 255].")  # fmt: skip
+                if opt == "num_ctas" and v > 1:  # refused here rather than at the first call's compile
+                    raise SpecError(op, f"{field}.{opt}", f"num_ctas={v} launches thread-block clusters, which "
+                                    "opsmith's launchers (Python and native) do not make yet.",
+                                    "drop this config, or set num_ctas=1.")  # fmt: skip
         d = autotune.default
         if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(configs):
             raise SpecError(op, "autotune.default", f"{d!r} is not a config index.",

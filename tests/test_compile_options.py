@@ -17,7 +17,7 @@ from opsmith.record import KernelRecord
 
 NS = "t_copts"
 
-# Sixteen accumulators kept live across an unrolled loop: 32 registers (NVRTC 13, sm_90) unless limited.
+# Sixteen values kept live across an unrolled loop (bounded: exp(-|a|) <= 1): over 24 registers unless limited.
 HUNGRY = r"""
 extern "C" __global__ void hungry(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -28,7 +28,7 @@ extern "C" __global__ void hungry(const float* x, float* y, int n) {
 #pragma unroll
   for (int r = 0; r < 8; ++r)
 #pragma unroll
-    for (int k = 0; k < 16; ++k) a[k] = expf(a[k]) * a[(k + r + 1) % 16] + a[(k * 7 + r) % 16];
+    for (int k = 0; k < 16; ++k) a[k] = expf(-fabsf(a[k])) * a[(k + r + 1) % 16] + 0.25f * a[(k * 7 + r) % 16];
   float s = 0.f;
 #pragma unroll
   for (int k = 0; k < 16; ++k) s += a[k] * (k + 1);

@@ -87,6 +87,10 @@ def test_refusals_name_the_field_and_the_fix():
     bad_key.keys = ["nope"]
     with pytest.raises(ok.SpecError, match=r"autotune\.key\[0\]: 'nope' names no argument"):
         ok.triton_op(f"{NS}::bad_key", bad_key, **_acc_kernel_decl(init=0))
+    cluster = triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_ctas=2)], key=[])(
+        triton.heuristics({"EVEN": lambda a: False})(pt.sum_kernel.fn.fn))  # fmt: skip
+    with pytest.raises(ok.SpecError, match=r"num_ctas: num_ctas=2 launches thread-block clusters.*num_ctas=1"):
+        ok.triton_op(f"{NS}::cluster", cluster, **_acc_kernel_decl(init=0))
 
 
 @pytest.mark.parametrize(("fn", "why"), [
