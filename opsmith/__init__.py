@@ -6,50 +6,85 @@
         extras=[ok.Numel("x")], geometry=ok.Elementwise(block=(256,))))
     torch.ops.myns.relu(x)
 
-Importing opsmith registers nothing and touches no GPU.
+Importing opsmith registers nothing, touches no GPU and imports torch only when a name is first used.
 """
 
+from typing import TYPE_CHECKING
+
 from ._version import __version__
-from .api import cuda_kernel_op, cute_op, ptx_op, triton_op
-from .check import CheckCase, CheckReport, assert_check_passes, check
-from .errors import (
-    CompileError,
-    DifferentiationError,
-    InputError,
-    LaunchError,
-    OpsmithError,
-    RegistrationError,
-    ShardingError,
-    SpecError,
-    ToolchainError,
-)
-from .record import KernelRecord
-from .registration import Op
-from .spec import (
-    AtLeast,
-    AtMost,
-    Autotune,
-    Backward,
-    Config,
-    Const,
-    Custom,
-    Dim,
-    DimSize,
-    Divisible,
-    Elementwise,
-    Grid,
-    InputDecl,
-    KernelSpec,
-    Numel,
-    OneOf,
-    OutputDecl,
-    ReduceDims,
-    Reduction,
-    SameAs,
-    ScalarInput,
-    Stride,
-    TuneDim,
-)
+
+# Public names resolve on first use (PEP 562): ``import opsmith`` and the ``opsmith`` command's --help stay
+# free of torch (~1.5 s to import); the first ``ok.cuda_kernel_op`` or ``ok.InputDecl`` imports what it needs.
+_LAZY = {
+    "api": ("cuda_kernel_op", "cute_op", "ptx_op", "triton_op"),
+    "checking": ("CheckCase", "CheckReport", "assert_check_passes", "check"),
+    "errors": ("CompileError", "DifferentiationError", "InputError", "LaunchError", "OpsmithError",
+               "RegistrationError", "ShardingError", "SpecError", "ToolchainError"),
+    "record": ("KernelRecord",),
+    "registration": ("Op",),
+    "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Config", "Const", "Custom", "Dim", "DimSize", "Divisible",
+             "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "ReduceDims",
+             "Reduction", "SameAs", "ScalarInput", "Stride", "TuneDim"),
+}  # fmt: skip
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+if TYPE_CHECKING:  # what type checkers and IDEs read
+    from .api import cuda_kernel_op, cute_op, ptx_op, triton_op
+    from .checking import CheckCase, CheckReport, assert_check_passes, check
+    from .errors import (
+        CompileError,
+        DifferentiationError,
+        InputError,
+        LaunchError,
+        OpsmithError,
+        RegistrationError,
+        ShardingError,
+        SpecError,
+        ToolchainError,
+    )
+    from .record import KernelRecord
+    from .registration import Op
+    from .spec import (
+        AtLeast,
+        AtMost,
+        Autotune,
+        Backward,
+        Config,
+        Const,
+        Custom,
+        Dim,
+        DimSize,
+        Divisible,
+        Elementwise,
+        Grid,
+        InputDecl,
+        KernelSpec,
+        Numel,
+        OneOf,
+        OutputDecl,
+        ReduceDims,
+        Reduction,
+        SameAs,
+        ScalarInput,
+        Stride,
+        TuneDim,
+    )
+
+
+def __getattr__(name: str) -> object:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'opsmith' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))
+
 
 __all__ = [
     "AtLeast",

@@ -27,7 +27,7 @@ from . import (
     cuda_kernel_op,
     ptx_op,
 )
-from .check import CheckCase
+from .checking import CheckCase
 
 __all__ = ["FLAT", "ROWS", "register_all", "shipped_cases"]
 

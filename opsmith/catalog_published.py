@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from .catalog import _rand
-from .check import CheckCase
+from .checking import CheckCase
 from .spec import Autotune, Config, Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Stride
 
 __all__ = ["register_published"]

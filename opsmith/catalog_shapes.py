@@ -27,7 +27,7 @@ from . import (
     cuda_kernel_op,
 )
 from .catalog import _rand
-from .check import CheckCase
+from .checking import CheckCase
 
 __all__ = ["register_shapes"]
 

@@ -25,7 +25,7 @@ from . import (
     cuda_kernel_op,
 )
 from .catalog import FLAT, ROWS, _one, _rand
-from .check import CheckCase
+from .checking import CheckCase
 
 __all__ = ["BLOCKS", "register_tuned", "triton_available"]
 

@@ -58,7 +58,7 @@ def _as_list(obj: object) -> list:
 
 def load_cases(target: str) -> list:
     """The CheckCases named by ``MODULE:NAME``."""
-    from .check import CheckCase
+    from .checking import CheckCase
 
     obj = _load(target, "a CheckCase", "mypkg.ops:RELU_CASE", CheckCase)
     cases = _as_list(obj)
@@ -70,7 +70,7 @@ def load_cases(target: str) -> list:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .check import CHECKS
+    from .checking import CHECKS
 
     only = [c for c in args.only.split(",") if c] if args.only else None
     unknown = sorted(set(only or ()) - set(CHECKS))
@@ -84,7 +84,7 @@ def _check(args: argparse.Namespace) -> int:
         report = sanitize(args.target, tools=args.tools.split(","), examples=min(args.examples, 3))
         print(report.table())
         return 0 if report.ok else 1
-    from .check import check
+    from .checking import check
 
     failed = False
     for case in cases:
@@ -118,7 +118,7 @@ def _device(text: str | None) -> str | None:
 
 def load_ops(target: str) -> list:
     """The ops named by ``MODULE:NAME`` (an op, CheckCases, a list of either, or a function returning them)."""
-    from .check import CheckCase
+    from .checking import CheckCase
     from .registration import Op
 
     items = _as_list(_load(target, "an op", "mypkg.ops:OPS", Op))

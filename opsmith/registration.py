@@ -31,7 +31,7 @@ from .record import KernelRecord, ScalarArg
 from .resolve import resolve
 from .schema import derive_schema
 from .signature import KernelParam
-from .spec import Autotune, Backward, Config, Custom, InputDecl, OutputDecl, ScalarInput
+from .spec import Autotune, Backward, Config, Custom, InputDecl, OutputDecl, ScalarInput, index_type_name
 from .validate import check_autotune, check_op_name, check_tuning_writes
 from .variants import Variants
 
@@ -151,6 +151,7 @@ def register_kernel_op(
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     ns, name = check_op_name(op_name)
+    index_dtype = index_type_name(index_dtype)
     if index_dtype not in ("int32", "int64"):
         raise SpecError(op_name, "index_dtype", f"{index_dtype!r} is not an index width.",
                         "use 'int32' (the kernel indexes with int) or 'int64' (with long long / int64_t).")  # fmt: skip

@@ -34,6 +34,7 @@ from .spec import (
     ScalarInput,
     Stride,
     TuneDim,
+    index_type_name,
 )
 from .validate import check_geometry, ident, named_key, ref_index, tune_key_entries
 
@@ -135,8 +136,11 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
         if not isinstance(e, Numel | DimSize | Dim | Stride | Const):
             raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Dim, Stride or Const.",
                             "use Numel(name), DimSize(name, axis), Dim('K'), Stride(name, axis) or Const(value).")  # fmt: skip
+        if isinstance(e.dtype, torch.dtype):  # torch.int64 and "int64" are one convention
+            e = dataclasses.replace(e, dtype=index_type_name(e.dtype))
         if e.dtype not in (None, "int32", "int64"):
-            raise SpecError(op, field + ".dtype", f"{e.dtype!r} is not an index type.", "use 'int32' or 'int64'.")
+            raise SpecError(op, field + ".dtype", f"{e.dtype!r} is not an index type.",
+                            "use torch.int32 or torch.int64 (or 'int32' / 'int64').")  # fmt: skip
         pname = e.param if isinstance(e, Dim) else e.name
         if pname is not None:
             ident(op, field + ".name", pname)

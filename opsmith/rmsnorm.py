@@ -267,7 +267,7 @@ def _check_inputs(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
 def check_cases() -> list:
     """Both kernels' forward ops (with their backward) as conformance cases: ``opsmith check
     opsmith.rmsnorm:check_cases``. Rows from 1 to 40,000 long reach the Triton kernel's looped path."""
-    from .check import CheckCase
+    from .checking import CheckCase
 
     return [CheckCase(rmsnorm_ops(impl)[0], _check_inputs, reference_rms_norm, ((4, 1000), (2, 3, 4096), (3, 20000)),
                       (torch.float32, torch.float16, torch.bfloat16, torch.float64), tol={"atol": 1e-5, "rtol": 1e-5})

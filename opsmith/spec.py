@@ -47,7 +47,13 @@ __all__ = [
     "TuneDim",
 ]
 
-IndexType = Literal["int32", "int64"]
+IndexType = Literal["int32", "int64"] | torch.dtype  # torch.int32 / torch.int64, or their names
+
+
+def index_type_name(dtype: object) -> object:
+    """``torch.int32`` / ``torch.int64`` as the record's names ("int32", "int64"); anything else unchanged
+    (the caller refuses it, naming the field)."""
+    return str(dtype).removeprefix("torch.") if dtype in (torch.int32, torch.int64) else dtype
 
 
 @dataclass(frozen=True)
@@ -492,7 +498,7 @@ class KernelSpec:
     defines: dict[str, str | int] | None = None
     autotune: Autotune | None = None
     target: Literal["cubin", "ptx"] = "cubin"
-    index_dtype: Literal["int32", "int64"] = "int32"
+    index_dtype: IndexType = "int32"
     param_order: Sequence[str] | None = None
     requires: Sequence[Requirement] = ()
     options: Sequence[str] = ()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import opsmith as ok
-from opsmith.check import noncontiguous
+from opsmith.checking import noncontiguous
 
 HERE = str(Path(__file__).parent)
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}

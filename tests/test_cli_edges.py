@@ -80,6 +80,28 @@ def test_version():
     assert r.returncode == 0 and r.stdout.strip() == f"opsmith {ok.__version__}"
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["check", "--help"], ["build", "--help"]])
+def test_help_and_version_import_no_torch(args):
+    """``import opsmith`` and the command's help resolve names lazily: torch (~1.5 s) is imported by a command's
+    work, not by its help."""
+    code = ("import sys\nfrom opsmith.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n"
+            "    assert e.code == 0, e.code\nprint('torch imported' if 'torch' in sys.modules else 'no torch')\n")  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "no torch", p.stdout
+
+
+def test_public_names_resolve_lazily_and_completely():
+    import opsmith
+
+    assert set(opsmith.__all__) <= set(dir(opsmith))
+    assert all(getattr(opsmith, n) is not None for n in opsmith.__all__)
+    assert opsmith.check is ok.check and callable(opsmith.check)  # the function, not a submodule
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        opsmith.nope  # noqa: B018
+
+
 @pytest.mark.skipif(not NO_GPU, reason="what a machine without a GPU reports")
 def test_check_on_a_machine_without_a_gpu_skips_what_needs_one():
     """Before: every row that runs the op was a FAIL (the op refuses CPU tensors), and autograd passed because
@@ -98,7 +120,7 @@ def test_check_on_a_machine_without_a_gpu_skips_what_needs_one():
 
 def test_autograd_row_needs_a_differentiation_error_not_a_refused_input(monkeypatch):
     """An opsmith op without a backward passes the autograd row only by refusing the gradient itself."""
-    from opsmith.check import _check_autograd
+    from opsmith.checking import _check_autograd
 
     src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
     op = ok.cuda_kernel_op("t_cli::nograd", ok.KernelSpec(kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x")],

@@ -158,7 +158,7 @@ def test_an_op_that_leaves_outputs_unwritten_fails_numerics(shape):
 
 
 def test_the_poisoned_pool_hands_out_poisoned_memory():
-    from opsmith.check import poisoned
+    from opsmith.checking import poisoned
 
     for n in (7 * 1000, 64 * 4096, 1 << 22):
         with poisoned(torch.device("cuda"), 4 * n) as ok_:

@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from .errors import DifferentiationError, InputError
+from .errors import DifferentiationError, InputError, SpecError
 
 __all__ = ["CheckCase", "CheckReport", "assert_check_passes", "check"]
 
@@ -43,8 +43,8 @@ class CheckCase:
     (fresh random values each time). ``reference(*args)`` returns what the op returns (or, for an op that
     writes an input in place, writes it the same way). ``shapes``: the fixed example shapes (the first is
     used for graph, stream and gradient checks); hypothesis draws more of the same ranks, each dimension up
-    to twice the examples'. ``tol``: ``assert_close`` keyword arguments for float32/float64 results (default:
-    torch.testing's); ``lowp_tol`` for float16/bfloat16. ``differentiable``: None = read from the op's
+    to twice the examples'. ``tol``: ``assert_close`` keyword arguments for float32/float64 results, or one float for
+    atol and rtol alike (default: torch.testing's); ``lowp_tol`` for float16/bfloat16. ``differentiable``: None = read from the op's
     dispatcher entry (an Autograd kernel is registered)."""
 
     op: Callable[..., Any]
@@ -52,10 +52,20 @@ class CheckCase:
     reference: Callable[..., Any]
     shapes: Sequence[Shape] = ((1000,), (3, 257))
     dtypes: Sequence[torch.dtype] = (torch.float32,)
-    tol: dict = field(default_factory=dict)
-    lowp_tol: dict = field(default_factory=lambda: dict(_LOWP_TOL))
+    tol: dict | float = field(default_factory=dict)
+    lowp_tol: dict | float = field(default_factory=lambda: dict(_LOWP_TOL))
     differentiable: bool | None = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        # A float is one tolerance for atol and rtol alike (tol=1e-4), as a dict is assert_close's keywords.
+        for name in ("tol", "lowp_tol"):
+            v = getattr(self, name)
+            if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0:
+                setattr(self, name, {"atol": float(v), "rtol": float(v)})
+            elif not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+                raise SpecError(self.name or "CheckCase", name, f"{v!r} is neither a tolerance nor a dict of "
+                                "assert_close keywords.", f"pass {name}=1e-4 or {name}={{'atol': 1e-4, 'rtol': 1e-3}}.")  # fmt: skip
 
     def tolerance(self, dtype: torch.dtype) -> dict:
         return dict(self.lowp_tol) if dtype in (torch.float16, torch.bfloat16) else dict(self.tol)
