@@ -17,7 +17,6 @@ import json
 import logging
 import math
 import statistics
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -28,6 +27,7 @@ from . import env
 from .cache import DiskCache, make_key
 from .distributed.tuning import in_job, job_decision
 from .errors import CompileError, InputError, LaunchError, OpsmithError
+from .progress import progress_bar
 
 __all__ = ["Timer", "Tuner", "cuda_event_timer", "pow2"]
 
@@ -77,19 +77,6 @@ def cuda_event_timer(run: Callable[[], None], restore: Callable[[], None], budge
     torch.cuda.synchronize()
     del flush
     return [s.elapsed_time(e) for s, e in events]
-
-
-def _progress(total: int, label: str):
-    """A rich progress bar on a terminal; otherwise nothing (the summary is logged)."""
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from rich.progress import Progress
-    except ImportError:
-        return None
-    p = Progress(transient=True)
-    p.start()
-    return p, p.add_task(label, total=total)
 
 
 _RUNOFF = 1.03
@@ -246,7 +233,7 @@ class Tuner:
         times: dict[int, float] = {}
         skipped: dict[int, str] = {}
         errors: dict[int, Exception] = {}
-        bar = _progress(len(candidates), f"tuning {self.op_name}")
+        bar = progress_bar(len(candidates), f"tuning {self.op_name} {key}")
         try:
             for c in candidates:
                 try:

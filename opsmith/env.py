@@ -19,7 +19,10 @@ __all__ = [
     "DEFAULT_ARCH",
     "DEVICE_DEBUG",
     "DISABLE_DISK_CACHE",
+    "DUMP_DIR",
     "Knob",
+    "LOG",
+    "PROGRESS",
     "SPECIALIZE_LIMIT",
     "SPECIALIZE_WARN",
     "TUNE_CLAIM_WAIT",
@@ -107,6 +110,20 @@ TUNE_TIMEOUT: Knob[float] = Knob(
     "OPSMITH_TUNE_TIMEOUT",
     1800.0,
     "Multi-rank jobs: seconds a rank waits for the rank tuning a key to publish its decision before failing.",
+)
+LOG: Knob[str] = Knob(
+    "OPSMITH_LOG",
+    "",
+    "warning (default) | info | debug: what opsmith logs to stderr (compiles, tuning decisions, native builds).",
+)
+PROGRESS: Knob[bool] = Knob(
+    "OPSMITH_PROGRESS", True, "0 = no progress display for long work (tuning, native builds) on a terminal."
+)
+DUMP_DIR: Knob[str | None] = Knob(
+    "OPSMITH_DUMP_DIR",
+    None,
+    "Directory where each op's generated eager code is written at registration (<ns>.<name>.py), and a native "
+    "build's C++ (<library>.cpp).",
 )
 CXX: Knob[str | None] = Knob(
     "OPSMITH_CXX", None, "C++ compiler for native op libraries (`opsmith build`). Default: c++, g++ or clang++ on PATH."

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,6 +28,7 @@ from .fingerprint import declaration_fingerprint
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .lowering import lower
+from .progress import configure_logging
 from .record import KernelRecord, ScalarArg
 from .resolve import resolve
 from .schema import derive_schema
@@ -150,6 +152,7 @@ def register_kernel_op(
     requires: Sequence = (),
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
+    configure_logging()  # OPSMITH_LOG, read once per process
     ns, name = check_op_name(op_name)
     index_dtype = index_type_name(index_dtype)
     if index_dtype not in ("int32", "int64"):
@@ -201,6 +204,7 @@ def register_kernel_op(
         impl, impl_source, plan = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward,
                                           resolved)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
+        _dump(op_name, impl_source)
         op.plan = plan
         op.impl_lib, op.native = impl_lib, None
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
@@ -280,6 +284,16 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
         # Compile errors surface now (float32 for open dtypes); with sizes compiled in, at the first call.
         variants.kernel(0, tuple(torch.float32 if kind == "dtype" else True for kind, _ in variants.spec_layout))
     return record, variants, resolved
+
+
+def _dump(op_name: str, impl_source: str | None) -> None:
+    """``OPSMITH_DUMP_DIR``: the generated eager code of each op registered, for reading (<ns>.<name>.py)."""
+    where = env.DUMP_DIR.get()
+    if where and impl_source:
+        path = Path(where)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / f"{op_name.replace('::', '.')}.py").write_text(f"# opsmith: the generated eager code of {op_name}\n"
+                                                              + impl_source)  # fmt: skip
 
 
 def _with_heuristics(op_name: str, record: KernelRecord, sources: list) -> KernelRecord:

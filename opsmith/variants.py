@@ -9,6 +9,7 @@ same code (a kernel that compiled an integer in leaves it out of its argument bu
 
 from __future__ import annotations
 
+import logging
 import struct
 import threading
 import warnings
@@ -24,6 +25,8 @@ from .launch import DeviceKernel, _Params, pack_format
 from .record import KernelRecord, TensorArg
 
 __all__ = ["Variants"]
+
+log = logging.getLogger("opsmith.compile")
 
 _MAX_TRAILING = 4  # hidden pointer parameters a compiler may append (Triton 3.6: global and profile scratch)
 
@@ -90,7 +93,10 @@ class Variants:
         if self.host_launched:
             return src.compile(self.record.arch, spec)  # type: ignore[attr-defined]
         plan: LaunchPlan | None = self.record.launches[c] if self.record.launches else None
-        binary = binary or src.build(self.record.arch, spec)
+        if binary is None:
+            binary = src.build(self.record.arch, spec)
+            log.info("%s: config %d, specialization %s: %s in %.2f s", self.record.op_name, c, spec,
+                     "read from the disk cache" if binary.from_cache else "compiled", binary.seconds)  # fmt: skip
         if binary.trailing_params > _MAX_TRAILING:
             raise LaunchError(f"{self.record.op_name}: the compiled kernel has {binary.trailing_params} parameters "
                               "after the declared ones; opsmith supports up to {_MAX_TRAILING}.")  # fmt: skip

@@ -15,7 +15,7 @@ tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Py
 
 ROOT = Path(__file__).resolve().parents[1]
 # Imported only where present, by design: GPU-only tools, benchmarks' peers.
-OPTIONAL = {"liger_kernel", "quack", "transformers", "rich", "matplotlib", "cupy", "numba"}
+OPTIONAL = {"liger_kernel", "quack", "transformers", "matplotlib", "cupy", "numba"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -19,7 +19,9 @@ from typing import Any
 
 import torch
 
+from .. import env
 from ..errors import SpecError
+from ..progress import step
 from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library, library_key
 
 __all__ = ["BuildReport", "NativeBuildError", "build", "source", "use"]
@@ -68,8 +70,15 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
     if not path.parent.is_dir():
         raise SpecError("opsmith build", "path", f"the directory {str(path.parent)!r} does not exist.",
                         f"create it first (mkdir -p {path.parent}) or write the library elsewhere.")  # fmt: skip
-    text, images, natives, skipped = build_source(list(ops), _archs(archs), dtypes)
-    cached, _ = compile_library(text, images, path, object_only=object_only, dry_run=dry_run)
+    ops = list(ops)
+    with step(f"opsmith build {path.name}: collecting the kernels of {len(ops)} op(s)"):
+        text, images, natives, skipped = build_source(ops, _archs(archs), dtypes)
+    dump = env.DUMP_DIR.get()
+    if dump:  # the generated C++, for reading (OPSMITH_DUMP_DIR)
+        Path(dump).mkdir(parents=True, exist_ok=True)
+        (Path(dump) / f"{path.name}.cpp").write_text(text)
+    with step(f"opsmith build {path.name}: compiling {len(images)} kernel image(s) into the library"):
+        cached, _ = compile_library(text, images, path, object_only=object_only, dry_run=dry_run)
     return BuildReport(path, cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
                        {n.record.op_name: len(n.variants) for n in natives}, skipped, text)  # fmt: skip
 
