@@ -29,6 +29,7 @@ def cuda_kernel_op(
     supports_dynamic_shapes: bool = True,
     backward: Backward | None = None,
     sharding: Callable | str | None = None,
+    reference: Callable | None = None,
 ) -> Op:
     """Register a CUDA C++ kernel, compiled with NVRTC, as the PyTorch op ``op_name`` ("ns::name").
 
@@ -46,6 +47,9 @@ def cuda_kernel_op(
     ``sharding``: how the op runs on DTensors, where its declaration does not say (``Grid``/``Custom``
     geometry, ``eager_fn``): a function in ``torch.distributed.tensor.experimental.register_sharding``'s
     format, or "replicate" (run on whole tensors). Otherwise the rule is derived (README, "Multi-GPU").
+    ``reference``: a Python function of the op's arguments computing its result on CPU tensors; it becomes the
+    op's CPU kernel (after the declaration's guards, its outputs held to the declared shapes and dtypes), so a
+    model using the op runs on CPU, and ``opsmith check`` compares against it when a CheckCase gives none.
 
     Returns the ``Op``; calling it calls ``torch.ops.<ns>.<name>``. Raises ``SpecError`` (a ValueError)
     for declaration mistakes and ``CompileError`` (a ValueError) with the NVRTC log when the source fails.
@@ -59,7 +63,8 @@ def cuda_kernel_op(
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
-                              param_order=spec.param_order, sharding=sharding, requires=spec.requires)  # fmt: skip
+                              param_order=spec.param_order, sharding=sharding, requires=spec.requires,
+                              reference=reference)  # fmt: skip
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:
@@ -87,6 +92,7 @@ def ptx_op(
     sharding: Callable | str | None = None,
     requires: Sequence[Requirement] = (),
     options: Sequence[str] = (),
+    reference: Callable | None = None,
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -94,8 +100,8 @@ def ptx_op(
     does not say what a pointer points at, so every ``InputDecl`` of a declarative ``ptx_op`` needs
     ``dtype=``; by-value parameter sizes are checked against the PTX entry (or the cubin's parameter
     info). PTX keeps no source names: without ``param_order`` (the declared names in the kernel's order)
-    the default convention applies. ``index_dtype`` and ``requires`` as in ``KernelSpec``; ``sharding`` as in
-    ``cuda_kernel_op``. ``options``: the driver JIT's options for PTX, spelled as for NVRTC: ``-maxrregcount=N``,
+    the default convention applies. ``index_dtype`` and ``requires`` as in ``KernelSpec``; ``sharding`` and
+    ``reference`` as in ``cuda_kernel_op``. ``options``: the driver JIT's options for PTX, spelled as for NVRTC: ``-maxrregcount=N``,
     ``-lineinfo`` (``-G`` with ``OPSMITH_DEVICE_DEBUG=1``); options that change the math (``-use_fast_math``)
     belong to the compile that made the PTX and are refused, as is any option for a cubin.
     """
@@ -103,7 +109,7 @@ def ptx_op(
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
                               backward=backward, index_dtype=index_dtype, param_order=param_order,
-                              sharding=sharding, requires=requires)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference)  # fmt: skip
 
 
 def triton_op(
@@ -120,6 +126,7 @@ def triton_op(
     sharding: Callable | str | None = None,
     requires: Sequence[Requirement] = (),
     constexprs: dict[str, int | float | bool | str] | None = None,
+    reference: Callable | None = None,
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -137,7 +144,8 @@ def triton_op(
     ``index_dtype="int64"`` declares that the kernel's offsets are 64-bit (``tl.program_id(0).to(tl.int64)
     * BLOCK``); with the default "int32" a tensor of more than 2^31 - 1 elements is refused (eagerly, and
     while tracing static shapes; under dynamic shapes Inductor launches the kernel without that check).
-    ``requires`` as in ``KernelSpec``; ``sharding`` as in ``cuda_kernel_op``.
+    ``requires`` as in ``KernelSpec``; ``sharding`` and ``reference`` as in ``cuda_kernel_op`` (a reference serves
+    CPU tensors in place of Triton's interpreter).
 
     A published kernel is taken as it is: ``@triton.autotune`` over it becomes the op's ``Autotune`` (its
     configs, key, prune_configs_by, reset_to_zero, restore_value, warmup and rep; ``autotune=`` beside it is
@@ -153,7 +161,7 @@ def triton_op(
     source = TritonSource(op_name, kernel, static=_extra_names(extras), heuristics=heuristics, fixed=constexprs)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding, requires=requires)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference)  # fmt: skip
 
 
 def cute_op(
@@ -168,6 +176,7 @@ def cute_op(
     index_dtype: str = "int32",
     sharding: Callable | str | None = None,
     requires: Sequence[Requirement] = (),
+    reference: Callable | None = None,
 ) -> Op:
     """Register a CuTe DSL ``@cute.jit`` host function as ``op_name``, with the declaration of ``triton_op``
     minus the geometry: the host function launches its kernels itself.
@@ -179,10 +188,11 @@ def cute_op(
     stream, on which every ``.launch(..., stream=stream)`` must run. Compiled with ``cute.compile`` once per
     specialization (dtypes of undeclared tensors, 16-byte alignment of inputs, sizes compiled in), exported
     to opsmith's disk cache. Needs ``pip install 'opsmith[cute]'``; the DSL is imported here, not by opsmith.
+    ``reference`` as in ``cuda_kernel_op``.
     """
     from .flavors.cute import CuteSource
 
     source = CuteSource(op_name, fn, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=None,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding, requires=requires)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference)  # fmt: skip

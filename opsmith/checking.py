@@ -41,15 +41,16 @@ class CheckCase:
 
     ``inputs(shape, dtype, device)`` builds one call's positional arguments for a problem of ``shape``
     (fresh random values each time). ``reference(*args)`` returns what the op returns (or, for an op that
-    writes an input in place, writes it the same way). ``shapes``: the fixed example shapes (the first is
-    used for graph, stream and gradient checks); hypothesis draws more of the same ranks, each dimension up
-    to twice the examples'. ``tol``: ``assert_close`` keyword arguments for float32/float64 results, or one float for
-    atol and rtol alike (default: torch.testing's); ``lowp_tol`` for float16/bfloat16. ``differentiable``: None = read from the op's
-    dispatcher entry (an Autograd kernel is registered)."""
+    writes an input in place, writes it the same way); default: the op's own ``reference=``. ``shapes``: the
+    fixed example shapes (the first is used for graph, stream and gradient checks); hypothesis draws more of
+    the same ranks, each dimension up to twice the examples'. ``tol``: ``assert_close`` keyword arguments for
+    float32/float64 results, or one float for atol and rtol alike (default: torch.testing's); ``lowp_tol`` for
+    float16/bfloat16. ``differentiable``: None = read from the op's dispatcher entry (an Autograd kernel is
+    registered)."""
 
     op: Callable[..., Any]
     inputs: Callable[[Shape, torch.dtype, torch.device], tuple]
-    reference: Callable[..., Any]
+    reference: Callable[..., Any] | None = None
     shapes: Sequence[Shape] = ((1000,), (3, 257))
     dtypes: Sequence[torch.dtype] = (torch.float32,)
     tol: dict | float = field(default_factory=dict)
@@ -58,6 +59,12 @@ class CheckCase:
     name: str | None = None
 
     def __post_init__(self) -> None:
+        if self.reference is None:  # the op's own CPU reference (``reference=`` at registration)
+            self.reference = getattr(self.op, "reference", None)
+            if self.reference is None:
+                raise SpecError(self.name or getattr(self.op, "__name__", "CheckCase"), "reference", "neither the "
+                                "case nor the op has a reference to compare with.", "pass reference= to CheckCase, "
+                                "or register the op with reference=.")  # fmt: skip
         # A float is one tolerance for atol and rtol alike (tol=1e-4), as a dict is assert_close's keywords.
         for name in ("tol", "lowp_tol"):
             v = getattr(self, name)

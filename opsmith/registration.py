@@ -150,6 +150,7 @@ def register_kernel_op(
     param_order: Sequence[str] | None = None,
     sharding: Callable | str | None = None,
     requires: Sequence = (),
+    reference: Callable | None = None,
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     configure_logging()  # OPSMITH_LOG, read once per process
@@ -158,7 +159,7 @@ def register_kernel_op(
     if index_dtype not in ("int32", "int64"):
         raise SpecError(op_name, "index_dtype", f"{index_dtype!r} is not an index width.",
                         "use 'int32' (the kernel indexes with int) or 'int64' (with long long / int64_t).")  # fmt: skip
-    for field, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn)):
+    for field, fn in (("meta_fn", meta_fn), ("eager_fn", eager_fn), ("reference", reference)):
         if fn is not None and not callable(fn):
             raise SpecError(op_name, field, f"{type(fn).__name__} is not callable.", f"pass a function as {field}=.")
     if param_order is not None and (isinstance(param_order, str) or not all(isinstance(n, str) for n in param_order)):
@@ -169,7 +170,7 @@ def register_kernel_op(
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
         "backward": backward, "index_dtype": index_dtype, "param_order": param_order, "sharding": sharding,
-        "requires": requires,
+        "requires": requires, "reference": reference,
     })  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -202,12 +203,13 @@ def register_kernel_op(
         # library's kernels and keeps the schema.
         impl_lib = torch.library.Library(ns, "FRAGMENT")
         impl, impl_source, plan = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward,
-                                          resolved)  # fmt: skip
+                                          resolved, reference)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
         _dump(op_name, impl_source)
         op.plan = plan
         op.impl_lib, op.native = impl_lib, None
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
+        op.reference = reference
         op.sharding_plan = sharding_plan
         if torch.distributed.is_available():
             attach(op.overload, sharding_plan)
@@ -319,9 +321,10 @@ def _pruner(autotune: Autotune | None, configs: list[Config]) -> Callable | None
 
 
 def _define(lib: torch.library.Library, name: str, record: KernelRecord, variants: Variants, custom: Callable | None,
-            meta_fn: Callable | None, eager_fn: Callable | None, backward: Backward | None, resolved) -> tuple:  # fmt: skip
-    """Register the implementations: CUDA (and CPU, for a clear error or Triton's interpreter), fake,
-    autograd (the declared backward, or a refusal). Returns (impl, its source, the call plan or None)."""
+            meta_fn: Callable | None, eager_fn: Callable | None, backward: Backward | None, resolved,
+            reference: Callable | None = None) -> tuple:  # fmt: skip
+    """Register the implementations: CUDA; CPU (the ``reference``, else a clear error or Triton's interpreter);
+    fake; autograd (the declared backward, or a refusal). Returns (impl, its source, the call plan or None)."""
     op_name = record.op_name
     overload = _overload(op_name)
     impl_source = impl_ag = None
@@ -335,12 +338,16 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
                                                 meta_fn if resolved and resolved.outputs and
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
+    if reference is not None:  # models with the op run on CPU: the user's reference, under the op's guards
+        from .reference import cpu_reference
+
+        lib.impl(name, cpu_reference(op_name, overload, reference), "CPU")
     if record.flavor == "triton":
         # The flavor's visible implementation: Inductor traces into it and sees the kernel.
         from .flavors.triton_traced import register_visible
 
-        register_visible(lib, op_name, name, record, variants, custom, impl)
-    elif eager_fn is None:  # CPU tensors reach the generated guards and get opsmith's clear error
+        register_visible(lib, op_name, name, record, variants, custom, impl, register_cpu=reference is None)
+    elif eager_fn is None and reference is None:  # CPU tensors reach the generated guards and a clear error
         lib.impl(name, impl, "CPU")
     # A meta_fn allocates the outputs inside the plan's fake implementation, after every dtype, device, rank
     # and shape guard (alone, it would let tracing accept what the eager call refuses).

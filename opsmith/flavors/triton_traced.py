@@ -144,7 +144,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
-                     eager: Any) -> None:  # fmt: skip
+                     eager: Any, register_cpu: bool = True) -> None:  # fmt: skip
     """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
     FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
     implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
@@ -188,7 +188,8 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
             return interpreted(*args)
         return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
 
-    lib.impl(name, cpu, "CPU")
+    if register_cpu:  # else the op's CPU reference serves CPU tensors (registration.py)
+        lib.impl(name, cpu, "CPU")
     try:  # lets AOTInductor find the kernels of this op (as for torch.library.triton_op)
         from torch._library.triton import triton_ops_to_kernels
 
