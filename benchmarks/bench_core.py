@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 import opsmith as ok
-from opsmith.catalog import RELU, register_all
-from opsmith.catalog_tuned import register_tuned, triton_available
+from examples.catalog.basic import RELU, register_all
+from examples.catalog.tuned import register_tuned, triton_available
 
 VEC4 = r"""
 extern "C" __global__ void relu4(const float* x, long long n, float* y) {
@@ -159,7 +159,7 @@ def warm_registration(cache: str) -> dict:
         import json, time
         t = time.perf_counter()
         import torch, opsmith
-        from opsmith.catalog import register_all
+        from examples.catalog.basic import register_all
         from opsmith.flavors.cuda_cpp import nvrtc_version, toolkit_include_dirs
         torch.cuda.init(); torch.cuda.get_device_capability(); nvrtc_version(); toolkit_include_dirs()
         setup = time.perf_counter() - t

@@ -23,8 +23,8 @@ import tempfile
 import torch
 from triton.testing import do_bench
 
-from opsmith.catalog_published import register_published
-from opsmith.kernels.published_triton import matmul_kernel
+from examples.catalog.kernels.published_triton import matmul_kernel
+from examples.catalog.published import register_published
 
 SHAPES = [(512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 1024, 4096)]
 
@@ -69,7 +69,7 @@ def triton_cdiv(x: int, y: int) -> int:
 def second_process() -> dict:
     code = (
         "import torch, json\n"
-        "from opsmith.catalog_published import register_published\n"
+        "from examples.catalog.published import register_published\n"
         "op = register_published('bench_pub')['matmul'].op\n"
         "a = torch.randn(1024, 1024, device='cuda', dtype=torch.float16)\n"
         "b = torch.randn(1024, 1024, device='cuda', dtype=torch.float16)\n"

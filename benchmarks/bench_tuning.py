@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from bench_core import host_time
 from triton.testing import do_bench
 
-from opsmith.catalog_tuned import register_tuned
-from opsmith.kernels.triton_kernels import relu_kernel
+from examples.catalog.kernels.triton_kernels import relu_kernel
+from examples.catalog.tuned import register_tuned
 
 SHAPES = [(8192, 128), (4096, 1000), (2048, 4096), (512, 16384), (128, 65536)]
 
@@ -59,7 +59,7 @@ def second_process(cache: str, block: int, warps: int) -> dict:
         import json, time, torch
         torch.empty(1, device="cuda"); torch.cuda.synchronize()
         t = time.perf_counter()
-        from opsmith.kernels.triton_kernels import softmax_kernel
+        from examples.catalog.kernels.triton_kernels import softmax_kernel
         x = torch.randn({shape!r}, device="cuda"); y = torch.empty_like(x)
         softmax_kernel[(x.shape[0],)](x, x.shape[1], y, BLOCK={block}, num_warps={warps}); torch.cuda.synchronize()
         print(json.dumps({{"triton_first_launch_ms": (time.perf_counter() - t) * 1e3}}))
@@ -68,7 +68,7 @@ def second_process(cache: str, block: int, warps: int) -> dict:
         import json, time, torch
         torch.empty(1, device="cuda"); torch.cuda.synchronize()
         t0 = time.perf_counter()
-        from opsmith.catalog_tuned import register_tuned
+        from examples.catalog.tuned import register_tuned
         ex = register_tuned("bench_tuning", only=("softmax_tt",))
         out = {{"register_ms": (time.perf_counter() - t0) * 1e3, "ops": {{}}}}
         for n in ("softmax_tt",):

@@ -46,7 +46,7 @@ def cuda_kernel_op(
     raises.
     ``sharding``: how the op runs on DTensors, where its declaration does not say (``Grid``/``Custom``
     geometry, ``eager_fn``): a function in ``torch.distributed.tensor.experimental.register_sharding``'s
-    format, or "replicate" (run on whole tensors). Otherwise the rule is derived (README, "Multi-GPU").
+    format, or "replicate" (run on whole tensors). Otherwise the rule is derived (docs/multi-gpu.md).
     ``reference``: a Python function of the op's arguments computing its result on CPU tensors; it becomes the
     op's CPU kernel (after the declaration's guards, its outputs held to the declared shapes and dtypes), so a
     model using the op runs on CPU, and ``opsmith check`` compares against it when a CheckCase gives none.

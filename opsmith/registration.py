@@ -10,6 +10,7 @@ We use ``Library.define``/``impl`` rather than ``custom_op``: the latter adds 7-
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +37,8 @@ from .signature import KernelParam
 from .spec import Autotune, Backward, Config, Custom, InputDecl, OutputDecl, ScalarInput, index_type_name
 from .validate import check_autotune, check_op_name, check_tuning_writes
 from .variants import Variants
+
+log = logging.getLogger("opsmith.compile")  # the compile lines of registration and variants under one name
 
 __all__ = ["Op", "default_arch", "register_kernel_op", "registered_ops", "tuning_identity"]
 
@@ -238,6 +241,9 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
     specialized = bool(getattr(sources[0], "specialized", False))
     arch = default_arch()
     binary = None if specialized else sources[0].build(arch)
+    if binary is not None:
+        log.info("%s: %s kernel %s for %s: %s in %.2f s", op_name, source.flavor, source.kernel_name, binary.arch,
+                 "read from the disk cache" if binary.from_cache else "compiled", binary.seconds)  # fmt: skip
     params, names_why = sources[0].params(binary, arch)
     resolved = resolve(op_name, inputs, outputs, extras, geometry, params, typed=source.typed,
                        has_meta_fn=meta_fn is not None, has_eager_fn=eager_fn is not None,

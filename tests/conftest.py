@@ -1,9 +1,16 @@
 import os
+from pathlib import Path
 
 import pytest
 import torch
 
 import opsmith as ok
+
+# The examples and benchmarks packages live at the repository root, outside the wheel: pytest finds them through
+# pyproject's pythonpath, and the scripts the tests start in subprocesses through PYTHONPATH.
+ROOT = str(Path(__file__).resolve().parents[1])
+if ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
 
 HAS_CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")

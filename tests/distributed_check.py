@@ -17,7 +17,7 @@ import triton.language as tl
 
 import opsmith as ok
 from opsmith.autotune import Tuner
-from opsmith.rmsnorm import reference_rms_norm, rms_norm
+from opsmith.ops.rmsnorm import reference_rms_norm, rms_norm
 
 NS = "dist_check"
 

@@ -23,6 +23,6 @@ def CASE() -> ok.CheckCase:
 
 def RELU() -> ok.CheckCase:
     """A correct op, for the clean run of every tool."""
-    from opsmith.catalog import register_all
+    from examples.catalog.basic import register_all
 
     return register_all("t_sanitize_clean")["relu"]

@@ -7,15 +7,15 @@ import tempfile
 
 import torch
 
+from examples.catalog.published import register_published
 from opsmith.autotune import Tuner
-from opsmith.catalog_published import register_published
 
 
 def tuning() -> None:
     """The sum kernel accumulates into ``out``; a timer runs each config four times, restoring between runs."""
     from triton.runtime.interpreter import InterpretedFunction
 
-    from opsmith.kernels.published_triton import sum_kernel
+    from examples.catalog.kernels.published_triton import sum_kernel
 
     kern = InterpretedFunction(sum_kernel.fn.fn.fn)
     x, out = torch.randn(1000), torch.zeros(1)

@@ -10,8 +10,8 @@ import warnings
 import torch
 
 import opsmith as ok
-from opsmith.catalog_tuned import register_tuned
-from opsmith.rmsnorm import reference_rms_norm, rms_norm
+from examples.catalog.tuned import register_tuned
+from opsmith.ops.rmsnorm import reference_rms_norm, rms_norm
 
 torch.manual_seed(0)
 

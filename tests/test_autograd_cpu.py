@@ -11,7 +11,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
-from opsmith.catalog import RELU
+from examples.catalog.basic import RELU
 
 NS = "t_agcpu"
 
@@ -96,7 +96,7 @@ def test_templated_cuda_kernel_needs_a_dtype_for_every_pointer():
 
 
 def test_declared_shape_is_checked_in_fake_tracing():
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     fwd, _ = rmsnorm_ops("cuda")
     with FakeTensorMode():
@@ -119,7 +119,7 @@ def test_compile_builds_forward_and_backward_graphs_with_the_kernels(impl):
     when autograd meets a CUDA device, even a fake one; the fake implementations do not look at the device.)"""
     if impl in ("triton", "cute"):
         pytest.importorskip("triton" if impl == "triton" else "cutlass")
-    from opsmith.rmsnorm import RMSNorm
+    from opsmith.ops.rmsnorm import RMSNorm
 
     backend, graphs = _aot_capture()
 
@@ -159,7 +159,7 @@ def test_interpreter_rmsnorm_and_autograd_rules():
 def test_rmsnorm_cuda_ops_read_their_parameter_types_from_the_source():
     """eps is a double in both kernels: were the signature not read, it would be packed as a 32-bit float
     and the kernel would see ~0 (a gradcheck on the GPU caught exactly that)."""
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     fwd, bwd = rmsnorm_ops("cuda")
     assert [a.ctype for a in fwd.record.inputs if a.kind == "scalar"] == ["f64"]
@@ -184,7 +184,7 @@ def test_a_macro_defined_kernel_gets_its_types_from_the_compiler():
 
 def test_rmsnorm_tunes_per_row_length_and_row_count():
     """A decision tuned on 64 rows must not serve 32,768 (the best CUDA launch differed: 134 vs 159 us)."""
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     fwd, bwd = rmsnorm_ops("cuda")
     for op in (fwd, bwd):
@@ -196,7 +196,7 @@ def test_rmsnorm_partial_rows_give_every_cuda_backward_config_its_blocks():
     """The CUDA backward's grid is MINB blocks per SM within the partial's rows: a config built for rows it
     holds in registers must get all its blocks there (else it runs starved and the tuner never sees it at
     its best), and shorter rows get at least as many programs per SM as longer ones."""
-    from opsmith.rmsnorm import _partials_per_sm, rmsnorm_ops
+    from opsmith.ops.rmsnorm import _partials_per_sm, rmsnorm_ops
 
     _, bwd = rmsnorm_ops("cuda")
     for cfg in bwd.record.configs:
@@ -253,7 +253,7 @@ def test_backward_returning_the_wrong_number_of_gradients_is_an_error():
 
 
 def test_dtype_generic_cuda_kernel_compiles_one_instantiation_per_dtype():
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     fwd, _ = rmsnorm_ops("cuda")
     v = fwd.variants
@@ -271,7 +271,7 @@ def test_cute_impl_without_cute_dsl_names_the_install():
 
     code = ("import sys; sys.modules['cutlass'] = None\n"
             "import opsmith as ok\n"
-            "from opsmith.rmsnorm import RMSNorm\n"
+            "from opsmith.ops.rmsnorm import RMSNorm\n"
             "try:\n    RMSNorm(64, impl='cute')\nexcept ok.ToolchainError as e:\n    print('refused:', e)\n")  # fmt: skip
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)

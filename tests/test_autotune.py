@@ -229,7 +229,7 @@ def test_spec_errors_for_configs():
 
 
 def test_tuned_cuda_op_compiles_each_config_once(tmp_path, monkeypatch):
-    from opsmith.catalog_tuned import BLOCKS, register_tuned
+    from examples.catalog.tuned import BLOCKS, register_tuned
 
     ex = register_tuned("t_at")
     op = ex["softmax_tuned"].op

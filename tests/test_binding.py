@@ -58,7 +58,7 @@ def test_triton_kernel_with_ptr_suffixes_a_shared_stride_and_sizes_compiled_in()
 
 
 def test_positional_convention_still_binds_kernels_whose_names_only_partly_match():
-    from opsmith.catalog import register_all
+    from examples.catalog.basic import register_all
 
     relu = register_all(f"{NS}_cat")["relu"].op  # my_relu(const float* x, int n, float* y), Numel unnamed
     assert _params(relu) == [("x", "input", 0, "ptr"), ("n", "extra", 0, "i32"), ("y", "output", 0, "ptr")]
@@ -73,7 +73,7 @@ def test_a_kernel_reached_only_by_its_overload_signature():
 
 
 def test_ptx_binds_by_an_explicit_parameter_order():
-    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()  # scale_f32(x, alpha, n, y)
+    ptx = resources.files("examples.catalog.kernels").joinpath("scale.ptx").read_bytes()  # scale_f32(x, alpha, n, y)
     op = ok.ptx_op(f"{NS}::ptx_order", ptx, "scale_f32", inputs=[ok.ScalarInput("alpha", float), I("x", torch.float32)],
                    outputs=[O("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(),
                    param_order=["x", "alpha", "n", "y"])  # fmt: skip

@@ -123,7 +123,7 @@ def test_the_compile_cache_keys_on_the_options(tmp_path, monkeypatch):
 
 
 def test_ptx_options_are_the_jit_s_in_the_record_and_the_native_library():
-    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
+    ptx = resources.files("examples.catalog.kernels").joinpath("scale.ptx").read_bytes()
     decl = dict(inputs=[ok.InputDecl("x", dtype=torch.float32), ok.ScalarInput("alpha", float)],
                 outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
                 geometry=ok.Elementwise(block=(256,)))  # fmt: skip

@@ -109,7 +109,7 @@ def test_rmsnorm_compiles_every_path():
     (short ones several to a CTA), clusters of 2, 3 (ragged slices) and 8, 4-byte and 2-byte vectors (odd
     lengths: plain staging copies, cp.async takes 4 to 16 bytes), float64 accumulation, every config; a row
     too long for shared memory is refused with the fix, and a weight of another dtype too."""
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     fwd, bwd = rmsnorm_ops("cute", "t_cute_cpu_rms")
     cases = [(64, torch.bfloat16), (1000, torch.float16), (4098, torch.bfloat16), (5001, torch.bfloat16),

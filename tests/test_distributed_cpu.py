@@ -117,7 +117,7 @@ def test_derived_rules_on_two_cpu_ranks():
 
 @pytest.mark.parametrize("mode", ["tp", "fsdp"])
 def test_distributed_example_on_two_cpu_ranks(mode):
-    """The README's example, small, on CPU: tensor parallel with sequence-parallel norms (DTensors reach
+    """The multi-GPU page's example (docs/multi-gpu.md), small, on CPU: tensor parallel with sequence-parallel norms (DTensors reach
     both opsmith ops) and FSDP2, each matching the one-device run of the same seed."""
     r = _torchrun(["-m", "examples.distributed.train", "--mode", mode, "--device", "cpu", "--tiny", "--steps", "2"],
                   port=29702 if mode == "tp" else 29703)  # fmt: skip

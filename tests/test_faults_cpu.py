@@ -9,8 +9,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
+from examples.catalog.basic import RELU
 from opsmith import launch
-from opsmith.catalog import RELU
 
 NS = "t_faults_cpu"
 BIG = 2**31 + 7

@@ -5,7 +5,7 @@ import torch
 from conftest import assert_launches_on_current_stream
 
 import opsmith as ok
-from opsmith.catalog import RELU, register_all
+from examples.catalog.basic import RELU, register_all
 
 pytestmark = pytest.mark.gpu
 NS = "t_gpu"
@@ -191,7 +191,7 @@ def test_launch_args_and_kernel_record_per_device(ex):
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_ops_on_second_gpu_while_current_is_first_and_on_both_in_turn(ex):
-    from opsmith.catalog_tuned import register_tuned
+    from examples.catalog.tuned import register_tuned
 
     tuned = register_tuned(NS + "_2gpu")
     ops = [(ex["relu"].op, torch.relu), (ex["softmax"].op, lambda x: torch.softmax(x, -1)),

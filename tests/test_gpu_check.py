@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import opsmith as ok
-from opsmith.catalog import FLAT, RELU, REPEAT2, register_all, shipped_cases
+from examples.catalog import shipped_cases
+from examples.catalog.basic import FLAT, RELU, REPEAT2, register_all
 from opsmith.sanitize import find_compute_sanitizer, sanitize
 
 pytestmark = pytest.mark.gpu
@@ -110,7 +111,7 @@ def test_an_op_without_backward_refuses_differentiation_clearly():
 
 
 def test_the_cli_checks_the_shipped_rmsnorm_ops():
-    r = subprocess.run([sys.executable, "-m", "opsmith", "check", "opsmith.rmsnorm:check_cases", "--examples", "5"],
+    r = subprocess.run([sys.executable, "-m", "opsmith", "check", "opsmith.ops.rmsnorm:check_cases", "--examples", "5"],
                        capture_output=True, text=True, timeout=900)  # fmt: skip
     print(r.stdout[-6000:], r.stderr[-3000:])
     assert r.returncode == 0 and r.stdout.count("8 passed, 0 failed, 0 skipped") == 2

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import opsmith as ok
-from opsmith.catalog import register_all
-from opsmith.catalog_tuned import register_tuned
+from examples.catalog.basic import register_all
+from examples.catalog.tuned import register_tuned
 
 pytestmark = pytest.mark.gpu
 NS = "t_gpu_faults"

@@ -15,11 +15,11 @@ import pytest
 import torch
 from conftest import assert_launches_on_current_stream
 
+from examples.catalog.basic import register_all
+from examples.catalog.shapes import register_shapes
+from examples.catalog.tuned import register_tuned, triton_available
 from opsmith import native
-from opsmith.catalog import register_all
-from opsmith.catalog_shapes import register_shapes
-from opsmith.catalog_tuned import register_tuned, triton_available
-from opsmith.rmsnorm import rmsnorm_ops
+from opsmith.ops.rmsnorm import rmsnorm_ops
 
 pytestmark = pytest.mark.gpu
 HERE = Path(__file__).resolve().parent

@@ -21,7 +21,7 @@ pytest.importorskip("triton")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from opsmith.catalog_published import register_published  # noqa: E402
+from examples.catalog.published import register_published  # noqa: E402
 
 NS = "t_gpu_pub"
 HERE = Path(__file__).resolve().parent
@@ -57,7 +57,7 @@ def test_autotuned_matmul_matches_torch_and_every_config_ran(ex):
 def test_second_process_tunes_nothing(ex):
     code = (
         "import torch, json\n"
-        "from opsmith.catalog_published import register_published\n"
+        "from examples.catalog.published import register_published\n"
         f"op = register_published({NS!r})['matmul'].op\n"
         "a = torch.randn(512, 256, device='cuda', dtype=torch.float16)\n"
         "b = torch.randn(256, 384, device='cuda', dtype=torch.float16)\n"

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import opsmith as ok
-from opsmith.rmsnorm import LlamaRMSNorm, RMSNorm, reference_rms_norm, rms_norm, rmsnorm_ops
+from opsmith.ops.rmsnorm import LlamaRMSNorm, RMSNorm, reference_rms_norm, rms_norm, rmsnorm_ops
 
 pytestmark = pytest.mark.gpu
 # The CuTe DSL kernels need CuTe DSL (the test extra installs it; on the GPU machine `scripts/gpu-suite cute`

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 import opsmith as ok
-from opsmith.catalog import register_all
-from opsmith.catalog_shapes import register_shapes
-from opsmith.catalog_tuned import triton_available
+from examples.catalog.basic import register_all
+from examples.catalog.shapes import register_shapes
+from examples.catalog.tuned import triton_available
 
 pytestmark = pytest.mark.gpu
 NS = "t_gpu_shapes"

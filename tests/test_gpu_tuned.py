@@ -12,8 +12,8 @@ import torch
 from conftest import assert_launches_on_current_stream
 
 import opsmith as ok
-from opsmith.catalog import RELU
-from opsmith.catalog_tuned import register_tuned
+from examples.catalog.basic import RELU
+from examples.catalog.tuned import register_tuned
 from opsmith.registration import registered_ops
 
 pytestmark = pytest.mark.gpu
@@ -160,7 +160,7 @@ def test_triton_ops_launch_through_tritons_c_launcher(ex):
 
 
 def test_a_grid_cuda_cannot_launch_is_refused_before_the_launch():
-    from opsmith.kernels.triton_kernels import relu_kernel
+    from examples.catalog.kernels.triton_kernels import relu_kernel
 
     # gridDim.y above 65,535: the driver would refuse it; a grid past 2^32 along x would wrap. Both refused first.
     op = ok.triton_op(f"{NS}::relu_bad_grid", relu_kernel, inputs=[ok.InputDecl("x")],
@@ -189,7 +189,7 @@ def test_second_process_makes_no_tuning_runs(ex, tmp_path):
     script.write_text(
         "import json, time, torch\n"
         "t0 = time.perf_counter()\n"
-        "from opsmith.catalog_tuned import register_tuned\n"
+        "from examples.catalog.tuned import register_tuned\n"
         f"ex = register_tuned({NS!r})\n"
         "x = torch.randn(96, 1500, device='cuda')\n"
         "out = {}\n"

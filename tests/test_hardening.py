@@ -401,7 +401,7 @@ def test_blind_spot_a_tuning_entry_for_another_config_is_a_miss(tmp_path, monkey
 
 
 def test_blind_spot_the_tuning_identity_and_key_cover_what_decides_the_winner():
-    from opsmith.catalog_tuned import BLOCKS, register_tuned
+    from examples.catalog.tuned import BLOCKS, register_tuned
     from opsmith.registration import tuning_identity
 
     op = register_tuned(f"{NS}_ident")["softmax_tuned"].op
@@ -438,7 +438,7 @@ def test_blind_spot_zero_size_launches_nothing():
 def test_blind_spot_rmsnorm_skips_the_weight_gradient_nobody_needs():
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     fwd, _ = rmsnorm_ops("cuda")
     called: list[str] = []

@@ -319,7 +319,7 @@ def test_5_comments_and_strings_of_generated_cpp_cannot_end_early():
 def test_dry_run_records_the_launch_of_a_shipped_op():
     """A launch's size asserted on CPU: RMSNorm's persistent backward launches min(rows, sm_count * MINB) blocks."""
     from opsmith.eager import make_dry_run
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     _, bwd = rmsnorm_ops("cuda", ns="t_hard3_rms")
     run, _ = make_dry_run(bwd)

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 import opsmith as ok
+from examples.catalog.basic import FLAT, register_all
+from examples.catalog.tuned import register_tuned, triton_available
 from opsmith import native
-from opsmith.catalog import FLAT, register_all
-from opsmith.catalog_tuned import register_tuned, triton_available
-from opsmith.rmsnorm import rmsnorm_ops
+from opsmith.ops.rmsnorm import rmsnorm_ops
 
 HERE = Path(__file__).resolve().parent
 NS = "natcpu"

@@ -36,11 +36,12 @@ def _declared() -> set[str]:
 
 
 def test_every_import_is_installed_by_a_declared_dependency():
-    local = {p.stem for p in (ROOT / "tests").glob("*.py")} | {"opsmith", "conftest", "examples"}
+    local = {p.stem for p in [*(ROOT / "tests").glob("*.py"), *(ROOT / "examples").rglob("*.py")]}
+    local |= {"opsmith", "conftest", "examples", "benchmarks"}
     dists = packages_distributions()
     declared = _declared()
     missing = []
-    for path in [*(ROOT / "opsmith").rglob("*.py"), *(ROOT / "tests").glob("*.py")]:
+    for path in [*(ROOT / "opsmith").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *(ROOT / "examples").rglob("*.py")]:
         for mod in _imports(path) - local - OPTIONAL - set(sys.stdlib_module_names):
             names = {d.lower().replace("_", "-") for d in dists.get(mod, [])}
             if mod == "cuda":  # a namespace: cuda.core, cuda.bindings and cuda.pathfinder are each declared
@@ -50,3 +51,12 @@ def test_every_import_is_installed_by_a_declared_dependency():
             if not names & declared and not any(n.startswith("nvidia-") for n in names & declared):
                 missing.append(f"{path.relative_to(ROOT)} imports {mod} (from {sorted(names) or 'nothing installed'})")
     assert not missing, "\n".join(missing)
+
+
+def test_the_library_package_holds_only_the_library():
+    """The wheel ships ``opsmith/`` alone: nothing in it may import the examples, the benchmarks or the tests,
+    which live at the repository root and are not installed."""
+    outside = {"examples", "benchmarks", "tests", "conftest"}
+    bad = [f"{p.relative_to(ROOT)} imports {sorted(_imports(p) & outside)}"
+           for p in (ROOT / "opsmith").rglob("*.py") if _imports(p) & outside]  # fmt: skip
+    assert not bad, "\n".join(bad)

@@ -17,7 +17,7 @@ REGISTER = (
     "    inputs=[ok.InputDecl('x', dtype=torch.float32)], outputs=[ok.OutputDecl('y', ok.SameAs('x'))],\n"
     "    extras=[ok.Numel('x', name='n')], geometry=ok.Elementwise(block=(128,)),\n"
     "    autotune=ok.Autotune([ok.Config({'V': 1}), ok.Config({'V': 2})])))\n"
-    "from opsmith.catalog_published import register_published\n"
+    "from examples.catalog.published import register_published\n"
     "op = register_published('t_prog')['softmax'].op\n"
     "op.variants.kernel(0, op.variants.spec_layout and tuple(torch.float32 if k == 'dtype' else True\n"
     "                                                     for k, _ in op.variants.spec_layout))\n"
@@ -56,3 +56,12 @@ def test_step_logs_its_time(caplog):
     with caplog.at_level(logging.INFO, logger="opsmith"), step("packing the widgets"):
         pass
     assert any(r.getMessage().startswith("packing the widgets: ") for r in caplog.records)
+
+
+def test_registration_logs_its_compile_and_torch_logs_reaches_it(tmp_path):
+    """The compile at registration is logged (CUDA C++: NVRTC), with OPSMITH_LOG or PyTorch's own
+    TORCH_LOGS=+opsmith (a module name, which PyTorch's switch accepts)."""
+    for env in ({"OPSMITH_LOG": "info"}, {"TORCH_LOGS": "+opsmith"}):
+        p = _run({**env, "OPSMITH_CACHE_DIR": str(tmp_path / next(iter(env)))})
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "t_prog::k: cuda kernel k for sm_" in p.stderr and "compiled in" in p.stderr, (env, p.stderr[-3000:])

@@ -17,8 +17,8 @@ import opsmith as ok
 
 triton = pytest.importorskip("triton")
 
-from opsmith.catalog_published import register_published  # noqa: E402
-from opsmith.kernels import published_triton as pt  # noqa: E402
+from examples.catalog.kernels import published_triton as pt  # noqa: E402
+from examples.catalog.published import register_published  # noqa: E402
 
 NS = "t_pubcpu"
 HERE = Path(__file__).resolve().parent

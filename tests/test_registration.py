@@ -6,7 +6,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import opsmith as ok
-from opsmith.catalog import RELU, register_all
+from examples.catalog.basic import RELU, register_all
 
 NS = "t_reg"
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import opsmith as ok
+from examples.catalog.shapes import register_shapes
 from opsmith import InputDecl as I
 from opsmith import OutputDecl as O
-from opsmith.catalog_shapes import register_shapes
 from opsmith.eager import make_dry_run
 
 NS = "t_shapes_cpu"

@@ -153,7 +153,7 @@ def test_reduction_rows():
 
 
 def test_record_round_trips_through_json_and_detects_corruption():
-    from opsmith.catalog import register_all
+    from examples.catalog.basic import register_all
 
     ex = register_all("t_record")
     for e in ex.values():

@@ -108,7 +108,7 @@ def test_unknown_element_type_needs_a_declared_dtype():
 def test_ptx_op_requires_dtypes_and_checks_sizes():
     from importlib import resources
 
-    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
+    ptx = resources.files("examples.catalog.kernels").joinpath("scale.ptx").read_bytes()
     decl = dict(outputs=[O("y", shape=ok.SameAs(0))], extras=[ok.Numel("x")], geometry=ok.Elementwise())
     with pytest.raises(ok.SpecError, match="element type of 'x' is unknown"):
         ok.ptx_op(name(), ptx, "scale_f32", inputs=[I("x"), ok.ScalarInput("alpha", float)], **decl)

@@ -16,7 +16,7 @@ import opsmith as ok
 triton = pytest.importorskip("triton")
 import triton.language as tl  # noqa: E402
 
-from opsmith.catalog_tuned import register_tuned  # noqa: E402
+from examples.catalog.tuned import register_tuned  # noqa: E402
 
 NS = "t_tcpu"
 

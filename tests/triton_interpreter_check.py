@@ -5,8 +5,8 @@ import triton
 import triton.language as tl
 
 import opsmith as ok
-from opsmith.catalog_shapes import register_shapes
-from opsmith.catalog_tuned import register_tuned
+from examples.catalog.shapes import register_shapes
+from examples.catalog.tuned import register_tuned
 
 
 @triton.jit

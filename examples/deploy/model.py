@@ -25,14 +25,14 @@ extern "C" __global__ void add_bias(const float* x, const float* bias, int rows,
 
 
 def register() -> list[ok.Op]:
-    from opsmith.kernels.triton_kernels import relu_kernel
+    from examples.catalog.kernels.triton_kernels import relu_kernel
 
     add_bias = ok.cuda_kernel_op(f"{NS}::add_bias", ok.KernelSpec(
         kernel_source=BIAS, kernel_name="add_bias",
         inputs=[ok.InputDecl("x", torch.float32, shape=("R", "C")), ok.InputDecl("bias", torch.float32, shape=("C",))],
         outputs=[ok.OutputDecl("y", shape=("R", "C"))], extras=[ok.Dim("R", name="rows"), ok.Dim("C", name="cols")],
         geometry=ok.Elementwise(block=(32, 8), layout="nd")))  # fmt: skip
-    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
+    ptx = resources.files("examples.catalog.kernels").joinpath("scale.ptx").read_bytes()
     scale = ok.ptx_op(f"{NS}::scale", ptx, "scale_f32",
                       inputs=[ok.InputDecl("x", dtype=torch.float32), ok.ScalarInput("alpha", float)],
                       outputs=[ok.OutputDecl("y", shape=ok.SameAs("x"))], extras=[ok.Numel("x")],

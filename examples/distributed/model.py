@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from opsmith.rmsnorm import RMSNorm
+from opsmith.ops.rmsnorm import RMSNorm
 
 from .ops import swiglu_op
 

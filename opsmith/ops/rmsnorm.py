@@ -1,7 +1,7 @@
 """RMSNorm four ways: a PyTorch reference, a fused Triton op, a CUDA C++ op and a CuTe DSL op, each
 differentiable.
 
-    from opsmith.rmsnorm import RMSNorm, LlamaRMSNorm, rms_norm
+    from opsmith.ops.rmsnorm import RMSNorm, LlamaRMSNorm, rms_norm
     norm = RMSNorm(4096, eps=1e-6, impl="triton").cuda()       # drop-in for torch.nn.RMSNorm
     y = rms_norm(x, weight, 1e-6, impl="cuda")                  # or "cute" (pip install 'opsmith[cute]')
 
@@ -23,8 +23,8 @@ from typing import Literal
 
 import torch
 
-from .registration import Op
-from .spec import (
+from ..registration import Op
+from ..spec import (
     Autotune,
     Backward,
     Buffer,
@@ -115,7 +115,7 @@ def _decl() -> dict:
 
 
 def _register_triton(ns: str) -> tuple[Op, Op]:
-    from .api import triton_op
+    from ..api import triton_op
     from .kernels.rmsnorm_triton import rmsnorm_bwd_kernel, rmsnorm_dw_kernel, rmsnorm_fwd_kernel
 
     d = _decl()
@@ -151,9 +151,9 @@ def _register_triton(ns: str) -> tuple[Op, Op]:
 
 
 def _register_cuda(ns: str) -> tuple[Op, Op]:
-    from .api import cuda_kernel_op
+    from ..api import cuda_kernel_op
 
-    src = resources.files("opsmith.kernels").joinpath("rmsnorm.cu").read_text()
+    src = resources.files("opsmith.ops.kernels").joinpath("rmsnorm.cu").read_text()
     d = _decl()
     # (threads, 16-byte vectors per thread in registers): rows up to threads * maxv * 8 bf16 stay in registers.
     # (128, 1) last: a 1,024-element row in one vector per thread, without three unused vectors' registers.
@@ -208,8 +208,8 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
 
 
 def _register_cute(ns: str) -> tuple[Op, Op]:
-    from .api import cute_op
-    from .flavors.cute import cutlass_version
+    from ..api import cute_op
+    from ..flavors.cute import cutlass_version
 
     cutlass_version()  # where CuTe DSL is missing: a ToolchainError naming the install, before the import below
     from .kernels import rmsnorm_cute as k
@@ -266,8 +266,8 @@ def _check_inputs(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
 
 def check_cases() -> list:
     """Both kernels' forward ops (with their backward) as conformance cases: ``opsmith check
-    opsmith.rmsnorm:check_cases``. Rows from 1 to 40,000 long reach the Triton kernel's looped path."""
-    from .checking import CheckCase
+    opsmith.ops.rmsnorm:check_cases``. Rows from 1 to 40,000 long reach the Triton kernel's looped path."""
+    from ..checking import CheckCase
 
     return [CheckCase(rmsnorm_ops(impl)[0], _check_inputs, reference_rms_norm, ((4, 1000), (2, 3, 4096), (3, 20000)),
                       (torch.float32, torch.float16, torch.bfloat16, torch.float64), tol={"atol": 1e-5, "rtol": 1e-5})

@@ -5,7 +5,7 @@ On a GPU: run every example op on fresh random inputs, compare with PyTorch, the
 with NVRTC for sm_90, register them, and trace them with fake CUDA tensors through the same compile and
 export paths, then say what only a GPU can do. Exit status 1 if any check fails.
 
-    python -m opsmith.demo
+    python -m examples.demo
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from .catalog import register_all
-from .catalog_shapes import register_shapes
-from .catalog_tuned import register_tuned, triton_available
-from .errors import InputError
-from .registration import default_arch
+from examples.catalog.basic import register_all
+from examples.catalog.shapes import register_shapes
+from examples.catalog.tuned import register_tuned, triton_available
+from opsmith.errors import InputError
+from opsmith.registration import default_arch
 
 
 class _Model(torch.nn.Module):
@@ -107,8 +107,8 @@ def _short_input_refused(examples: dict, fake: bool) -> bool:
 def _rmsnorm_lab() -> bool:
     """The RMSNorm lab: both kernels forward and backward against the reference, then the benchmark's
     main shape (8, 4096, 4096) bf16 against every other implementation."""
-    from .rmsnorm import reference_rms_norm, rms_norm
-    from .rmsnorm_bench import run
+    from benchmarks.bench_rmsnorm import run
+    from opsmith.ops.rmsnorm import reference_rms_norm, rms_norm
 
     good = True
     print("\nRMSNorm lab: forward and backward against the PyTorch reference (fp32 math)")
@@ -156,7 +156,7 @@ def main() -> int:
         _trace_fake(examples)
         if not _short_input_refused(examples, fake=True):
             return 1
-        from .rmsnorm import rmsnorm_ops
+        from opsmith.ops.rmsnorm import rmsnorm_ops
 
         t1 = time.perf_counter()
         kinds = ["cuda", "triton"] if triton_available() else ["cuda"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from . import (
+from opsmith import (
     Autotune,
+    CheckCase,
     Config,
     DimSize,
     Elementwise,
@@ -24,8 +25,8 @@ from . import (
     TuneDim,
     cuda_kernel_op,
 )
-from .catalog import FLAT, ROWS, _one, _rand
-from .checking import CheckCase
+
+from .basic import FLAT, ROWS, _one, _rand
 
 __all__ = ["BLOCKS", "register_tuned", "triton_available"]
 
@@ -115,7 +116,8 @@ def register_tuned(ns: str, only: tuple[str, ...] | None = None) -> dict[str, Ch
 
 
 def _register_triton(ns: str, only: tuple[str, ...] | None = None) -> dict[str, CheckCase]:
-    from . import triton_op
+    from opsmith import triton_op
+
     from .kernels import triton_kernels as tk
 
     def want(name: str) -> bool:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from . import (
+from opsmith import (
     Autotune,
+    CheckCase,
     Config,
     Dim,
     Divisible,
@@ -26,8 +27,8 @@ from . import (
     TuneDim,
     cuda_kernel_op,
 )
-from .catalog import _rand
-from .checking import CheckCase
+
+from .basic import _rand
 
 __all__ = ["register_shapes"]
 
@@ -100,11 +101,12 @@ def register_shapes(ns: str) -> dict[str, CheckCase]:
 
 
 def _register_matmul(ns: str) -> dict[str, CheckCase]:
-    from .catalog_tuned import triton_available
+    from .tuned import triton_available
 
     if not triton_available():
         return {}
-    from .api import triton_op
+    from opsmith import triton_op
+
     from .kernels.matmul_triton import matmul_kernel
 
     # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages): the tutorial's fp16 configs for Hopper-class GPUs, plus a

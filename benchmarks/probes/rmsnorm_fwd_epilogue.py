@@ -50,7 +50,7 @@ def liger_body(Y_ptr, Y_row_stride, X_ptr, X_row_stride, W_ptr, n_cols, eps, off
 def main() -> int:
     from triton.testing import do_bench
 
-    from opsmith.kernels.rmsnorm_triton import rmsnorm_fwd_kernel
+    from opsmith.ops.kernels.rmsnorm_triton import rmsnorm_fwd_kernel
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=11)

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import torch
 
-from .catalog import _rand
-from .checking import CheckCase
-from .spec import Autotune, Config, Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Stride
+from opsmith import Autotune, CheckCase, Config, Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Stride
+
+from .basic import _rand
 
 __all__ = ["register_published"]
 
 
 def register_published(ns: str) -> dict[str, CheckCase]:
-    from .catalog_tuned import triton_available
+    from .tuned import triton_available
 
     if not triton_available():
         return {}
-    from .api import triton_op
+    from opsmith import triton_op
+
     from .kernels import published_triton as pt
 
     ex: dict[str, CheckCase] = {}

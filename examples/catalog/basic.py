@@ -11,7 +11,8 @@ from importlib import resources
 
 import torch
 
-from . import (
+from opsmith import (
+    CheckCase,
     Dim,
     DimSize,
     Elementwise,
@@ -27,9 +28,8 @@ from . import (
     cuda_kernel_op,
     ptx_op,
 )
-from .checking import CheckCase
 
-__all__ = ["FLAT", "ROWS", "register_all", "shipped_cases"]
+__all__ = ["FLAT", "ROWS", "register_all"]
 
 RELU = r"""
 extern "C" __global__ void my_relu(const float* x, int n, float* y) {
@@ -207,20 +207,10 @@ def register_all(ns: str) -> dict[str, CheckCase]:
         geometry=Grid(grid=("cdiv(numel(x), 256)",), block=(256,))))  # fmt: skip
     ex["repeat2"] = CheckCase(repeat2, _one, lambda x: x.reshape(-1).repeat(2), FLAT)
 
-    ptx = resources.files("opsmith.kernels").joinpath("scale.ptx").read_bytes()
+    ptx = resources.files("examples.catalog.kernels").joinpath("scale.ptx").read_bytes()
     ex["scale_ptx"] = CheckCase(
         ptx_op(f"{ns}::scale_ptx", ptx, "scale_f32",
                inputs=[InputDecl("x", dtype=torch.float32), ScalarInput("alpha", float)],
                outputs=[OutputDecl("y", shape=SameAs("x"))], extras=[Numel("x")], geometry=Elementwise(block=(128,))),
         lambda shape, dtype, device: (*_one(shape, dtype, device), 2.5), lambda x, a: a * x, FLAT)  # fmt: skip
     return ex
-
-
-def shipped_cases(ns: str = "opsmith_examples") -> list[CheckCase]:
-    """Every op shipped with opsmith as a conformance case: ``opsmith check opsmith.catalog:shipped_cases``."""
-    from .catalog_shapes import register_shapes
-    from .catalog_tuned import register_tuned
-    from .rmsnorm import check_cases
-
-    cases = {**register_all(ns), **register_tuned(ns), **register_shapes(ns)}
-    return [*(c for _, c in sorted(cases.items())), *check_cases()]

@@ -1,5 +1,5 @@
 """Quick side-by-side of the CuTe DSL RMSNorm against the CUDA C++ one, quack and torch.compile at the sweep
-shapes (bf16): forward and backward times and % of copy bandwidth, from ``opsmith.rmsnorm_bench.measure``.
+shapes (bf16): forward and backward times and % of copy bandwidth, from ``benchmarks.bench_rmsnorm.measure``.
 For iterating on the kernels; ``bench_rmsnorm.py`` is the full record.
 
     python benchmarks/rmsnorm_cute_probe.py [--shapes 2048x65536 8192x16384] [--reps 100]
@@ -10,8 +10,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from opsmith.rmsnorm import rms_norm
-from opsmith.rmsnorm_bench import EPS, MAIN, SWEEP, measure, table
+from benchmarks.bench_rmsnorm import EPS, MAIN, SWEEP, measure, table
+from opsmith.ops.rmsnorm import rms_norm
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
             per_config(shape)
         return
     if args.host:
-        from opsmith.rmsnorm_bench import host_times
+        from benchmarks.bench_rmsnorm import host_times
 
         impls = {f"opsmith {i}": lambda x, w, i=i: rms_norm(x, w, EPS, i) for i in ("cuda", "cute")}
         for name, t in host_times(impls).items():
@@ -59,7 +59,7 @@ def main() -> None:
             except Exception as e:
                 print(f"quack not available: {e}")
         print(table(measure(shape, torch.bfloat16, impls, args.reps)), flush=True)
-        from opsmith.rmsnorm import rmsnorm_ops
+        from opsmith.ops.rmsnorm import rmsnorm_ops
 
         for op in rmsnorm_ops("cute"):
             chosen = {k: op.record.configs[c]["params"] for k, c in op.tuner.decisions.items()}
@@ -73,7 +73,7 @@ def partial_rows(shape: tuple, prows: list[int]) -> None:
     clusters: whether they all fit on the GPU at once shows as time."""
     from triton.testing import do_bench
 
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     _, bwd = rmsnorm_ops("cute")
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
@@ -89,7 +89,7 @@ def per_config(shape: tuple) -> None:
     """Each forward and backward config of the CuTe DSL op forced in turn: its kernels' device times."""
     import os
 
-    from opsmith.rmsnorm import rmsnorm_ops
+    from opsmith.ops.rmsnorm import rmsnorm_ops
 
     os.environ["OPSMITH_AUTOTUNE"] = "0"
     fwd, bwd = rmsnorm_ops("cute")

@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from opsmith.rmsnorm import rmsnorm_ops
+from opsmith.ops.rmsnorm import rmsnorm_ops
 
 
 def per_call(fn, calls: int = 2000) -> float:

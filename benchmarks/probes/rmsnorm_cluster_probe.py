@@ -410,13 +410,13 @@ def async_kernel(threads: int, vpt: int, minb: int) -> ok.Op:
 
 
 def shipped_kernel(threads: int, maxv: int, minb: int, late: int) -> ok.Op:
-    """The shipped CUDA backward kernel (opsmith/kernels/rmsnorm.cu) at one config, declared as the shipped
+    """The shipped CUDA backward kernel (opsmith/ops/kernels/rmsnorm.cu) at one config, declared as the shipped
     op declares it: e.g. (1024, 2) keeps a 16,384-element bf16 row in registers, which no shipped config does."""
     from importlib import resources
 
-    from opsmith.rmsnorm import _decl
+    from opsmith.ops.rmsnorm import _decl
 
-    src = resources.files("opsmith.kernels").joinpath("rmsnorm.cu").read_text()
+    src = resources.files("examples.catalog.kernels").joinpath("rmsnorm.cu").read_text()
     d = _decl()
     return ok.cuda_kernel_op(f"cluster_probe::shipped_t{threads}_v{maxv}_b{minb}_l{late}", ok.KernelSpec(
         kernel_source=src, kernel_name=f"rmsnorm_bwd<{{T_grad_y}}, {{T_x}}, {{T_weight}}, {{T_partial}}, {threads}, "
@@ -430,7 +430,7 @@ def shipped_kernel(threads: int, maxv: int, minb: int, late: int) -> ok.Op:
 def main() -> int:
     from triton.testing import do_bench
 
-    from opsmith.rmsnorm import reference_rms_norm, rms_norm
+    from opsmith.ops.rmsnorm import reference_rms_norm, rms_norm
 
     dev = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -1,0 +1,1 @@
+"""Example kernels (CUDA C++, PTX, Triton) that the catalog declares."""
