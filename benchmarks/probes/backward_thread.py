@@ -12,9 +12,11 @@ median of interleaved rounds of ``--calls`` steps, one synchronize per round:
 
     PYTHONPATH=. python benchmarks/probes/backward_thread.py [--calls 200] [--rounds 9]
 
-Found (H100, docs/measurements/2026-11-24-backward-thread-probe-h100.txt): fwd+bwd 762-813 us on the worker
-thread, 431-446 us on the calling thread, the program alone 112-125 us on either thread. A fresh Python thread
-is not what is slow; the cost is in autograd's path around the program, and doubles on its worker thread.
+Found (H100, docs/measurements/2026-11-24-backward-thread-probe*.txt): fwd+bwd 762-813 us on the worker
+thread against 431-446 us on the calling thread in one run, 467-613 against 431-499 in the next; the program
+alone 97-125 us on any Python thread, and no slower inside the worker's callback. The gap is outside the
+program and not stable; ~100 us of self CPU time per step sits in the register_autograd backward node. Within
+a round the gradients accumulate (an add_ per step for x and weight), as without zero_grad.
 """
 
 from __future__ import annotations
@@ -91,7 +93,41 @@ def main() -> int:
                 got[k].append(_in_thread(step, a.calls) if threaded else _timed(step, a.calls))
                 x.grad = w.grad = None
         print(f"  {impl}: " + "; ".join(f"{k} {statistics.median(v):.1f}" for k, v in got.items()), flush=True)
+        _attribute(impl, rows, a.calls)
     return 0
+
+
+def _attribute(impl: str, rows: dict, calls: int) -> None:
+    """Where the backward's time goes on each thread: the program's run (its two ops and two buffers) timed
+    inside the autograd callback, against the whole step."""
+    from opsmith import backward_program
+
+    inside: list[float] = []
+    run = backward_program.Program.run
+
+    def timed_run(self, env, needs):
+        t0 = time.perf_counter()
+        try:
+            return run(self, env, needs)
+        finally:
+            inside.append(time.perf_counter() - t0)
+
+    backward_program.Program.run = timed_run
+    try:
+        for name in ("fwd+bwd (worker)", "fwd+bwd (caller)"):
+            inside.clear()
+            step_us = _timed(rows[name][1], calls)
+            print(f"    {impl} {name}: step {step_us:.1f} us, of which the program's run inside the callback "
+                  f"{statistics.median(inside) * 1e6:.1f} us (median of {len(inside)})", flush=True)  # fmt: skip
+    finally:
+        backward_program.Program.run = run
+    from torch.profiler import ProfilerActivity, profile
+
+    for name in ("fwd+bwd (worker)", "fwd+bwd (caller)"):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            _timed(rows[name][1], 50)
+        print(f"    {impl} {name}, torch.profiler over 50 steps (CPU events, by total time):")
+        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=14, max_name_column_width=60))
 
 
 if __name__ == "__main__":
