@@ -30,6 +30,7 @@ def cuda_kernel_op(
     backward: Backward | None = None,
     sharding: Callable | str | None = None,
     reference: Callable | None = None,
+    native: bool = True,
 ) -> Op:
     """Register a CUDA C++ kernel, compiled with NVRTC, as the PyTorch op ``op_name`` ("ns::name").
 
@@ -50,6 +51,8 @@ def cuda_kernel_op(
     ``reference``: a Python function of the op's arguments computing its result on CPU tensors; it becomes the
     op's CPU kernel (after the declaration's guards, its outputs held to the declared shapes and dtypes), so a
     model using the op runs on CPU, and ``opsmith check`` compares against it when a CheckCase gives none.
+    ``native``: False keeps the op on the Python path; by default a native library of its kernels takes over
+    once built in the background (``op.serving`` says which serves; docs/native.md).
 
     Returns the ``Op``; calling it calls ``torch.ops.<ns>.<name>``. Raises ``SpecError`` (a ValueError)
     for declaration mistakes and ``CompileError`` (a ValueError) with the NVRTC log when the source fails.
@@ -64,7 +67,7 @@ def cuda_kernel_op(
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
                               param_order=spec.param_order, sharding=sharding, requires=spec.requires,
-                              reference=reference)  # fmt: skip
+                              reference=reference, native=native)  # fmt: skip
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:
@@ -93,6 +96,7 @@ def ptx_op(
     requires: Sequence[Requirement] = (),
     options: Sequence[str] = (),
     reference: Callable | None = None,
+    native: bool = True,
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -109,7 +113,7 @@ def ptx_op(
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
                               backward=backward, index_dtype=index_dtype, param_order=param_order,
-                              sharding=sharding, requires=requires, reference=reference)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip
 
 
 def triton_op(
@@ -127,6 +131,7 @@ def triton_op(
     requires: Sequence[Requirement] = (),
     constexprs: dict[str, int | float | bool | str] | None = None,
     reference: Callable | None = None,
+    native: bool = True,
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -161,7 +166,7 @@ def triton_op(
     source = TritonSource(op_name, kernel, static=_extra_names(extras), heuristics=heuristics, fixed=constexprs)
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding, requires=requires, reference=reference)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip
 
 
 def cute_op(
@@ -177,6 +182,7 @@ def cute_op(
     sharding: Callable | str | None = None,
     requires: Sequence[Requirement] = (),
     reference: Callable | None = None,
+    native: bool = True,
 ) -> Op:
     """Register a CuTe DSL ``@cute.jit`` host function as ``op_name``, with the declaration of ``triton_op``
     minus the geometry: the host function launches its kernels itself.
@@ -195,4 +201,4 @@ def cute_op(
     source = CuteSource(op_name, fn, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=None,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding, requires=requires, reference=reference)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip

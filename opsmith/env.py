@@ -22,6 +22,7 @@ __all__ = [
     "DUMP_DIR",
     "Knob",
     "LOG",
+    "NATIVE",
     "PROGRESS",
     "SPECIALIZE_LIMIT",
     "SPECIALIZE_WARN",
@@ -127,6 +128,13 @@ DUMP_DIR: Knob[str | None] = Knob(
 )
 CXX: Knob[str | None] = Knob(
     "OPSMITH_CXX", None, "C++ compiler for native op libraries (`opsmith build`). Default: c++, g++ or clang++ on PATH."
+)
+NATIVE: Knob[str] = Knob(
+    "OPSMITH_NATIVE",
+    "auto",
+    "auto = serve each op through a native library built in the background where a GPU and a C++ compiler are "
+    "present (docs/native.md); off = the Python path always; dry-run = opsmith's own CPU tests (libraries and the Python "
+    "path record launches instead of making them, on CPU tensors).",
 )
 
 

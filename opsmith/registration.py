@@ -29,6 +29,7 @@ from .fingerprint import declaration_fingerprint
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .lowering import lower
+from .native import serving
 from .progress import configure_logging
 from .record import KernelRecord, ScalarArg
 from .resolve import resolve
@@ -154,6 +155,7 @@ def register_kernel_op(
     sharding: Callable | str | None = None,
     requires: Sequence = (),
     reference: Callable | None = None,
+    native: bool = True,
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     configure_logging()  # OPSMITH_LOG, read once per process
@@ -205,18 +207,20 @@ def register_kernel_op(
         # The implementations in a library of their own: opsmith.native.use() replaces them with a native
         # library's kernels and keeps the schema.
         impl_lib = torch.library.Library(ns, "FRAGMENT")
-        impl, impl_source, plan = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn, backward,
-                                          resolved, reference)  # fmt: skip
+        impl, impl_source, plan, cpu_kernel = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn,
+                                                      backward, resolved, reference)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
         _dump(op_name, impl_source)
         op.plan = plan
         op.impl_lib, op.native = impl_lib, None
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
+        op.cpu_kernel = cpu_kernel
         op.reference = reference
         op.sharding_plan = sharding_plan
         if torch.distributed.is_available():
             attach(op.overload, sharding_plan)
         _REGISTRY[op_name] = op
+        serving.attach(op, native)  # a native library takes over in the background (native/serving.py)
         return op
 
 
@@ -330,7 +334,8 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
             meta_fn: Callable | None, eager_fn: Callable | None, backward: Backward | None, resolved,
             reference: Callable | None = None) -> tuple:  # fmt: skip
     """Register the implementations: CUDA; CPU (the ``reference``, else a clear error or Triton's interpreter);
-    fake; autograd (the declared backward, or a refusal). Returns (impl, its source, the call plan or None)."""
+    fake; autograd (the declared backward, or a refusal). Returns (impl, its source, the call plan or None,
+    the CPU kernel)."""
     op_name = record.op_name
     overload = _overload(op_name)
     impl_source = impl_ag = None
@@ -344,6 +349,13 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
                                                 meta_fn if resolved and resolved.outputs and
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
+    cpu = impl
+    if serving.python_backend() == "CPU" and plan is not None and eager_fn is None and reference is None:
+        from types import SimpleNamespace
+
+        from .eager import make_dry_run  # OPSMITH_NATIVE=dry-run: the Python path records its launches
+
+        cpu = make_dry_run(SimpleNamespace(plan=plan, record=record, variants=variants))[0]
     if reference is not None:  # models with the op run on CPU: the user's reference, under the op's guards
         from .reference import cpu_reference
 
@@ -352,9 +364,9 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
         # The flavor's visible implementation: Inductor traces into it and sees the kernel.
         from .flavors.triton_traced import register_visible
 
-        register_visible(lib, op_name, name, record, variants, custom, impl, register_cpu=reference is None)
+        register_visible(lib, op_name, name, record, variants, custom, cpu, register_cpu=reference is None)
     elif eager_fn is None and reference is None:  # CPU tensors reach the generated guards and a clear error
-        lib.impl(name, impl, "CPU")
+        lib.impl(name, cpu, "CPU")
     # A meta_fn allocates the outputs inside the plan's fake implementation, after every dtype, device, rank
     # and shape guard (alone, it would let tracing accept what the eager call refuses).
     fake = meta_fn if plan is None else make_fake(record, plan, meta_fn)
@@ -365,7 +377,7 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
         lib.impl(name, impl_ag, "Autograd", with_keyset=True)
     else:  # an eager_fn override: the same refusal, without the generated fast path
         lib.impl(name, generic_no_backward(op_name, overload), "Autograd", with_keyset=True)
-    return impl, impl_source, plan
+    return impl, impl_source, plan, cpu
 
 
 def _config_dict(c: Config) -> dict:

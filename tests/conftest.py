@@ -12,6 +12,11 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
 
+# The tests pin the path they test: the Python path unless they say otherwise (test_serving.py and
+# test_gpu_serving.py serve natively by default, in their own processes; test_native*.py build libraries).
+# A background native build would otherwise switch an op between two assertions of a test about the other.
+os.environ.setdefault("OPSMITH_NATIVE", "off")
+
 HAS_CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
 

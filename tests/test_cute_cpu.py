@@ -39,10 +39,10 @@ def test_compiles_per_specialization_and_refuses_cpu_tensors():
 
 
 def test_not_native_and_not_derivable_for_dtensor():
-    from opsmith.native.build import _refusal
+    from opsmith.native.build import refusal
 
     op = scale_op(NS)
-    why, fix = _refusal(op)
+    why, fix = refusal(op)
     assert "CuTe DSL host function" in why and "Triton" in fix
     assert "host function launches its own kernels" in op.sharding_plan.refusal
 

@@ -39,6 +39,8 @@ def test_python_blocks_run(page, tmp_path, monkeypatch):
     pytest.importorskip("triton", reason="the docs' Triton examples need Triton, which installs on Linux x86-64")
     if page in ("README.md", "docs/flavors.md"):
         pytest.importorskip("cutlass", reason="the CuTe DSL example needs nvidia-cutlass-dsl (the test extra)")
+    if page == "docs/native.md":  # its serving example shows the default (the suite pins the Python path)
+        monkeypatch.setenv("OPSMITH_NATIVE", "auto")
     scope = _run_blocks(page, tmp_path, monkeypatch)
     CHECKS[page](scope, tmp_path)
 
@@ -98,6 +100,14 @@ def _multi_gpu(scope, tmp_path):
 
 def _native(scope, tmp_path):
     assert scope["report"].ops == ["mylib::relu"] and (tmp_path / "libmyops.so").is_file()
+    relu = scope["relu"]
+    if torch.cuda.is_available():
+        assert relu.serving == "native" and relu.serving_why.startswith("served-"), relu.serving_why
+        x = torch.randn(1000, device="cuda")
+        torch.testing.assert_close(relu(x), torch.relu(x), rtol=0, atol=0)
+    else:
+        assert (relu.serving, relu.serving_why) == ("python", "no CUDA GPU in this process (the native library "
+                                                   "serves CUDA tensors)")  # fmt: skip
 
 
 def _checking(scope, tmp_path):

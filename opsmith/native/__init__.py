@@ -5,7 +5,8 @@
 (``build.py``). ``torch.ops.load_library(path)`` in any process, with or without opsmith, then gives the
 same ops: eager, ``torch.compile``, ``torch.export`` and AOTInductor packages, CUDA graphs, autograd.
 ``use(ops)`` serves already registered ops through their native kernels in this process (no Python per
-call).
+call); by default that happens without asking, in the background (``serving.py``), and ``wait()`` returns
+once it has.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from .. import env
 from ..errors import SpecError
 from ..progress import step
 from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library, library_key
+from .serving import wait
 
-__all__ = ["BuildReport", "NativeBuildError", "build", "source", "use"]
+__all__ = ["BuildReport", "NativeBuildError", "build", "source", "use", "wait"]
 
 
 def _archs(archs: Sequence[str] | None) -> list[str]:
@@ -112,6 +114,7 @@ def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -
     torch.ops.load_library(str(report.path))
     for op in ops:
         op.native = report.path
+        op.serving, op.serving_why = "native", f"{report.path.name} (opsmith.native.use)"
     return report
 
 

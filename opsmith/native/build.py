@@ -33,7 +33,18 @@ from .codegen import NativeOp, Variant
 from .cpp import AT_DTYPE
 from .library import Image, image_label, library_source
 
-__all__ = ["BuildReport", "NativeBuildError", "collect", "compile_library", "library_key"]
+__all__ = [
+    "BuildReport",
+    "NativeBuildError",
+    "collect",
+    "compile_command",
+    "compile_failed",
+    "compile_library",
+    "library_key",
+    "native_cache",
+    "refusal",
+    "write_atomic",
+]
 
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -66,7 +77,7 @@ class BuildReport:
         return f"{self.path}: {len(self.ops)} ops, {kernels} kernels, {how} in {self.seconds:.1f} s"
 
 
-def _refusal(op: Any) -> tuple[str, str] | None:
+def refusal(op: Any) -> tuple[str, str] | None:
     """(why, fix) when ``op`` cannot be native."""
     r: KernelRecord = op.record
     if getattr(op, "impl_source", None) is None:
@@ -145,30 +156,33 @@ def _key_cpp(key: tuple) -> tuple[str, ...]:
     return tuple(f"static_cast<int64_t>({AT_DTYPE[k]})" if isinstance(k, torch.dtype) else f"{int(k)}LL" for k in key)
 
 
-def _specs(op: Any, dtypes: Sequence[torch.dtype]) -> tuple[list[tuple], set[tuple]]:
-    """(the specializations to embed, those guessed rather than compiled by this process)."""
+def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple[list[tuple], set[tuple]]:
+    """(the specializations to embed, those guessed rather than compiled by this process). ``serve``: no
+    variant compiled with alignment and divisibility off (a library serving this process hands what it
+    lacks to the Python path, which compiles exactly the call's specialization)."""
     v = op.variants
     if not v.specialized:
         return [()], set()
     layout = v.spec_layout
-    seen = list(dict.fromkeys(spec for _, spec in v.kernels))
+    seen = list(dict.fromkeys(spec for _, spec in list(v.kernels)))  # list(): another thread may add one
     guessed: list[tuple] = []
     if not any(kind == "static" for kind, _ in layout):
         for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible
             guessed.append(tuple(dt if kind == "dtype" else True for kind, _ in layout))
     specs = list(dict.fromkeys(seen + guessed))
-    if any(kind in ("align", "int") for kind, _ in layout):
+    if not serve and any(kind in ("align", "int") for kind, _ in layout):
         specs += [tuple(False if kind in ("align", "int") else x for (kind, _), x in zip(layout, s, strict=True))
                   for s in specs]  # fmt: skip
     specs = list(dict.fromkeys(specs))
     return specs, set(specs) - set(seen)
 
 
-def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES) -> tuple:
+def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
+            serve: bool = False) -> tuple:  # fmt: skip
     """(NativeOps callee first, images, skipped variants) for ``ops``. Raises NativeBuildError listing every
-    op that cannot be native."""
+    op that cannot be native. ``serve``: for a library serving this process (``serving.py``)."""
     order = closure(ops)
-    refusals = [(op.record.op_name, *why) for op in order if (why := _refusal(op)) is not None]
+    refusals = [(op.record.op_name, *why) for op in order if (why := refusal(op)) is not None]
     if refusals:
         raise NativeBuildError(refusals)
     images: dict[str, Image] = {}
@@ -179,10 +193,10 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
         configs = [0]
         decisions: list[tuple[tuple[str, ...], int]] = []
         if r.tuned:
-            decided = dict(v.tuner.decisions)
+            decided = dict(v.tuner.decisions)  # a copy in C: the caller's thread may be adding one
             configs = sorted(set(decided.values()) | {r.tune_default})
             decisions = [(_key_cpp(k), c) for k, c in decided.items()]
-        specs, guessed = _specs(op, dtypes)
+        specs, guessed = _specs(op, dtypes, serve)
         variants = []
         for c in configs:
             for spec in specs:
@@ -204,8 +218,8 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
                 variants.append(Variant(c, _spec_cpp(v.spec_layout, spec), binaries[0].symbol, imgs,
                                         tuple(block), kd.shared_mem, sum(1 << p for p in kd.dropped),
                                         binaries[0].jit))  # fmt: skip
-        fallback = any(kind in ("align", "int") for kind, _ in v.spec_layout)
-        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback))
+        fallback = not serve and any(kind in ("align", "int") for kind, _ in v.spec_layout)
+        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve))
     return natives, list(images.values()), skipped
 
 
@@ -264,40 +278,55 @@ def library_key(source: str, images: Sequence[Image], *, object_only: bool = Fal
                      "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
 
 
+def compile_command(source: str, images: Sequence[Image], workdir: Path, target: Path, *,
+                    object_only: bool = False, dry_run: bool = False) -> list[str]:  # fmt: skip
+    """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``target``."""
+    cxx = _compiler()
+    flags, link = compile_flags(object_only, dry_run)
+    src = workdir / "ops.cpp"
+    src.write_text(source)
+    for im in images:
+        (workdir / im.file).write_bytes(im.data)
+    return [cxx, *flags, f"-Wa,-I,{workdir}", str(src), "-o", str(target), *link]
+
+
+def compile_failed(cmd: Sequence[str], returncode: int, log: str) -> ToolchainError:
+    return ToolchainError(f"opsmith build: the C++ compiler failed (exit {returncode}).\n--- command ---\n"
+                          f"{' '.join(cmd)}\n--- log ---\n{log[-20000:]}\nFix: a missing header means torch's "
+                          "development headers or cuda.h are not installed; anything else is an opsmith bug (please "
+                          "report it with this log).")  # fmt: skip
+
+
+def native_cache() -> DiskCache | None:
+    """Where compiled libraries are kept by content (None when the disk cache is off)."""
+    return None if env.DISABLE_DISK_CACHE.get() else DiskCache(env.cache_dir(), "native")
+
+
 def compile_library(source: str, images: Sequence[Image], out: Path, *, object_only: bool = False,
                     use_cache: bool = True, dry_run: bool = False) -> tuple[bool, float]:  # fmt: skip
     """Compile ``source`` with ``images`` into ``out`` (a shared library, or an object file). Returns
     (from the cache, seconds). Raises ToolchainError with the compiler's log when it fails."""
     t0 = time.perf_counter()
-    cxx = _compiler()
-    flags, link = compile_flags(object_only, dry_run)
     key = library_key(source, images, object_only=object_only, dry_run=dry_run)
-    cache = None if (env.DISABLE_DISK_CACHE.get() or not use_cache) else DiskCache(env.cache_dir(), "native")
+    cache = native_cache() if use_cache else None
     hit = cache.get(key) if cache else None
     if hit is not None:
-        _write_atomic(out, hit[1])
+        write_atomic(out, hit[1])
         return True, time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="opsmith-native-") as tmp:
-        src = Path(tmp) / "ops.cpp"
-        src.write_text(source)
-        for im in images:
-            (Path(tmp) / im.file).write_bytes(im.data)
         target = Path(tmp) / ("ops.o" if object_only else "ops.so")
-        cmd = [cxx, *flags, f"-Wa,-I,{tmp}", str(src), "-o", str(target), *link]
+        cmd = compile_command(source, images, Path(tmp), target, object_only=object_only, dry_run=dry_run)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise ToolchainError(f"opsmith build: the C++ compiler failed (exit {proc.returncode}).\n--- command ---\n"
-                                 f"{' '.join(cmd)}\n--- log ---\n{proc.stderr[-20000:]}\nFix: a missing header means "
-                                 "torch's development headers or cuda.h are not installed; anything else is an "
-                                 "opsmith bug (please report it with this log).")  # fmt: skip
+            raise compile_failed(cmd, proc.returncode, proc.stderr)
         data = target.read_bytes()
     if cache:
         cache.put(key, {"kind": "native-object" if object_only else "native-library"}, data)
-    _write_atomic(out, data)
+    write_atomic(out, data)
     return False, time.perf_counter() - t0
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -309,7 +338,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def build_source(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES) -> tuple:
-    """(source, images, natives, skipped) for ``ops``."""
-    natives, images, skipped = collect(ops, archs, dtypes)
-    return library_source(natives, images, torch.__version__), images, natives, skipped
+def build_source(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
+                 served: str | None = None, served_ops: set[str] | None = None) -> tuple:  # fmt: skip
+    """(source, images, natives, skipped) for ``ops``; ``served``: the backend of a library serving this
+    process, for ``served_ops`` (``library_source``)."""
+    natives, images, skipped = collect(ops, archs, dtypes, serve=served is not None)
+    text = library_source(natives, images, torch.__version__, served, served_ops)
+    return text, images, natives, skipped

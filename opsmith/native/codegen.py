@@ -19,7 +19,7 @@ from ..record import KernelRecord, dtype_from_name
 from .cpp import AT_DTYPE, CTYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 
-__all__ = ["NativeOp", "Variant", "cpp_signature", "op_source"]
+__all__ = ["NativeOp", "Variant", "cpp_signature", "op_source", "python_path_op"]
 
 # A schema scalar as the C++ kernel takes it.
 _SCALAR = {"SymInt": "c10::SymInt", "int": "int64_t", "float": "double", "bool": "bool"}
@@ -52,6 +52,9 @@ class NativeOp:
     spec_layout: list[tuple[str, int]] = field(default_factory=list)
     decisions: list[tuple[tuple[str, ...], int]] = field(default_factory=list)
     fallback: bool = False
+    #: Served in the process that registered the op (``serving.py``): a call the library holds no kernel or
+    #: tuning decision for goes to the Python path (``python_path``) rather than being refused.
+    serve: bool = False
 
     @property
     def record(self) -> KernelRecord:
@@ -362,11 +365,18 @@ def _launch(pr: _Printer) -> list[str]:
             v = pr.expr(e)
             key.append(f"int64_t(opsmith::pow2({v}))" if pow2 else f"int64_t({v})")
         L.append(f"const std::array<int64_t, {len(key)}> key = {{{', '.join(key)}}};")
-        L.append(f"const int c = opsmith::lookup(key, decisions, {launch.tune_default});")
+        L.append(f"const int c = opsmith::lookup(key, decisions, {-1 if pr.n.serve else launch.tune_default});")
+        if pr.n.serve:
+            L.append(f"if (c < 0) return python_path({_passed(pr)});")
     else:
         L.append("const int c = 0;")
     spec = _spec(pr)
-    L.append(f"const Variant& v = find(c, {{{', '.join(spec) or '0'}}});")
+    if pr.n.serve:
+        L.append(f"const Variant* found = find(c, {{{', '.join(spec) or '0'}}});")
+        L.append(f"if (found == nullptr) return python_path({_passed(pr)});")
+        L.append("const Variant& v = *found;")
+    else:
+        L.append(f"const Variant& v = *find(c, {{{', '.join(spec) or '0'}}});")
     L.append("int64_t g0 = 1, g1 = 1, g2 = 1;")
     if len(launch.grids) == 1:
         L += pr.grid(0)
@@ -416,24 +426,60 @@ def _tables(n: NativeOp) -> list[str]:
         dropped = f", 0x{v.dropped:x}ULL" if drops else ""
         L.append(f"    {{{v.config}, {{{', '.join(v.spec) or '0'}}}, &kernel{k}, {v.block[0]}, {v.block[1]}, "
                  f"{v.block[2]}, {v.shared_mem}{dropped}}},")  # fmt: skip
-    L += ["};", f"const Variant& find(int c, std::array<int64_t, {width}> spec) {{",
-          "  for (const auto& v : variants)", "    if (v.config == c && v.spec == spec) return v;"]  # fmt: skip
+    L += ["};", f"const Variant* find(int c, std::array<int64_t, {width}> spec) {{",
+          "  for (const auto& v : variants)", "    if (v.config == c && v.spec == spec) return &v;"]  # fmt: skip
     flags = [k for k, (kind, _) in enumerate(n.spec_layout) if kind in ("align", "int")]
     if n.fallback and flags:
         L.append("  const auto asked = spec;")
         L.append(f"  for (int i : {{{', '.join(map(str, flags))}}}) spec[i] = 0;  // compiled assuming neither "
                  "alignment nor divisibility: serves any call")  # fmt: skip
         L.append("  for (const auto& v : variants)")
-        L.append("    if (v.config == c && v.spec == spec) return v;")
+        L.append("    if (v.config == c && v.spec == spec) return &v;")
         L.append("  spec = asked;")
+    if n.serve:
+        L += ["  return nullptr;", "}"]
+        return L + _decisions(n)
     held = ", ".join(("[" + ", ".join(v.spec) + "]") if v.spec else "[]" for v in n.variants[:8])
     L.append(f"  opsmith::missing_variant({op}, c, spec, {cpp_str(held)});")
     L.append("}")
-    if n.record.tuned:
-        k = len(n.record.tensor_inputs) + len(n.record.tune_key)
-        rows = "".join(f"    {{{{{', '.join(key)}}}, {c}}},\n" for key, c in n.decisions)
-        L.append(f"const std::vector<std::pair<std::array<int64_t, {k}>, int>> decisions = {{\n{rows}}};")
-    return L
+    return L + _decisions(n)
+
+
+def _decisions(n: NativeOp) -> list[str]:
+    """The tuning decisions known at build time."""
+    if not n.record.tuned:
+        return []
+    k = len(n.record.tensor_inputs) + len(n.record.tune_key)
+    rows = "".join(f"    {{{{{', '.join(key)}}}, {c}}},\n" for key, c in n.decisions)
+    return [f"const std::vector<std::pair<std::array<int64_t, {k}>, int>> decisions = {{\n{rows}}};"]
+
+
+def _passed(pr: _Printer) -> str:
+    """The kernel's arguments as it received them (tensors before any ``.contiguous()``)."""
+    tensors = set(pr.t)
+    return ", ".join(f"{a}_in" if a in tensors else a for a in pr.args)
+
+
+def _python_path(n: NativeOp) -> list[str]:
+    """``python_path``: the call handed to the op's Python implementation, registered as the op
+    ``opsmith_python::<ns>__<name>`` by ``serving.py`` before the library is loaded."""
+    ret, types, names = cpp_signature(n.record)
+    params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
+    return [
+        "// A call this library holds no kernel or tuning decision for (a dtype, a compiled-in size or a tuning key",
+        "// first met after the build): the Python path serves it, compiling or tuning what it needs, and opsmith",
+        "// builds a library that holds it.",
+        f"[[gnu::noinline]] {ret} python_path({params}) {{",
+        f"  static const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow({cpp_str(python_path_op(n.record))}, \"\")",
+        f"      .typed<{ret}({', '.join(types)})>();",
+        f"  return handle.call({', '.join(names)});",
+        "}",
+    ]  # fmt: skip
+
+
+def python_path_op(record: KernelRecord) -> str:
+    """The name under which a served op's Python implementation stays callable: ``opsmith_python::ns__name``."""
+    return "opsmith_python::" + record.op_name.replace("::", "__")
 
 
 def _function(n: NativeOp, meta: bool) -> list[str]:
@@ -457,6 +503,6 @@ def op_source(n: NativeOp) -> str:
     ns, scope = op_scope(n.record.op_name)
     title = f"// ---- {n.record.op_name} "
     L = [title + "-" * max(4, 116 - len(title)), f"namespace {ns} {{", f"namespace {scope} {{", *_tables(n), "",
-         *_function(n, meta=False), "", *_function(n, meta=True), f"}}  // namespace {scope}",
+         *([*_python_path(n), ""] if n.serve else []), *_function(n, meta=False), "", *_function(n, meta=True), f"}}  // namespace {scope}",
          f"}}  // namespace {ns}"]  # fmt: skip
     return "\n".join(L) + "\n"

@@ -248,7 +248,13 @@ inline std::vector<std::string>& dry_run_launches() {
   return launches;
 }
 
+inline std::mutex& dry_run_lock() {  // threads call ops without the GIL
+  static std::mutex lock;
+  return lock;
+}
+
 inline std::string dry_run_take() {
+  std::lock_guard<std::mutex> hold(dry_run_lock());
   std::string out = "[";
   for (size_t i = 0; i < dry_run_launches().size(); ++i) out += (i ? ", " : "") + dry_run_launches()[i];
   dry_run_launches().clear();
@@ -263,10 +269,12 @@ inline void launch(Kernel& k, const c10::Device&, const Launch& l, void** args, 
     char two[3];
     for (unsigned char b : slot) std::snprintf(two, sizeof two, "%02x", b), hex += two;
   }
-  dry_run_launches().push_back(c10::str(
+  std::string record = c10::str(
       "{\"config\": ", l.config, ", \"symbol\": \"", k.symbol(), "\", \"image\": \"", k.identity(),
       "\", \"grid\": [", l.grid[0], ", ", l.grid[1], ", ", l.grid[2], "], \"block\": [", l.block[0], ", ",
-      l.block[1], ", ", l.block[2], "], \"shared_mem\": ", l.shared_mem, ", \"args\": \"", hex, "\"}"));
+      l.block[1], ", ", l.block[2], "], \"shared_mem\": ", l.shared_mem, ", \"args\": \"", hex, "\"}");
+  std::lock_guard<std::mutex> hold(dry_run_lock());
+  dry_run_launches().push_back(std::move(record));
 }
 #else
 // Launch on the device's current stream (what the caller's torch.cuda.stream(...) selected). The plan checked

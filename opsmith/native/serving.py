@@ -1,0 +1,264 @@
+"""Native serving by default: the ops a process registers are served by a native library of their own
+kernels as soon as one is built, with no build step from the user.
+
+Registration hands each op to ``attach``. Where the op can be native, a host C++ compiler is present and a
+GPU is visible (the library serves CUDA tensors), one background thread gathers the ops registered close
+together (a quiet period of ``QUIET_S``), generates their library from the records as ``opsmith build`` does
+(``build.py``, in the library's *served* form) and compiles it in a process of its own, whose result reaches
+the disk cache even when this process exits first; a later process finds it there and only loads it.
+
+The switch: loading the library registers its CUDA and AutogradCUDA kernels over the Python path's, which
+stay registered beneath. The dispatcher replaces each table entry under its lock and never frees the kernel
+it replaces, so every call runs whole on one path or the other; until the load, and where nothing can be
+built, the Python path serves. A call the library holds no kernel or tuning decision for (a dtype, a
+compiled-in size or a tuning key first met after the build) reaches the Python path through the op
+``opsmith_python::<ns>__<name>``, which compiles or tunes what it needs, and the op is rebuilt with it
+(``REBUILDS`` times per process at most; after that such calls stay on the Python path).
+
+``OPSMITH_NATIVE=off`` (or ``native=False`` at registration) keeps the Python path. ``op.serving`` says which
+path serves and ``op.serving_why`` why; ``wait()`` returns once every library under way is serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import env
+from ..errors import ToolchainError
+from .build import (
+    DEFAULT_DTYPES,
+    build_source,
+    closure,
+    compile_command,
+    compile_failed,
+    library_key,
+    native_cache,
+    refusal,  # fmt: skip
+    write_atomic,
+)
+from .codegen import python_path_op
+
+__all__ = ["attach", "python_backend", "wait"]
+
+log = logging.getLogger("opsmith.native")
+
+QUIET_S = 0.2  # registrations this close together share one library (one compile of torch's headers: ~15 s)
+REBUILDS = 8  # libraries rebuilt for calls first met after a build, per process
+
+
+def python_backend() -> str | None:
+    """The backend a served library takes over: "CUDA", "CPU" for ``OPSMITH_NATIVE=dry-run`` (opsmith's CPU
+    tests: libraries and the Python path record launches instead of making them), None when off."""
+    mode = env.NATIVE.get().strip().lower()
+    if mode in ("off", "0", "false", "no"):
+        return None
+    if mode == "dry-run":
+        return "CPU"
+    if mode not in ("auto", "on", "1", "true", "yes"):
+        raise ValueError(f"{env.NATIVE.name}={mode!r} is not one of auto, off, dry-run. Fix: set it to auto or off.")
+    return "CUDA"
+
+
+def _why_python(op: Any, native: bool, backend: str | None) -> str | None:
+    """Why ``op`` stays on the Python path, or None when it can be served natively."""
+    if not native:
+        return "native=False at registration"
+    if backend is None:
+        return f"{env.NATIVE.name}=off"
+    for o in closure([op]):
+        why = refusal(o)
+        if why is not None:
+            return f"{o.record.op_name} cannot be native: {why[0]}"
+    if backend == "CUDA" and not torch.cuda.is_available():
+        return "no CUDA GPU in this process (the native library serves CUDA tensors)"
+    try:
+        from .build import _compiler
+
+        _compiler()
+    except ToolchainError as e:
+        return str(e).removeprefix("opsmith build: ")
+    return None
+
+
+def attach(op: Any, native: bool = True) -> None:
+    """Registration's hand-off: set ``op.serving`` and, where the op can be served natively, make its Python
+    implementation callable as ``opsmith_python::<ns>__<name>`` and queue its library."""
+    backend = python_backend()
+    why = _why_python(op, native, backend)
+    op.serving, op.serving_why = "python", why or "the native library is being built in the background"
+    if why is not None:
+        return
+    _define_python_path(op, backend)
+    _SERVER.submit(op)
+
+
+def _define_python_path(op: Any, backend: str) -> None:
+    ns, name = python_path_op(op.record).split("::")
+    lib = torch.library.Library(ns, "FRAGMENT")
+    lib.define(name + op.record.schema)
+    impl = op.cpu_kernel if backend == "CPU" else op.eager
+
+    def python_path(*args: Any) -> Any:
+        out = impl(*args)
+        _SERVER.missed(op)  # after the call: a tuning key's decision exists by now
+        return out
+
+    lib.impl(name, python_path, backend)
+    op.python_path_lib = lib
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until every native library under way serves its ops (or failed: ``op.serving_why`` says why).
+    Returns False when ``timeout`` seconds passed first."""
+    return _SERVER.wait(timeout)
+
+
+class _Server:
+    """The background thread and what it is asked to build."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: dict[str, Any] = {}
+        self._stale: set[str] = set()
+        self._last = 0.0
+        self._busy = False
+        self._rebuilds = 0
+        self._thread: threading.Thread | None = None
+
+    def submit(self, op: Any) -> None:
+        with self._cond:
+            self._pending[op.record.op_name] = op
+            self._last = time.monotonic()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="opsmith-native", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def missed(self, op: Any) -> None:
+        """A served op's call went to the Python path: build a library that holds what it compiled."""
+        name = op.record.op_name
+        if name in self._stale:  # one set lookup per such call until the rebuild
+            return
+        with self._cond:
+            if name in self._stale:
+                return
+            self._stale.add(name)
+            if self._rebuilds >= REBUILDS:
+                log.warning("%s: a call first met after %d native rebuilds stays on the Python path", name, REBUILDS)
+                return
+            self._rebuilds += 1
+        self.submit(op)
+
+    def wait(self, timeout: float | None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._pending))
+                while (quiet := time.monotonic() - self._last) < QUIET_S:
+                    self._cond.wait(QUIET_S - quiet)
+                batch, self._pending = list(self._pending.values()), {}
+                self._busy = True
+            try:
+                _serve(batch)
+            except Exception as e:
+                first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                for op in batch:
+                    op.serving_why = f"the native build failed, the Python path serves: {first}"
+                log.warning("opsmith: the native library of %s failed to build; the Python path serves: %s",
+                            ", ".join(op.record.op_name for op in batch), e)  # fmt: skip
+            finally:
+                with self._cond:
+                    self._stale -= {op.record.op_name for op in batch}
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def after_fork(self) -> None:
+        """A forked child has no thread: it starts again from nothing (its ops keep what was loaded)."""
+        self.__init__()  # type: ignore[misc]
+
+
+_SERVER = _Server()
+os.register_at_fork(after_in_child=_SERVER.after_fork)
+
+
+def _serve(batch: list[Any]) -> None:
+    """Build (or take from the cache) the library of ``batch`` and load it."""
+    from . import _archs, _libs_dir
+
+    t0 = time.perf_counter()
+    backend = python_backend() or "CUDA"
+    dry = backend == "CPU"
+    ops = closure(batch)
+    served = {op.record.op_name for op in ops if getattr(op, "python_path_lib", None) is not None}
+    text, images, _, _ = build_source(ops, _archs(None), DEFAULT_DTYPES, served=backend, served_ops=served)
+    key = library_key(text, images, dry_run=dry)
+    data, how = _library_bytes(key, text, images, dry)
+    path = _libs_dir() / f"served-{key[:32]}.so"
+    write_atomic(path, data)
+    try:
+        torch.ops.load_library(str(path))
+    except OSError:  # verified bytes that do not load (another torch, say): never kept, never retried
+        cache = native_cache()
+        if cache is not None:
+            cache.path_for(key).unlink(missing_ok=True)
+        raise
+    took = time.perf_counter() - t0
+    for op in ops:
+        if op.record.op_name in served:
+            op.native = path
+            op.serving, op.serving_why = "native", f"{path.name} ({how} in {took:.1f} s)"
+    log.info("opsmith: %s served natively by %s (%s in %.1f s)", ", ".join(sorted(served)), path.name, how, took)
+
+
+def _library_bytes(key: str, text: str, images: list, dry: bool) -> tuple[bytes, str]:
+    """The library's bytes: from the cache (verified), else from a compile left by an earlier process, else
+    compiled now, in a process of its own so that it finishes (and lands in the cache) if this one exits."""
+    cache = native_cache()
+    hit = cache.get(key) if cache else None
+    if hit is not None:
+        return hit[1], "from the cache"
+    staging = _staging_dir()
+    done = staging / f"{key}.so"
+    if not done.is_file():
+        _compile_detached(key, text, images, dry, staging)
+    data = done.read_bytes()
+    if cache is not None and cache.put(key, {"kind": "native-library"}, data):
+        done.unlink(missing_ok=True)
+    return data, "compiled"
+
+
+def _staging_dir() -> Path:
+    from . import _libs_dir
+
+    d = _libs_dir() / "staging"
+    d.mkdir(mode=0o700, exist_ok=True)
+    return d
+
+
+def _compile_detached(key: str, text: str, images: list, dry: bool, staging: Path) -> None:
+    """Compile into ``staging/<key>.so`` (renamed into place when whole) in a new session: the compiler is not
+    this process's child to kill at exit, nor its terminal's to interrupt."""
+    work = staging / f"{key}.{os.getpid()}.{threading.get_ident()}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(mode=0o700)
+    cmd = compile_command(text, images, work, work / "ops.so", dry_run=dry)
+    script = '"$@" 2> "$W/log" && mv -f "$W/ops.so" "$F" && rm -rf "$W"'
+    proc = subprocess.Popen(["sh", "-c", script, "sh", *cmd], env={**os.environ, "W": str(work),
+                            "F": str(staging / f"{key}.so")}, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # fmt: skip
+    if proc.wait() != 0:
+        log_text = (work / "log").read_text(errors="replace") if (work / "log").is_file() else ""
+        shutil.rmtree(work, ignore_errors=True)
+        raise compile_failed(cmd, proc.returncode, log_text)

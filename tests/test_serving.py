@@ -1,0 +1,160 @@
+"""Native serving by default (issue 26, item 1), on CPU: ``OPSMITH_NATIVE=dry-run`` makes the served libraries
+and the Python path record their launches instead of making them, on CPU tensors, so the switch, the calls
+first met after it and the cache can be checked here. Scenarios that build run in their own process (a
+loaded library stays loaded); those that build nothing run in this one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opsmith as ok
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_PRELUDE = """
+import json, threading, time
+import torch
+import opsmith as ok
+from opsmith import native
+SRC = 'template <typename T> __global__ void k(const T* x, int n, T* y) {}'
+a = ok.cuda_kernel_op("t_serving::a", ok.KernelSpec(kernel_source=SRC, kernel_name="k<{T_x}>",
+    inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=(128,))))
+x = torch.randn(3000)
+python_path = a.cpu_kernel.launches  # what the Python path launched
+def native_path():
+    return json.loads(torch.ops.opsmith_dry_run.take()) if hasattr(torch.ops.opsmith_dry_run, "take") else []
+def fields(r):
+    return (r["config"], r["symbol"], tuple(r["grid"]), tuple(r["block"]), r["shared_mem"], r["args"][16:24])
+"""
+
+
+def _run(code: str, cache: Path, **extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(cache), OPSMITH_NATIVE="dry-run", **extra)
+    env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
+    return subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, env=env,
+                          timeout=900)  # fmt: skip
+
+
+def test_threads_calling_while_the_op_switches_each_run_whole_on_one_path(tmp_path):
+    """Four threads call the op from registration until well after the switch: no call fails, every call is
+    recorded by exactly one path, both paths launch the same kernel with the same grid and size argument, and
+    after the switch only the library serves."""
+    r = _run(
+        """
+errors, calls, stop = [], [0] * 4, threading.Event()
+def worker(k):
+    while not stop.is_set():
+        try:
+            a(x)
+            calls[k] += 1
+        except Exception as e:
+            errors.append(repr(e))
+threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+for t in threads: t.start()
+assert native.wait(600)
+served_at = sum(calls)
+time.sleep(0.5)
+stop.set()
+for t in threads: t.join()
+records = native_path()
+print("serving:", a.serving, "errors:", errors[:3])
+print("calls == records:", sum(calls) == len(python_path) + len(records))
+print("both paths served:", len(python_path) > 0, len(records) > 0)
+print("one kind of launch:", len({fields(r) for r in python_path + records}))
+before = len(python_path)
+for _ in range(50): a(x)
+print("after the switch, Python launches:", len(python_path) - before, "native:", len(native_path()))
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "serving: native errors: []" in out and "calls == records: True" in out, out
+    assert "both paths served: True True" in out and "one kind of launch: 1" in out, out
+    assert "after the switch, Python launches: 0 native: 50" in out, out
+    assert "Overriding a previously registered kernel" not in r.stderr
+
+
+def test_a_dtype_first_seen_after_the_switch_is_served_by_the_python_path_until_the_rebuild(tmp_path):
+    """float64 is in no library (the build guesses float32, float16 and bfloat16): its first calls go to the
+    Python path, which compiles it; the rebuilt library then serves it. A second process takes both libraries
+    from the cache; a corrupted cache entry is a miss there, compiled again, never a crash."""
+    code = """
+assert native.wait(600)
+first = a.serving_why
+a(x.double())
+print("float64 first:", [r["symbol"] for r in python_path], native_path())
+assert native.wait(600)
+a(x.double()); a(x.half())
+print("float64 after:", len(python_path), [r["symbol"] for r in native_path()])
+print("libraries:", first.split()[0] != a.serving_why.split()[0], first.split("(")[1].split(" in")[0],
+      a.serving_why.split("(")[1].split(" in")[0])
+"""
+    r = _run(code, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "float64 first: ['_Z1kIdEvPKT_iPS0_'] []" in r.stdout, r.stdout
+    assert "float64 after: 1 ['_Z1kIdEvPKT_iPS0_', '_Z1kI6__halfEvPKT_iPS1_']" in r.stdout, r.stdout
+    assert "libraries: True compiled compiled" in r.stdout, r.stdout
+    r = _run(code, tmp_path)
+    assert r.returncode == 0 and "libraries: True from the cache from the cache" in r.stdout, r.stdout + r.stderr
+    entries = [p for p in (tmp_path / "native").rglob("*") if p.is_file() and p.stat().st_size > 10_000]
+    assert len(entries) == 2, entries
+    for p in entries:  # flip bytes in the middle of each library: the cache's check must refuse them
+        data = bytearray(p.read_bytes())
+        data[len(data) // 2 : len(data) // 2 + 64] = bytes(64)
+        p.write_bytes(bytes(data))
+    r = _run(code, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "libraries: True compiled compiled" in r.stdout and "float64 after: 1" in r.stdout, r.stdout
+
+
+def _register(name: str, **kw):
+    src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
+    return ok.cuda_kernel_op(f"t_serving::{name}", ok.KernelSpec(kernel_source=src, kernel_name="k",
+                             inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                             extras=[ok.Numel("x")], geometry=ok.Elementwise()), **kw)  # fmt: skip
+
+
+def test_the_off_switches_keep_the_python_path(monkeypatch):
+    monkeypatch.setenv("OPSMITH_NATIVE", "off")
+    op = _register("off_env")
+    assert (op.serving, op.serving_why) == ("python", "OPSMITH_NATIVE=off")
+    monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
+    op = _register("off_keyword", native=False)
+    assert (op.serving, op.serving_why) == ("python", "native=False at registration")
+    assert not hasattr(torch.ops.opsmith_python, "t_serving__off_keyword")
+    monkeypatch.setenv("OPSMITH_NATIVE", "sometimes")
+    with pytest.raises(ValueError, match=r"OPSMITH_NATIVE=.sometimes. is not one of auto, off, dry-run\. Fix: set it"):
+        _register("off_bad")
+
+
+def test_no_compiler_keeps_the_python_path_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
+    monkeypatch.setenv("OPSMITH_CXX", str(tmp_path / "no-such-c++"))
+    op = _register("no_cxx")
+    assert op.serving == "python"
+    assert op.serving_why.startswith("OPSMITH_CXX=") and "is not an executable compiler. Fix:" in op.serving_why
+    op(torch.randn(10))  # the Python path (its dry run here) serves
+    assert len(op.cpu_kernel.launches) == 1
+
+
+def test_an_op_that_cannot_be_native_says_why(monkeypatch):
+    monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
+    op = _register("eager", eager_fn=lambda x: x.clone())
+    assert op.serving == "python"
+    assert op.serving_why == "t_serving::eager cannot be native: its implementation is a Python eager_fn."
+
+
+def test_without_a_gpu_auto_keeps_the_python_path(monkeypatch):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: tests/test_gpu_serving.py covers auto there")
+    monkeypatch.setenv("OPSMITH_NATIVE", "auto")
+    op = _register("auto_cpu")
+    assert op.serving_why == "no CUDA GPU in this process (the native library serves CUDA tensors)"
