@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,21 @@ print("libraries:", first.split()[0] != a.serving_why.split()[0], first.split("(
     r = _run(code, tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "libraries: True compiled compiled" in r.stdout and "float64 after: 1" in r.stdout, r.stdout
+
+
+def test_a_process_that_exits_first_leaves_its_library_for_the_next(tmp_path):
+    """The compile runs in a session of its own: the registering process exits at once, the compile finishes,
+    and the next process loads the library without compiling."""
+    r = _run('print("exits while", a.serving_why)', tmp_path)
+    assert r.returncode == 0 and "exits while the native library is being built" in r.stdout, r.stdout + r.stderr
+    staged = tmp_path / "native-libs" / "staging"
+    deadline = time.monotonic() + 300
+    while not list(staged.glob("*.so")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert list(staged.glob("*.so")), list(staged.iterdir())
+    r = _run("assert native.wait(600); print('then:', a.serving, a.serving_why)", tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "then: native served-" in r.stdout and "(compiled by an earlier process in" in r.stdout, r.stdout
 
 
 def _register(name: str, **kw):

@@ -4,8 +4,9 @@ kernels as soon as one is built, with no build step from the user.
 Registration hands each op to ``attach``. Where the op can be native, a host C++ compiler is present and a
 GPU is visible (the library serves CUDA tensors), one background thread gathers the ops registered close
 together (a quiet period of ``QUIET_S``), generates their library from the records as ``opsmith build`` does
-(``build.py``, in the library's *served* form) and compiles it in a process of its own, whose result reaches
-the disk cache even when this process exits first; a later process finds it there and only loads it.
+(``build.py``, in the library's *served* form) and compiles it in a session of its own, which finishes even
+when this process exits first (at exit it waits up to ``EXIT_WAIT_S`` for the compile to start); a later
+process finds the library and only loads it.
 
 The switch: loading the library registers its CUDA and AutogradCUDA kernels over the Python path's, which
 stay registered beneath. The dispatcher replaces each table entry under its lock and never frees the kernel
@@ -21,6 +22,7 @@ path serves and ``op.serving_why`` why; ``wait()`` returns once every library un
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -52,6 +54,7 @@ __all__ = ["attach", "python_backend", "wait"]
 log = logging.getLogger("opsmith.native")
 
 QUIET_S = 0.2  # registrations this close together share one library (one compile of torch's headers: ~15 s)
+EXIT_WAIT_S = 10.0  # at exit, how long to wait for a queued library's compile to start (it then finishes alone)
 REBUILDS = 8  # libraries rebuilt for calls first met after a build, per process
 
 
@@ -131,6 +134,7 @@ class _Server:
         self._stale: set[str] = set()
         self._last = 0.0
         self._busy = False
+        self._preparing = False  # a batch taken whose compile has not started (nor was it found ready)
         self._rebuilds = 0
         self._thread: threading.Thread | None = None
 
@@ -141,6 +145,7 @@ class _Server:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="opsmith-native", daemon=True)
                 self._thread.start()
+                atexit.register(self.at_exit)
             self._cond.notify_all()
 
     def missed(self, op: Any) -> None:
@@ -162,6 +167,20 @@ class _Server:
         with self._cond:
             return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
 
+    def started(self) -> None:
+        """The batch's compile runs in its own session now: an exiting process need not wait for it."""
+        with self._cond:
+            self._preparing = False
+            self._cond.notify_all()
+
+    def at_exit(self) -> None:
+        """A process that exits right after registering (a short script, a test run) still leaves its library
+        for the next one: skip the quiet period and wait, at most EXIT_WAIT_S, until the compile started."""
+        with self._cond:
+            self._last = 0.0
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: not self._pending and not self._preparing, EXIT_WAIT_S)
+
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -169,7 +188,7 @@ class _Server:
                 while (quiet := time.monotonic() - self._last) < QUIET_S:
                     self._cond.wait(QUIET_S - quiet)
                 batch, self._pending = list(self._pending.values()), {}
-                self._busy = True
+                self._busy = self._preparing = True
             try:
                 _serve(batch)
             except Exception as e:
@@ -181,7 +200,7 @@ class _Server:
             finally:
                 with self._cond:
                     self._stale -= {op.record.op_name for op in batch}
-                    self._busy = False
+                    self._busy = self._preparing = False
                     self._cond.notify_all()
 
     def after_fork(self) -> None:
@@ -205,6 +224,7 @@ def _serve(batch: list[Any]) -> None:
     text, images, _, _ = build_source(ops, _archs(None), DEFAULT_DTYPES, served=backend, served_ops=served)
     key = library_key(text, images, dry_run=dry)
     data, how = _library_bytes(key, text, images, dry)
+    _SERVER.started()
     path = _libs_dir() / f"served-{key[:32]}.so"
     write_atomic(path, data)
     try:
@@ -231,12 +251,14 @@ def _library_bytes(key: str, text: str, images: list, dry: bool) -> tuple[bytes,
         return hit[1], "from the cache"
     staging = _staging_dir()
     done = staging / f"{key}.so"
+    how = "compiled by an earlier process"
     if not done.is_file():
         _compile_detached(key, text, images, dry, staging)
+        how = "compiled"
     data = done.read_bytes()
     if cache is not None and cache.put(key, {"kind": "native-library"}, data):
         done.unlink(missing_ok=True)
-    return data, "compiled"
+    return data, how
 
 
 def _staging_dir() -> Path:
@@ -258,6 +280,7 @@ def _compile_detached(key: str, text: str, images: list, dry: bool, staging: Pat
     proc = subprocess.Popen(["sh", "-c", script, "sh", *cmd], env={**os.environ, "W": str(work),
                             "F": str(staging / f"{key}.so")}, start_new_session=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # fmt: skip
+    _SERVER.started()
     if proc.wait() != 0:
         log_text = (work / "log").read_text(errors="replace") if (work / "log").is_file() else ""
         shutil.rmtree(work, ignore_errors=True)
