@@ -60,6 +60,22 @@ print("float64 after the rebuild:", scale.serving)
 f = torch.compile(lambda t: scale(t) * 2, fullgraph=True)
 torch.testing.assert_close(f(x), before["scale"] * 2, rtol=0, atol=0)
 print("compiled: True")
+# The switch between a warm-up and a CUDA graph capture: the library's module cannot load inside the capture,
+# so that call goes to the Python path, whose warm-up loaded its module; the replays compute the op.
+os.environ["OPSMITH_NATIVE"] = "auto"
+late, _ = register("t_gpu_serving_late")
+late(x)  # the warm-up, on the Python path
+assert native.wait(600) and late.serving == "native", late.serving_why
+static_x = torch.randn(4099, device="cuda")
+graph = torch.cuda.CUDAGraph()
+with torch.cuda.graph(graph):
+    static_y = late(static_x)
+for _ in range(2):
+    graph.replay()
+    torch.testing.assert_close(static_y, scale_py(static_x), rtol=0, atol=0)
+    static_x.copy_(torch.randn_like(static_x))
+torch.testing.assert_close(late(x), before["scale"], rtol=0, atol=0)
+print("captured after the switch: True")
 """
 
 
@@ -70,5 +86,5 @@ def test_ops_switch_to_their_native_library_with_the_same_bits(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr[-4000:]
     assert "python path: python python" in r.stdout and "after: native native native served-" in r.stdout
     assert "bit-identical: True" in r.stdout and "float64 after the rebuild: native" in r.stdout
-    assert "compiled: True" in r.stdout
+    assert "compiled: True" in r.stdout and "captured after the switch: True" in r.stdout
     assert "Overriding a previously registered kernel" not in r.stderr

@@ -375,6 +375,9 @@ def _launch(pr: _Printer) -> list[str]:
         L.append(f"const Variant* found = find(c, {{{', '.join(spec) or '0'}}});")
         L.append(f"if (found == nullptr) return python_path({_passed(pr)});")
         L.append("const Variant& v = *found;")
+        L.append("#ifndef OPSMITH_DRY_RUN")
+        L.append(f"if (!v.kernel->ready(dev.index(), opsmith::current_stream(dev))) return python_path({_passed(pr)});")
+        L.append("#endif")
     else:
         L.append(f"const Variant& v = *find(c, {{{', '.join(spec) or '0'}}});")
     L.append("int64_t g0 = 1, g1 = 1, g2 = 1;")

@@ -114,6 +114,16 @@ class Kernel {
     return f != nullptr ? f : load(device, stream);
   }
 
+  // Whether a launch on `device` can proceed: false only while the stream captures a CUDA graph and this
+  // kernel's module is not loaded yet (modules cannot load then). A library serving the process that
+  // registered the op hands such a call to the Python path, whose warm-up loaded its own module.
+  bool ready(int device, CUstream stream) {
+    if (device < 0 || device >= kMaxDevices || fns_[device].load(std::memory_order_acquire) != nullptr) return true;
+    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+    Driver::get().StreamIsCapturing(stream, &capturing);
+    return capturing == CU_STREAM_CAPTURE_STATUS_NONE;
+  }
+
   const char* op() const { return op_; }
   const char* symbol() const { return symbol_; }
 
