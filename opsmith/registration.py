@@ -55,8 +55,9 @@ class Op(torch._ops.OpOverload):
     specialization). ``variants``: every kernel of the op. ``tuner``: its autotuning decisions (None when
     not tuned). ``impl_source``: the generated eager implementation. ``overload``: the OpOverload itself.
     ``impl_lib``: the torch.library.Library holding its implementations (None once ``opsmith.native.use``
-    replaced them); ``native``: the path of the native library serving it, or None. ``sharding_plan``: how
-    its tensors shard as DTensors (``opsmith/distributed/sharding.py``).
+    replaced them); ``native``: the path of the native library serving it, or None. ``serving``: "python" or
+    "native", and ``serving_why`` why (``native/serving.py``). ``sharding_plan``: how its tensors shard as
+    DTensors (``opsmith/distributed/sharding.py``).
 
     Why an OpOverload subclass: ``OpOverload.__call__`` is a Python frame that only forwards to the C++
     entry ``_op``; it cost 0.44 us of a ~10 us eager call on the H200 host (4% of the host-time budget). Each

@@ -110,9 +110,14 @@ def _define_python_path(op: Any, backend: str) -> None:
     lib.define(name + op.record.schema)
     impl = op.cpu_kernel if backend == "CPU" else op.eager
 
+    capturing = torch.cuda.is_current_stream_capturing if backend == "CUDA" else (lambda: False)
+
     def python_path(*args: Any) -> Any:
         out = impl(*args)
-        _SERVER.missed(op)  # after the call: a tuning key's decision exists by now
+        # After the call: a tuning key's decision exists by now. Not for a call made inside a CUDA graph
+        # capture because the library's module could not load there: the library holds what it needs.
+        if not capturing():
+            _SERVER.missed(op)
         return out
 
     lib.impl(name, python_path, backend)
