@@ -116,6 +116,26 @@ print("libraries:", first.split()[0] != a.serving_why.split()[0], first.split("(
     assert "libraries: True compiled compiled" in r.stdout and "float64 after: 1" in r.stdout, r.stdout
 
 
+def test_a_miss_while_a_rebuild_is_under_way_queues_the_next(tmp_path):
+    """float64 queues a rebuild; an int32 call met while that build runs (it collected its kernels before)
+    queues another, so after wait() both dtypes are native (the old code dropped the second miss)."""
+    r = _run(
+        """
+assert native.wait(600)
+a(x.double())
+time.sleep(1.0)  # the float64 rebuild has started
+a(x.int())
+assert native.wait(600)
+before = len(python_path)
+a(x.double()); a(x.int())
+print("python launches after wait:", len(python_path) - before, "native:", len(native_path()))
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "python launches after wait: 0 native: 2" in r.stdout, r.stdout
+
+
 def test_a_process_that_exits_first_leaves_its_library_for_the_next(tmp_path):
     """The compile runs in a session of its own: the registering process exits at once, the compile finishes,
     and the next process loads the library without compiling."""

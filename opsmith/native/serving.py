@@ -136,7 +136,7 @@ class _Server:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._pending: dict[str, Any] = {}
-        self._stale: set[str] = set()
+        self._capped: set[str] = set()  # ops whose misses no longer queue a rebuild (REBUILDS reached)
         self._last = 0.0
         self._busy = False
         self._preparing = False  # a batch taken whose compile has not started (nor was it found ready)
@@ -154,16 +154,18 @@ class _Server:
             self._cond.notify_all()
 
     def missed(self, op: Any) -> None:
-        """A served op's call went to the Python path: build a library that holds what it compiled."""
+        """A served op's call went to the Python path: queue a library that holds what it compiled or tuned.
+        A miss while the op's library is being built queues the next one (that build collected its kernels
+        before this call made its own)."""
         name = op.record.op_name
-        if name in self._stale:  # one set lookup per such call until the rebuild
+        if name in self._pending:  # queued already: one dict lookup per such call until the build starts
             return
         with self._cond:
-            if name in self._stale:
+            if name in self._pending or name in self._capped:
                 return
-            self._stale.add(name)
             if self._rebuilds >= REBUILDS:
-                log.warning("%s: a call first met after %d native rebuilds stays on the Python path", name, REBUILDS)
+                self._capped.add(name)
+                log.warning("%s: calls first met after %d native rebuilds stay on the Python path", name, REBUILDS)
                 return
             self._rebuilds += 1
         self.submit(op)
@@ -204,7 +206,6 @@ class _Server:
                             ", ".join(op.record.op_name for op in batch), e)  # fmt: skip
             finally:
                 with self._cond:
-                    self._stale -= {op.record.op_name for op in batch}
                     self._busy = self._preparing = False
                     self._cond.notify_all()
 
