@@ -14,7 +14,10 @@ also reports each implementation's host time per call at a tiny shape.
     python benchmarks/bench_rmsnorm.py [--out bench-results/rmsnorm.json] [--quick]
 
 The "opsmith" rows are the ops on their default path: served by their native library, built in the
-background after registration (the run waits for it); "(native)" rows are copies served by ``native.use``.
+background after registration (the run waits for it), except for a call the library does not hold yet (a
+Triton specialization first met while timing), which the Python path serves until the rebuild a few
+seconds later; "(native)" rows are copies served by ``native.use``. ``bench_host.py`` times host cost on the
+default path after warming up exactly what it times.
 The demo runs the quick form (the main shape) on a GPU.
 """
 
