@@ -351,7 +351,7 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
     cpu = impl
-    if serving.python_backend() == "CPU" and plan is not None and eager_fn is None and reference is None:
+    if serving.served_backend() == "CPU" and plan is not None and eager_fn is None and reference is None:
         from types import SimpleNamespace
 
         from .eager import make_dry_run  # OPSMITH_NATIVE=dry-run: the Python path records its launches

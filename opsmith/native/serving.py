@@ -49,7 +49,7 @@ from .build import (
 )
 from .codegen import python_path_op
 
-__all__ = ["attach", "python_backend", "wait"]
+__all__ = ["attach", "served_backend", "wait"]
 
 log = logging.getLogger("opsmith.native")
 
@@ -61,7 +61,7 @@ EXIT_WAIT_S = 10.0  # at exit, how long to wait for a queued library's compile t
 REBUILDS = 16
 
 
-def python_backend() -> str | None:
+def served_backend() -> str | None:
     """The backend a served library takes over: "CUDA", "CPU" for ``OPSMITH_NATIVE=dry-run`` (opsmith's CPU
     tests: libraries and the Python path record launches instead of making them), None when off."""
     mode = env.NATIVE.get().strip().lower()
@@ -98,7 +98,7 @@ def _why_python(op: Any, native: bool, backend: str | None) -> str | None:
 def attach(op: Any, native: bool = True) -> None:
     """Registration's hand-off: set ``op.serving`` and, where the op can be served natively, make its Python
     implementation callable as ``opsmith_python::<ns>__<name>`` and queue its library."""
-    backend = python_backend()
+    backend = served_backend()
     why = _why_python(op, native, backend)
     op.serving, op.serving_why = "python", why or "the native library is being built in the background"
     if why is not None:
@@ -226,7 +226,7 @@ def _serve(batch: list[Any]) -> None:
     from . import _archs, _libs_dir
 
     t0 = time.perf_counter()
-    backend = python_backend() or "CUDA"
+    backend = served_backend() or "CUDA"
     dry = backend == "CPU"
     ops = closure(batch)
     served = {op.record.op_name for op in ops if getattr(op, "python_path_lib", None) is not None}
