@@ -350,13 +350,7 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
                                                 meta_fn if resolved and resolved.outputs and
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
-    cpu = impl
-    if serving.served_backend() == "CPU" and plan is not None and eager_fn is None and reference is None:
-        from types import SimpleNamespace
-
-        from .eager import make_dry_run  # OPSMITH_NATIVE=dry-run: the Python path records its launches
-
-        cpu = make_dry_run(SimpleNamespace(plan=plan, record=record, variants=variants))[0]
+    cpu = impl if eager_fn is not None else serving.python_cpu_kernel(impl, plan, record, variants)
     if reference is not None:  # models with the op run on CPU: the user's reference, under the op's guards
         from .reference import cpu_reference
 

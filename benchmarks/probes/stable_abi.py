@@ -131,7 +131,7 @@ def build(out: Path) -> Path:
     from torch.utils.cpp_extension import include_paths
 
     import opsmith as ok
-    from opsmith.native.build import _compiler, _cuda_include
+    from opsmith.native.build import _cuda_include, compiler
 
     op = ok.cuda_kernel_op("probe_stable_src::relu", ok.KernelSpec(
         kernel_source=RELU, kernel_name="probe_relu", inputs=[ok.InputDecl("x")],
@@ -143,7 +143,7 @@ def build(out: Path) -> Path:
     src.write_text(SOURCE.replace("@IMAGE@", image).replace("@SYMBOL@", op.record.symbol))
     lib = out / "libprobe_stable.so"
     torch_lib = Path(torch.__file__).parent / "lib"
-    cmd = [_compiler(), "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
+    cmd = [compiler(), "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
            "-DTORCH_TARGET_VERSION=0x020a000000000000", *(f"-I{d}" for d in include_paths()),
            f"-I{_cuda_include()}", f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(lib),
            f"-L{torch_lib}", "-ltorch_cpu", "-lc10", "-ldl"]  # fmt: skip

@@ -40,6 +40,7 @@ __all__ = [
     "compile_command",
     "compile_failed",
     "compile_library",
+    "compiler",
     "library_key",
     "native_cache",
     "refusal",
@@ -224,7 +225,8 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
 
 
 # -- the compile --------------------------------------------------------------------------------------------
-def _compiler() -> str:
+def compiler() -> str:
+    """The host C++ compiler: ``OPSMITH_CXX``, else c++, g++ or clang++ on PATH. Raises ToolchainError."""
     chosen = env.CXX.get()
     if chosen and not shutil.which(chosen):
         raise ToolchainError(f"opsmith build: {env.CXX.name}={chosen!r} is not an executable compiler. Fix: point it "
@@ -274,14 +276,14 @@ def library_key(source: str, images: Sequence[Image], *, object_only: bool = Fal
     """The content address of a library: its source, images, flags, compiler and torch."""
     flags, link = compile_flags(object_only, dry_run)
     return make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
-                     "compile": flags, "link": link, "compiler": _compiler_version(_compiler()),
+                     "compile": flags, "link": link, "compiler": _compiler_version(compiler()),
                      "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
 
 
 def compile_command(source: str, images: Sequence[Image], workdir: Path, target: Path, *,
                     object_only: bool = False, dry_run: bool = False) -> list[str]:  # fmt: skip
     """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``target``."""
-    cxx = _compiler()
+    cxx = compiler()
     flags, link = compile_flags(object_only, dry_run)
     src = workdir / "ops.cpp"
     src.write_text(source)

@@ -376,7 +376,7 @@ def _launch(pr: _Printer) -> list[str]:
         L.append(f"if (found == nullptr) return python_path({_passed(pr)});")
         L.append("const Variant& v = *found;")
         L.append("#ifndef OPSMITH_DRY_RUN")
-        L.append(f"if (!v.kernel->ready(dev.index(), opsmith::current_stream(dev))) return python_path({_passed(pr)});")
+        L.append(f"if (!opsmith::ready(*v.kernel, dev)) return python_path({_passed(pr)});")
         L.append("#endif")
     else:
         L.append(f"const Variant& v = *find(c, {{{', '.join(spec) or '0'}}});")

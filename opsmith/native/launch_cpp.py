@@ -114,14 +114,8 @@ class Kernel {
     return f != nullptr ? f : load(device, stream);
   }
 
-  // Whether a launch on `device` can proceed: false only while the stream captures a CUDA graph and this
-  // kernel's module is not loaded yet (modules cannot load then). A library serving the process that
-  // registered the op hands such a call to the Python path, whose warm-up loaded its own module.
-  bool ready(int device, CUstream stream) {
-    if (device < 0 || device >= kMaxDevices || fns_[device].load(std::memory_order_acquire) != nullptr) return true;
-    CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
-    Driver::get().StreamIsCapturing(stream, &capturing);
-    return capturing == CU_STREAM_CAPTURE_STATUS_NONE;
+  bool loaded(int device) const {
+    return device < 0 || device >= kMaxDevices || fns_[device].load(std::memory_order_acquire) != nullptr;
   }
 
   const char* op() const { return op_; }
@@ -228,6 +222,17 @@ class ContextScope {
 
 inline CUstream current_stream(const c10::Device& device) {
   return static_cast<CUstream>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+}
+
+// Whether a launch of `k` on `device` can proceed: false only while the current stream captures a CUDA graph
+// and the kernel's module is not loaded yet (modules cannot load then). A library serving the process that
+// registered the op hands such a call to the Python path, whose warm-up loaded its own module. A loaded
+// kernel costs one atomic load here; the stream is asked for only before the first load.
+inline bool ready(const Kernel& k, const c10::Device& device) {
+  if (k.loaded(device.index())) return true;
+  CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
+  Driver::get().StreamIsCapturing(current_stream(device), &capturing);
+  return capturing == CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 // What a call launches: its config, grid, block and shared memory, and its parameters (pointers to the

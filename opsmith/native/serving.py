@@ -42,14 +42,15 @@ from .build import (
     closure,
     compile_command,
     compile_failed,
+    compiler,
     library_key,
     native_cache,
-    refusal,  # fmt: skip
+    refusal,
     write_atomic,
 )
 from .codegen import python_path_op
 
-__all__ = ["attach", "served_backend", "wait"]
+__all__ = ["attach", "python_cpu_kernel", "served_backend", "wait"]
 
 log = logging.getLogger("opsmith.native")
 
@@ -74,6 +75,19 @@ def served_backend() -> str | None:
     return "CUDA"
 
 
+def python_cpu_kernel(impl: Any, plan: Any, record: Any, variants: Any) -> Any:
+    """The CPU kernel of a generated implementation: ``impl`` (its guards refuse CPU tensors), or under
+    ``OPSMITH_NATIVE=dry-run`` the Python path's dry run (``eager.make_dry_run``), which records its launches
+    on CPU tensors as the served dry-run library does."""
+    if served_backend() != "CPU" or plan is None:
+        return impl
+    from types import SimpleNamespace
+
+    from ..eager import make_dry_run
+
+    return make_dry_run(SimpleNamespace(plan=plan, record=record, variants=variants))[0]
+
+
 def _why_python(op: Any, native: bool, backend: str | None) -> str | None:
     """Why ``op`` stays on the Python path, or None when it can be served natively."""
     if not native:
@@ -87,9 +101,7 @@ def _why_python(op: Any, native: bool, backend: str | None) -> str | None:
     if backend == "CUDA" and not torch.cuda.is_available():
         return "no CUDA GPU in this process (the native library serves CUDA tensors)"
     try:
-        from .build import _compiler
-
-        _compiler()
+        compiler()
     except ToolchainError as e:
         return str(e).removeprefix("opsmith build: ")
     return None
