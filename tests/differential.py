@@ -473,14 +473,15 @@ def _against_fake(g: Gen, cid: str, call: list[dict], dry: dict) -> None:
                           f"{g.describe()}")  # fmt: skip
 
 
-def native_outcomes(gens: list[Gen], cases: list[dict], work: Path, gpu: bool = False) -> dict:
+def native_outcomes(gens: list[Gen], cases: list[dict], work: Path, gpu: bool = False, stable: bool = False,
+                    python: str = sys.executable) -> dict:  # fmt: skip
     """The native library's outcomes, in a process without opsmith: a dry-run library (CPU calls), or one that
-    launches (``gpu``: CUDA calls)."""
+    launches (``gpu``: CUDA calls). ``stable``: a stable-ABI library, run by ``python`` (another torch)."""
     lib = work / "libdiff.so"
-    native.build([g.ok for g in gens], lib, dry_run=not gpu)
+    native.build([g.ok for g in gens], lib, dry_run=not gpu, stable=stable)
     (work / "cases.json").write_text(json.dumps(cases))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, str(HERE / "diff_native.py"), str(lib), str(work / "cases.json")],
+    proc = subprocess.run([python, str(HERE / "diff_native.py"), str(lib), str(work / "cases.json")],
                           capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -488,12 +489,15 @@ def native_outcomes(gens: list[Gen], cases: list[dict], work: Path, gpu: bool = 
     return got["cases"]
 
 
-def compare(gens: list[Gen], py: dict, nat: dict) -> list[str]:
-    """Every disagreement, described with the declaration and the call."""
+def compare(gens: list[Gen], py: dict, nat: dict, stable: bool = False) -> list[str]:
+    """Every disagreement, described with the declaration and the call. ``stable``: the library raises
+    RuntimeError where the Python path raises ValueError (the stable C API has no ValueError), same text."""
     by_op = {g.op_name: g for g in gens}
     bad = [b for g in gens for b in g.fake_bad]
     for cid, want in py.items():
         got = nat.get(cid)
+        if stable and not want["ok"] and want["error"].startswith("ValueError: "):
+            want = {**want, "error": "RuntimeError: " + want["error"].removeprefix("ValueError: ")}
         if got != want:
             g = by_op[cid.split("#")[0]]
             call = g.calls[int(cid.split("#")[1])]
@@ -508,7 +512,8 @@ def summary(gens: list[Gen], py: dict) -> dict:
             "launches": launched}  # fmt: skip
 
 
-def run_batch(data: Any, ns: str, n_ops: int, work: Path, gpu: bool = False) -> tuple[list[Gen], dict, dict]:
+def run_batch(data: Any, ns: str, n_ops: int, work: Path, gpu: bool = False, stable: bool = False,
+              python: str = sys.executable) -> tuple[list[Gen], dict, dict]:  # fmt: skip
     """Draw ``n_ops`` declarations (two of them named to mangle alike in C++: ``<ns>a__b::c``, ``<ns>a::b__c``),
     register them, draw their calls, and run both paths. Returns (the registered ops, python, native). ``gpu``:
     real launches on CUDA tensors, each kernel writing a digest of its launch (``_digest``)."""
@@ -517,4 +522,4 @@ def run_batch(data: Any, ns: str, n_ops: int, work: Path, gpu: bool = False) -> 
     for g in gens:
         g.calls = data.draw(calls(g.ok, "cuda" if gpu else "cpu"), label=f"calls of {g.op_name}")
     py, cases = python_outcomes(gens)
-    return gens, py, native_outcomes(gens, cases, work, gpu)
+    return gens, py, native_outcomes(gens, cases, work, gpu, stable, python)

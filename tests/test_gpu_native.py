@@ -85,6 +85,19 @@ def test_fresh_process_matches_the_jit_ops_bit_for_bit(built):
     assert got["ran"] == len(built["data"])
 
 
+def test_stable_abi_library_matches_the_jit_ops_bit_for_bit(built):
+    """The same ops as a stable-ABI library (native.build(stable=True)), in a process that only loads it:
+    eager, torch.compile (static shapes), torch.export and CUDA graphs, bit for bit."""
+    report = native.build(built["ops"], built["dir"] / "libstable.so", stable=True)
+    assert "TORCH_TARGET_VERSION" in report.source
+    proc = _run(str(HERE / "native_probe.py"), str(report.path), "stable-gpu", str(built["dir"] / "data.pt"))
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["opsmith_imported"] is False
+    assert got["failures"] == []
+    assert got["ran"] == len(built["data"])
+
+
 def test_use_serves_the_ops_natively_in_this_process(built):
     report = native.use(built["ops"])
     assert report.cached  # the module fixture built the same library

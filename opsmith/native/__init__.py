@@ -44,14 +44,14 @@ def _archs(archs: Sequence[str] | None) -> list[str]:
 
 
 def source(ops: Iterable[Any], *, archs: Sequence[str] | None = None,
-           dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES) -> str:  # fmt: skip
+           dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, stable: bool = False) -> str:  # fmt: skip
     """The generated C++ of a library for ``ops`` (what ``build`` compiles), for reading."""
-    return build_source(list(ops), _archs(archs), dtypes)[0]
+    return build_source(list(ops), _archs(archs), dtypes, stable=stable)[0]
 
 
 def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None = None,
           dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, object_only: bool = False,
-          dry_run: bool = False) -> BuildReport:  # fmt: skip
+          dry_run: bool = False, stable: bool = False) -> BuildReport:  # fmt: skip
     """Compile a native library serving ``ops`` (and the ops their backwards call) to ``path``.
 
     archs: GPU architectures to embed cubins for ("sm_90"); default: this machine's GPU (or
@@ -62,6 +62,9 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
     dry_run: a library whose calls run everything but the launch, on CPU tensors too, and record each launch
         (config, kernel, grid, block, shared memory, argument bytes; ``torch.ops.opsmith_dry_run.take()`` returns
         them as JSON): what a machine without a GPU compares with the Python path (``eager.make_dry_run``).
+    stable: against PyTorch's stable ABI: one file for every torch from 2.10 on, carrying the CUDA, CPU and
+        Meta kernels (the Meta kernel for concrete sizes only) and no Autograd kernels; for processes that do
+        not register the ops themselves (docs/native.md, "One library for many torch versions").
 
     Kernels: every specialization this process compiled (call the ops with the dtypes and compiled-in sizes
     you deploy first) under every config the tuning decisions made so far, and the default config, name.
@@ -74,15 +77,16 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
                         f"create it first (mkdir -p {path.parent}) or write the library elsewhere.")  # fmt: skip
     ops = list(ops)
     with step(f"opsmith build {path.name}: collecting the kernels of {len(ops)} op(s)"):
-        text, images, natives, skipped = build_source(ops, _archs(archs), dtypes)
+        text, images, natives, skipped = build_source(ops, _archs(archs), dtypes, stable=stable)
     dump = env.DUMP_DIR.get()
     if dump:  # the generated C++, for reading (OPSMITH_DUMP_DIR)
         Path(dump).mkdir(parents=True, exist_ok=True)
         (Path(dump) / f"{path.name}.cpp").write_text(text)
     with step(f"opsmith build {path.name}: compiling {len(images)} kernel image(s) into the library"):
-        cached, _ = compile_library(text, images, path, object_only=object_only, dry_run=dry_run)
+        cached, _ = compile_library(text, images, path, object_only=object_only, dry_run=dry_run, stable=stable)
+    behind = [n.record.op_name for n in natives if stable and n.op.differentiable]
     return BuildReport(path, cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
-                       {n.record.op_name: len(n.variants) for n in natives}, skipped, text)  # fmt: skip
+                       {n.record.op_name: len(n.variants) for n in natives}, skipped, text, behind)  # fmt: skip
 
 
 def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -> BuildReport:

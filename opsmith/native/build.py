@@ -30,8 +30,9 @@ from ..cache import DiskCache, make_key
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
 from ..record import KernelRecord
 from .codegen import NativeOp, Variant
-from .cpp import AT_DTYPE
+from .cpp import SCALAR_TYPE
 from .library import Image, image_label, library_source
+from .target_cpp import STABLE_TARGET_VERSION
 
 __all__ = [
     "BuildReport",
@@ -71,11 +72,17 @@ class BuildReport:
     kernels: dict[str, int] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     source: str = ""
+    #: A stable-ABI library's ops whose declared backward it does not carry (it has no Autograd kernels).
+    without_autograd: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         how = "cache hit" if self.cached else "compiled"
         kernels = sum(self.kernels.values())
-        return f"{self.path}: {len(self.ops)} ops, {kernels} kernels, {how} in {self.seconds:.1f} s"
+        text = f"{self.path}: {len(self.ops)} ops, {kernels} kernels, {how} in {self.seconds:.1f} s"
+        if self.without_autograd:
+            text += (f"; stable ABI: no Autograd kernels, so {', '.join(self.without_autograd)} do not differentiate "
+                     "in a process that loads only this library")  # fmt: skip
+        return text
 
 
 def refusal(op: Any) -> tuple[str, str] | None:
@@ -145,7 +152,7 @@ def _spec_cpp(layout: Sequence[tuple[str, int]], spec: tuple) -> tuple[str, ...]
     out = []
     for (kind, _), v in zip(layout, spec, strict=True):
         if kind == "dtype":
-            out.append(f"static_cast<int64_t>({AT_DTYPE[v]})")
+            out.append(f"static_cast<int64_t>({SCALAR_TYPE[v]})")
         elif kind in ("align", "int"):
             out.append(str(int(v)))
         else:
@@ -154,7 +161,9 @@ def _spec_cpp(layout: Sequence[tuple[str, int]], spec: tuple) -> tuple[str, ...]
 
 
 def _key_cpp(key: tuple) -> tuple[str, ...]:
-    return tuple(f"static_cast<int64_t>({AT_DTYPE[k]})" if isinstance(k, torch.dtype) else f"{int(k)}LL" for k in key)
+    return tuple(
+        f"static_cast<int64_t>({SCALAR_TYPE[k]})" if isinstance(k, torch.dtype) else f"{int(k)}LL" for k in key
+    )
 
 
 def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple[list[tuple], set[tuple]]:
@@ -179,7 +188,7 @@ def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple
 
 
 def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
-            serve: bool = False) -> tuple:  # fmt: skip
+            serve: bool = False, stable: bool = False) -> tuple:  # fmt: skip
     """(NativeOps callee first, images, skipped variants) for ``ops``. Raises NativeBuildError listing every
     op that cannot be native. ``serve``: for a library serving this process (``serving.py``)."""
     order = closure(ops)
@@ -220,7 +229,7 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
                                         tuple(block), kd.shared_mem, sum(1 << p for p in kd.dropped),
                                         binaries[0].jit))  # fmt: skip
         fallback = not serve and any(kind in ("align", "int") for kind, _ in v.spec_layout)
-        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve))
+        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, stable))
     return natives, list(images.values()), skipped
 
 
@@ -249,10 +258,14 @@ def _cuda_include() -> str:
                          "nvidia-cuda-runtime (or a CUDA toolkit) so cuda.pathfinder finds it, or set CUDA_HOME.")  # fmt: skip
 
 
-def compile_flags(object_only: bool = False, dry_run: bool = False) -> tuple[list[str], list[str]]:
+def compile_flags(
+    object_only: bool = False, dry_run: bool = False, stable: bool = False
+) -> tuple[list[str], list[str]]:
     """(compile flags, link flags) for a library against the installed torch; the link flags go after the
     source (linkers that drop unused libraries read them in order). ``dry_run``: launches are recorded, not
-    made, and CPU tensors pass the device guard (``launch_cpp.py``)."""
+    made, and CPU tensors pass the device guard (``launch_cpp.py``). ``stable``: against the stable ABI from
+    ``TORCH_TARGET_VERSION`` on, linked by soname with no run path: it uses the libtorch of whichever torch
+    loads it."""
     from torch.utils.cpp_extension import include_paths
 
     torch_lib = str(Path(torch.__file__).parent / "lib")
@@ -260,8 +273,12 @@ def compile_flags(object_only: bool = False, dry_run: bool = False) -> tuple[lis
     flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
              "-DTORCH_EXTENSION_NAME=opsmith_native", "-w", *(["-DOPSMITH_DRY_RUN"] if dry_run else [])]  # fmt: skip
     flags += [f"-I{d}" for d in include_paths()] + [f"-I{_cuda_include()}", f"-I{sysconfig.get_paths()['include']}"]
+    if stable:
+        flags.append(f"-DTORCH_TARGET_VERSION={STABLE_TARGET_VERSION}")
     if object_only:
         return [*flags, "-c"], []
+    if stable:
+        return [*flags, "-shared"], [f"-L{torch_lib}", "-ltorch_cpu", "-lc10", "-ldl"]
     return [*flags, "-shared"], [f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ldl", f"-Wl,-rpath,{torch_lib}"]
 
 
@@ -272,19 +289,20 @@ def _compiler_version(cxx: str) -> str:
         return cxx
 
 
-def library_key(source: str, images: Sequence[Image], *, object_only: bool = False, dry_run: bool = False) -> str:
+def library_key(source: str, images: Sequence[Image], *, object_only: bool = False, dry_run: bool = False,
+                stable: bool = False) -> str:  # fmt: skip
     """The content address of a library: its source, images, flags, compiler and torch."""
-    flags, link = compile_flags(object_only, dry_run)
+    flags, link = compile_flags(object_only, dry_run, stable)
     return make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
                      "compile": flags, "link": link, "compiler": _compiler_version(compiler()),
                      "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
 
 
 def compile_command(source: str, images: Sequence[Image], workdir: Path, target: Path, *,
-                    object_only: bool = False, dry_run: bool = False) -> list[str]:  # fmt: skip
+                    object_only: bool = False, dry_run: bool = False, stable: bool = False) -> list[str]:  # fmt: skip
     """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``target``."""
     cxx = compiler()
-    flags, link = compile_flags(object_only, dry_run)
+    flags, link = compile_flags(object_only, dry_run, stable)
     src = workdir / "ops.cpp"
     src.write_text(source)
     for im in images:
@@ -305,11 +323,11 @@ def native_cache() -> DiskCache | None:
 
 
 def compile_library(source: str, images: Sequence[Image], out: Path, *, object_only: bool = False,
-                    use_cache: bool = True, dry_run: bool = False) -> tuple[bool, float]:  # fmt: skip
+                    use_cache: bool = True, dry_run: bool = False, stable: bool = False) -> tuple[bool, float]:  # fmt: skip
     """Compile ``source`` with ``images`` into ``out`` (a shared library, or an object file). Returns
     (from the cache, seconds). Raises ToolchainError with the compiler's log when it fails."""
     t0 = time.perf_counter()
-    key = library_key(source, images, object_only=object_only, dry_run=dry_run)
+    key = library_key(source, images, object_only=object_only, dry_run=dry_run, stable=stable)
     cache = native_cache() if use_cache else None
     hit = cache.get(key) if cache else None
     if hit is not None:
@@ -317,7 +335,9 @@ def compile_library(source: str, images: Sequence[Image], out: Path, *, object_o
         return True, time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="opsmith-native-") as tmp:
         target = Path(tmp) / ("ops.o" if object_only else "ops.so")
-        cmd = compile_command(source, images, Path(tmp), target, object_only=object_only, dry_run=dry_run)
+        cmd = compile_command(
+            source, images, Path(tmp), target, object_only=object_only, dry_run=dry_run, stable=stable
+        )
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise compile_failed(cmd, proc.returncode, proc.stderr)
@@ -341,9 +361,9 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def build_source(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
-                 served: str | None = None, served_ops: set[str] | None = None) -> tuple:  # fmt: skip
+                 served: str | None = None, served_ops: set[str] | None = None, stable: bool = False) -> tuple:  # fmt: skip
     """(source, images, natives, skipped) for ``ops``; ``served``: the backend of a library serving this
-    process, for ``served_ops`` (``library_source``)."""
-    natives, images, skipped = collect(ops, archs, dtypes, serve=served is not None)
-    text = library_source(natives, images, torch.__version__, served, served_ops)
+    process, for ``served_ops``; ``stable``: against the stable ABI (``library_source``)."""
+    natives, images, skipped = collect(ops, archs, dtypes, serve=served is not None, stable=stable)
+    text = library_source(natives, images, torch.__version__, served, served_ops, stable)
     return text, images, natives, skipped

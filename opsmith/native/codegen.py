@@ -16,7 +16,7 @@ from .. import plan as P
 from ..expr import bounds
 from ..flavors.base import UNIT
 from ..record import KernelRecord, dtype_from_name
-from .cpp import AT_DTYPE, CTYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
+from .cpp import AT_DTYPE, CTYPE, SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 
 __all__ = ["NativeOp", "Variant", "cpp_signature", "op_source", "python_path_op"]
@@ -55,6 +55,9 @@ class NativeOp:
     #: Served in the process that registered the op (``serving.py``): a call the library holds no kernel or
     #: tuning decision for goes to the Python path (``python_path``) rather than being refused.
     serve: bool = False
+    #: Written against PyTorch's stable ABI (``target_cpp.py``): boxed kernels over ``torch::stable::Tensor``,
+    #: a Meta kernel over concrete sizes.
+    stable: bool = False
 
     @property
     def record(self) -> KernelRecord:
@@ -70,13 +73,16 @@ class NativeOp:
         return "::".join(op_scope(self.record.op_name))
 
 
-def cpp_signature(record: KernelRecord) -> tuple[str, list[str], list[str]]:
-    """(return type, argument types, argument locals) of the op's C++ kernels, from its schema."""
+def cpp_signature(record: KernelRecord, stable: bool = False) -> tuple[str, list[str], list[str]]:
+    """(return type, argument types, argument locals) of the op's C++ kernels, from its schema. ``stable``:
+    as ``TORCH_BOX`` unboxes them, tensors by value and a SymInt as its int64 value."""
     schema = torch._C.parse_schema(f"{record.op_name}{record.schema}")
-    types = ["const at::Tensor&" if isinstance(a.type, torch.TensorType) else _SCALAR[str(a.type)]
-             for a in schema.arguments]  # fmt: skip
+    tensor = "torch::stable::Tensor" if stable else "at::Tensor"
+    scalars = {**_SCALAR, "SymInt": "int64_t"} if stable else _SCALAR
+    types = [(tensor if stable else f"const {tensor}&") if isinstance(a.type, torch.TensorType)
+             else scalars[str(a.type)] for a in schema.arguments]  # fmt: skip
     n = len(schema.returns)
-    ret = "void" if n == 0 else "at::Tensor" if n == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n)}>"
+    ret = "void" if n == 0 else tensor if n == 1 else f"std::tuple<{', '.join([tensor] * n)}>"
     return ret, types, cpp_locals([a.name for a in schema.arguments])
 
 
@@ -94,11 +100,17 @@ def _i64(v: int) -> str:
 
 
 class _Printer(DimsSteps):
-    """Prints one plan as C++; ``meta``: the Meta kernel's semantics."""
+    """Prints one plan as C++; ``meta``: the Meta kernel's semantics, over symbolic sizes. A stable-ABI
+    library's Meta kernel is the CUDA kernel's steps over concrete sizes without the device's (``nodevice``:
+    no device check, no strides shared in place, alignment from the storage offset, no launch)."""
 
     def __init__(self, n: NativeOp, meta: bool) -> None:
+        self.nodevice = meta and n.stable
+        meta = meta and not n.stable
         self.n, self.plan, self.record, self.meta = n, n.plan, n.record, meta
-        _, self.types, self.args = cpp_signature(n.record)
+        _, self.types, self.args = cpp_signature(n.record, n.stable)
+        self.tensor = "torch::stable::Tensor" if n.stable else "at::Tensor"
+        self.dtypes = SCALAR_TYPE if n.stable else AT_DTYPE
         self.t = [self.args[p] for p in self.plan.tensors]
         self.tn = self.plan.tensor_names
         self.refs = {f"i{k}": v for k, v in enumerate(self.t)} | {
@@ -106,8 +118,8 @@ class _Printer(DimsSteps):
         }
         self.refs |= {f"n{k}": f"n{k}.expect_int()" if meta else f"n{k}" for k in range(len(self.t))}
         self.refs |= {f"x{k}": f"x{k}" for k in range(len(self.record.extras))}
-        self.refs["sm_count"] = (f"opsmith::sm_count({self.t[0]}.is_cuda() ? {self.t[0]}.get_device() : -1)" if meta
-                                 else "opsmith::sm_count(dev.index())")  # fmt: skip
+        self.refs["sm_count"] = (f"opsmith::sm_count({self.t[0]}.is_cuda() ? {self.t[0]}.get_device() : -1)"
+                                 if meta or self.nodevice else "opsmith::sm_count(dev.index())")  # fmt: skip
         self.statics_done = False
 
     def expr(self, e: Any, where: tuple[str, str] | None = None, wide: bool = False, early: bool = False) -> str:
@@ -132,16 +144,16 @@ class _Printer(DimsSteps):
         return self.t[k], cpp_str(self.tn[k])
 
     def device(self, s: P.Device) -> list[str]:
-        if self.meta:
+        if self.meta or self.nodevice:
             return []
         t, n = self._n(s.k)
         if s.k == 0:
-            return [f"const c10::Device dev = opsmith::check_device(op, {n}, {t}, nullptr, nullptr);"]
+            return [f"const opsmith::Device dev = opsmith::check_device(op, {n}, {t}, nullptr, nullptr);"]
         return [f"opsmith::check_device(op, {n}, {t}, {cpp_str(self.tn[0])}, &dev);"]
 
     def dtype(self, s: P.Dtype) -> list[str]:
         t, n = self._n(s.k)
-        return [f"opsmith::check_dtype(op, {n}, {t}, {AT_DTYPE[dtype_from_name(s.dtype)]});"]
+        return [f"opsmith::check_dtype(op, {n}, {t}, {self.dtypes[dtype_from_name(s.dtype)]});"]
 
     def rank(self, s: P.Rank) -> list[str]:
         t, n = self._n(s.k)
@@ -164,22 +176,22 @@ class _Printer(DimsSteps):
         return L + ([f"if (n{s.k} > {P.INT32_MAX}) opsmith::large_error(op, {n}, n{s.k});"] if s.narrow else [])
 
     def layout(self, s: P.Layout) -> list[str]:
-        if self.meta:
+        if self.meta or self.nodevice:
             return []
         t, n = self._n(s.k)
         axes = "{" + ", ".join(map(str, s.axes)) + "}"
         check = f"!{t}.is_contiguous()" if not s.axes else f"!opsmith::addressable({t}, {axes})"
         if s.policy == "make":
-            return [f"if ({check}) {t} = {t}.contiguous();"]
+            return [f"if ({check}) {t} = opsmith::contiguous({t});"]
         return [f"if ({check}) opsmith::layout_error(op, {n}, {t}, {axes});"]
 
     def span(self, s: P.Span) -> list[str]:
         t, n = self._n(s.k)
-        if not self.meta:
+        if not self.meta and not self.nodevice:
             return [f"opsmith::check_span(op, {n}, {t});"]
         axes = "{" + ", ".join(map(str, s.axes)) + "}"
-        return [f"if (opsmith::all_static({{&{t}}}) && opsmith::addressable({t}, {axes})) "
-                f"opsmith::check_span(op, {n}, {t});"]  # fmt: skip
+        static = "" if self.nodevice else f"opsmith::all_static({{&{t}}}) && "
+        return [f"if ({static}opsmith::addressable({t}, {axes})) opsmith::check_span(op, {n}, {t});"]
 
     def like(self, s: P.Like) -> list[str]:
         t, n = self._n(s.k)
@@ -201,24 +213,23 @@ class _Printer(DimsSteps):
     def alloc(self, s: P.Alloc) -> list[str]:
         """Contiguous, on the inputs' device; over symbolic sizes in the Meta kernel."""
         src, name = self._n(s.src)
-        empty, sizes = ("at::empty_symint", "sym_sizes") if self.meta else ("at::empty", "sizes")
-        dt = AT_DTYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
+        dt = self.dtypes[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
+        init = [] if s.init is None or self.meta else [f"opsmith::fill(o{s.k}, {cpp_float(float(s.init))});"]
         if s.rule == "shape":
-            L = self.shape_alloc(s, f"o{s.k}", dt)
-            if s.init is not None and not self.meta:
-                L.append(f"o{s.k}.zero_();" if s.init == 0 else f"o{s.k}.fill_({cpp_float(float(s.init))});")
+            L = self.shape_alloc(s, f"o{s.k}", dt) + init
             return L + (self._statics() if self.meta and s.k == len(self.plan.outputs) - 1 else [])
-        shape = f"{src}.{sizes}()"
+        shape = f"{src}.{'sym_sizes' if self.meta else 'sizes'}()"
         if s.rule == "reduce":
             dims = "{" + ", ".join(str(d) for d in s.dims) + "}"
             shape = f"opsmith::reduced(op, {name}, {shape}, {dims}, {str(s.keepdim).lower()})"
-        if s.rule == "same" and not self.meta:  # empty_like, as the Python path allocates (its strides too)
-            fmt = ", at::MemoryFormat::Contiguous" if self.record.tensor_inputs[s.src].strided else ""
-            L = [f"at::Tensor o{s.k} = at::empty_like({src}, {src}.options().dtype({dt}){fmt});"]
+        if self.meta:
+            L = [f"at::Tensor o{s.k} = at::empty_symint({shape}, {src}.options().dtype({dt}));"]
+        elif s.rule == "same":  # empty_like, as the Python path allocates (its strides too)
+            strided = str(bool(self.record.tensor_inputs[s.src].strided)).lower()
+            L = [f"{self.tensor} o{s.k} = opsmith::empty_like({src}, {dt}, {strided});"]
         else:
-            L = [f"at::Tensor o{s.k} = {empty}({shape}, {src}.options().dtype({dt}));"]
-        if s.init is not None and not self.meta:
-            L.append(f"o{s.k}.zero_();" if s.init == 0 else f"o{s.k}.fill_({cpp_float(float(s.init))});")
+            L = [f"{self.tensor} o{s.k} = opsmith::empty({shape}, {src}, {dt});"]
+        L += init
         if self.meta and s.k == len(self.plan.outputs) - 1:
             L += self._statics()
         return L
@@ -243,7 +254,7 @@ class _Printer(DimsSteps):
                 f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});" for k in s.tensors]  # fmt: skip
 
     def sharestrides(self, s: P.ShareStrides) -> list[str]:
-        if self.meta:
+        if self.meta or self.nodevice:
             return []
         labels = ", ".join(cpp_str(self.plan.labels[r]) for r in s.refs)
         ptrs = ", ".join("&" + self.refs[r] for r in s.refs)
@@ -486,9 +497,9 @@ def python_path_op(record: KernelRecord) -> str:
 
 
 def _function(n: NativeOp, meta: bool) -> list[str]:
-    ret, types, _ = cpp_signature(n.record)
+    ret, types, _ = cpp_signature(n.record, n.stable)
     pr = _Printer(n, meta)
-    if meta:
+    if pr.meta:
         params = ", ".join(f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
         body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
         body += [*pr.steps(), pr.ret()]
@@ -496,9 +507,9 @@ def _function(n: NativeOp, meta: bool) -> list[str]:
     tensors = set(pr.t)
     params = ", ".join(f"{t} {a}_in" if a in tensors else f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
     body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
-    body += [f"at::Tensor {t} = {t}_in;" for t in pr.t]
-    body += pr.steps() + _launch(pr) + [pr.ret()]
-    return [f"{ret} cuda_impl({params}) {{", *("  " + x for x in body), "}"]
+    body += [f"{pr.tensor} {t} = {t}_in;" for t in pr.t]
+    body += pr.steps() + ([] if pr.nodevice else _launch(pr)) + [pr.ret()]
+    return [f"{ret} {'meta' if meta else 'cuda'}_impl({params}) {{", *("  " + x for x in body), "}"]
 
 
 def op_source(n: NativeOp) -> str:

@@ -20,7 +20,18 @@ from typing import Any
 
 import torch
 
-__all__ = ["AT_DTYPE", "CTYPE", "comment", "cpp_expr", "cpp_float", "cpp_locals", "cpp_str", "op_scope", "sym_expr"]
+__all__ = [
+    "AT_DTYPE",
+    "CTYPE",
+    "SCALAR_TYPE",
+    "comment",
+    "cpp_expr",
+    "cpp_float",
+    "cpp_locals",
+    "cpp_str",
+    "op_scope",
+    "sym_expr",
+]
 
 AT_DTYPE = {
     torch.float32: "at::kFloat", torch.float64: "at::kDouble", torch.float16: "at::kHalf",
@@ -28,6 +39,8 @@ AT_DTYPE = {
     torch.int8: "at::kChar", torch.uint8: "at::kByte", torch.bool: "at::kBool",
     torch.float8_e4m3fn: "at::kFloat8_e4m3fn", torch.float8_e5m2: "at::kFloat8_e5m2",
 }  # fmt: skip
+#: The same as the header-only enum, which both a stable-ABI library and ATen (whose at::ScalarType it is) know.
+SCALAR_TYPE = {t: "c10::ScalarType::" + v.removeprefix("at::k") for t, v in AT_DTYPE.items()}
 #: The C++ type a kernel parameter of each canonical ctype is passed as.
 CTYPE = {"ptr": "void*", "f32": "float", "f64": "double", "f16": "uint16_t", "bf16": "uint16_t", "i32": "int32_t",
          "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t", "i16": "int16_t", "u16": "uint16_t",

@@ -24,6 +24,8 @@ class DimsSteps:
     t: list[str]
     tn: list[str]
     meta: bool
+    tensor: str  # the C++ tensor type: at::Tensor, or torch::stable::Tensor in a stable-ABI library
+    nodevice: bool  # a stable-ABI library's Meta kernel: concrete sizes, no device
     plan: P.CallPlan
 
     def expr(self, e: Any, where: Any = None, wide: bool = False, early: bool = False) -> str:  # pragma: no cover
@@ -55,7 +57,7 @@ class DimsSteps:
         return f"opsmith::shape_error(op, {cpp_str(self.tn[s.k])}, {t}, {cpp_str(s.decl)}, {{{names}}})"
 
     def _value(self, w: Any) -> str:
-        return f"c10::str({self._want(w)})" if w[0] == "size" else f"opsmith::tuple_str({self._want(w)})"
+        return f"opsmith::cat({self._want(w)})" if w[0] == "size" else f"opsmith::tuple_str({self._want(w)})"
 
     def shape(self, s: P.Shape) -> list[str]:
         pairs = []
@@ -71,7 +73,7 @@ class DimsSteps:
         t, o = self.t[s.k], self.t[s.other]
         fail = f"opsmith::shape_of_error(op, {cpp_str(self.tn[s.k])}, {t}, {cpp_str(self.tn[s.other])}, {o})"
         if not self.meta:
-            return [f"if ({t}.sizes() != {o}.sizes()) {fail};"]
+            return [f"if (!opsmith::same_sizes({t}, {o})) {fail};"]
         return [f"opsmith::tie({t}.sym_sizes().vec(), {o}.sym_sizes().vec(), [&] {{ {fail}; }});"]
 
     def align(self, s: P.Align) -> list[str]:
@@ -81,9 +83,14 @@ class DimsSteps:
                 return []
             return [f"if (opsmith::meta_misaligned({t}, {s.bytes})) "
                     f"opsmith::align_error(op, {cpp_str(self.tn[s.k])}, {t}, {s.bytes});"]  # fmt: skip
+        if self.nodevice:  # a stable-ABI Meta kernel: the storage offset, in concrete sizes
+            if s.policy == "make":
+                return []
+            return [f"if ({t}.storage_offset() * int64_t({t}.element_size()) % {s.bytes}) "
+                    f"opsmith::align_error(op, {cpp_str(self.tn[s.k])}, {t}, {s.bytes});"]  # fmt: skip
         cond = f"reinterpret_cast<uintptr_t>({t}.data_ptr()) % {s.bytes}"
         if s.policy == "make":
-            return [f"if ({cond}) {t} = {t}.clone(at::MemoryFormat::Contiguous);"]
+            return [f"if ({cond}) {t} = opsmith::aligned_copy({t});"]
         return [f"if ({cond}) opsmith::align_error(op, {cpp_str(self.tn[s.k])}, {t}, {s.bytes});"]
 
     def require(self, s: P.Require) -> list[str]:
@@ -113,7 +120,7 @@ class DimsSteps:
                     L.append(f"s{s.k}.push_back({v});")
             if s.narrow:
                 L.append(f"if (opsmith::exceeds(s{s.k}, 2147483647)) opsmith::large_out_error(op, {name}, s{s.k});")
-            return [*L, f"at::Tensor {out} = at::empty(s{s.k}, {self.t[s.src]}.options().dtype({dt}));"]
+            return [*L, f"{self.tensor} {out} = opsmith::empty(s{s.k}, {self.t[s.src]}, {dt});"]
         pre = self._inputs_static()
         L = [*([pre] if pre else []), f"std::vector<c10::SymInt> s{s.k};"]
         for e in s.entries:
@@ -161,20 +168,23 @@ DIMS_CPP = r"""
 namespace opsmith {
 
 // The sizes of a group: tensor axes [start, dim - after).
-template <typename Size>
-std::vector<Size> axes_of(c10::ArrayRef<Size> sizes, int64_t start, int64_t after) {
+template <typename Sizes, typename Size = std::decay_t<decltype(std::declval<Sizes>()[0])>>
+std::vector<Size> axes_of(const Sizes& sizes, int64_t start, int64_t after) {
   const int64_t end = static_cast<int64_t>(sizes.size()) - after;
   return std::vector<Size>(sizes.begin() + start, sizes.begin() + std::max(end, start));
 }
-inline std::vector<int64_t> axes(const at::Tensor& t, int64_t start, int64_t after) {
+inline std::vector<int64_t> axes(const Tensor& t, int64_t start, int64_t after) {
   return axes_of(t.sizes(), start, after);
 }
-inline std::vector<c10::SymInt> sym_axes(const at::Tensor& t, int64_t start, int64_t after) {
-  return axes_of(t.sym_sizes(), start, after);
+inline bool same_sizes(const Tensor& a, const Tensor& b) { return axes(a, 0, 0) == axes(b, 0, 0); }
+template <typename Size, typename Sizes>
+void append(std::vector<Size>& out, const Sizes& sizes, int64_t start, int64_t after) {
+  for (const auto& s : axes_of(sizes, start, after)) out.push_back(s);
 }
-template <typename Size>
-void append(std::vector<Size>& out, c10::ArrayRef<Size> sizes, int64_t start, int64_t after) {
-  for (const Size& s : axes_of(sizes, start, after)) out.push_back(s);
+
+#ifndef OPSMITH_STABLE_ABI  // symbolic sizes: ATen's Meta kernels
+inline std::vector<c10::SymInt> sym_axes(const Tensor& t, int64_t start, int64_t after) {
+  return axes_of(t.sym_sizes(), start, after);
 }
 
 // guards.check_ties: equal where both are integers; a symbolic pair asserted as a guard of the traced graph.
@@ -193,34 +203,38 @@ void tie(const std::vector<c10::SymInt>& a, const std::vector<c10::SymInt>& b, F
   for (size_t i = 0; i < a.size(); ++i) tie(a[i], b[i], fail);
 }
 
+#endif
+
 struct Bound {
   const char* name;
   std::string value;
   const char* from;
 };
 
-[[noreturn]] inline void shape_error(const char* op, const char* name, const at::Tensor& t, const char* decl,
+[[noreturn]] inline void shape_error(const char* op, const char* name, const Tensor& t, const char* decl,
                                      const std::vector<Bound>& names) {
   std::string want = std::string("shape ") + decl;
   for (size_t i = 0; i < names.size(); ++i)
     want += std::string(i ? ", " : " where ") + names[i].name + " = " + names[i].value + " from '" + names[i].from + "'";
-  input_error(op, name, want, "shape " + tuple_str(t.sym_sizes()));
+  input_error(op, name, want, "shape " + shape_str(t));
 }
 
-[[noreturn]] inline void shape_of_error(const char* op, const char* name, const at::Tensor& t, const char* other,
-                                        const at::Tensor& o) {
-  input_error(op, name, std::string("the shape of '") + other + "', " + tuple_str(o.sym_sizes()),
-              "shape " + tuple_str(t.sym_sizes()));
+[[noreturn]] inline void shape_of_error(const char* op, const char* name, const Tensor& t, const char* other,
+                                        const Tensor& o) {
+  input_error(op, name, std::string("the shape of '") + other + "', " + shape_str(o), "shape " + shape_str(t));
 }
 
+#ifndef OPSMITH_STABLE_ABI
 // Without memory (meta) the storage offset decides: torch's allocators start every storage at a multiple of
 // 64 (CPU) or 512 (CUDA) bytes, and align is at most 256.
-inline bool meta_misaligned(const at::Tensor& t, int64_t bytes) {
+inline bool meta_misaligned(const Tensor& t, int64_t bytes) {
   return (t.sym_storage_offset() * static_cast<int64_t>(t.element_size())) % bytes != 0;  // guards a symbol
 }
 
-[[noreturn]] inline void align_error(const char* op, const char* name, const at::Tensor& t, int64_t bytes) {
-  const auto off = t.is_meta() ? (t.storage_offset() * static_cast<int64_t>(t.element_size())) % bytes
+#endif
+
+[[noreturn]] inline void align_error(const char* op, const char* name, const Tensor& t, int64_t bytes) {
+  const auto off = is_meta(t) ? (t.storage_offset() * static_cast<int64_t>(t.element_size())) % bytes
                                : static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes);
   input_error(op, name, "a data pointer aligned to " + std::to_string(bytes) + " bytes (declared align=" +
               std::to_string(bytes) + ", contiguous='require')", "an address " + std::to_string(off) +
@@ -238,17 +252,25 @@ inline bool meta_misaligned(const at::Tensor& t, int64_t bytes) {
 }
 
 // Whether the product of `sizes` passes `limit` (saturating: no product can wrap).
-template <typename Size>
-bool exceeds(const std::vector<Size>& sizes, int64_t limit) {
+inline bool exceeds(const std::vector<int64_t>& sizes, int64_t limit) {
   i128 p = 1;
-  for (const Size& s : sizes) {
-    const auto v = c10::SymInt(s).maybe_as_int();
-    if (!v) return false;  // symbolic: left to the launch
-    if (*v == 0) return false;
-    p = std::min<i128>(p * *v, i128(limit) + 1);
+  for (int64_t v : sizes) {
+    if (v == 0) return false;
+    p = std::min<i128>(p * v, i128(limit) + 1);
   }
   return p > limit;
 }
+#ifndef OPSMITH_STABLE_ABI
+inline bool exceeds(const std::vector<c10::SymInt>& sizes, int64_t limit) {
+  std::vector<int64_t> known;
+  for (const c10::SymInt& s : sizes) {
+    const auto v = s.maybe_as_int();
+    if (!v) return false;  // symbolic: left to the launch
+    known.push_back(*v);
+  }
+  return exceeds(known, limit);
+}
+#endif
 
 template <typename Size>
 [[noreturn]] void large_out_error(const char* op, const char* name, const std::vector<Size>& shape) {

@@ -104,17 +104,18 @@ inline i128 pow2(i128 n, const Where& w) {
   while (p < n) p = mul(p, 2, w);
   return p;
 }
-inline i128 lead(const at::Tensor& t, int64_t k) {  // product of all dimensions but the last k
+inline i128 lead(const Tensor& t, int64_t k) {  // product of all dimensions but the last k
   i128 p = 1;
   for (int64_t a = 0; a + k < t.dim(); ++a) p *= t.size(a);
   return p;
 }
-inline i128 prod(const at::Tensor& t, std::initializer_list<int64_t> axes) {
+inline i128 prod(const Tensor& t, std::initializer_list<int64_t> axes) {
   i128 p = 1;
   for (int64_t a : axes) p *= t.size(a);
   return p;
 }
 
+#ifndef OPSMITH_STABLE_ABI  // the stable API has no SymInt
 // -- over c10::SymInt: concrete values as above, symbolic ones stay symbolic --------------------------------
 inline c10::SymInt of(i128 v) { return c10::SymInt(static_cast<int64_t>(v)); }
 #define OPSMITH_SYM(name, expr, symbolic)                                             \
@@ -134,6 +135,7 @@ OPSMITH_SYM(sym_max, max, a.max(b))
 inline c10::SymInt sym_pow2(const c10::SymInt& n) {
   return of(pow2(static_cast<i128>(n.guard_int(__FILE__, __LINE__))));
 }
+#endif
 
 // -- values that leave their range --------------------------------------------------------------------------
 

@@ -6,20 +6,20 @@ kernel's C types round as ``guards.py`` rounds (fp16 and bf16 once, from the dou
 GUARDS_CPP = r"""
 namespace opsmith {
 
-inline std::string dtype_name(at::ScalarType t) {
+inline std::string dtype_name(c10::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kShort: return "torch.int16";
-    case at::kChar: return "torch.int8";
-    case at::kByte: return "torch.uint8";
-    case at::kBool: return "torch.bool";
-    case at::kFloat8_e4m3fn: return "torch.float8_e4m3fn";
-    case at::kFloat8_e5m2: return "torch.float8_e5m2";
+    case c10::ScalarType::Float: return "torch.float32";
+    case c10::ScalarType::Double: return "torch.float64";
+    case c10::ScalarType::Half: return "torch.float16";
+    case c10::ScalarType::BFloat16: return "torch.bfloat16";
+    case c10::ScalarType::Int: return "torch.int32";
+    case c10::ScalarType::Long: return "torch.int64";
+    case c10::ScalarType::Short: return "torch.int16";
+    case c10::ScalarType::Char: return "torch.int8";
+    case c10::ScalarType::Byte: return "torch.uint8";
+    case c10::ScalarType::Bool: return "torch.bool";
+    case c10::ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case c10::ScalarType::Float8_e5m2: return "torch.float8_e5m2";
     default: return std::string("torch.") + c10::toString(t);
   }
 }
@@ -27,27 +27,33 @@ inline std::string dtype_name(at::ScalarType t) {
 template <typename Ints>
 std::string tuple_str(const Ints& v) {  // Python's str of a tuple: (4,) and (2, 3)
   std::string s = "(";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + c10::str(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + cat(v[i]);
   return s + (v.size() == 1 ? ",)" : ")");
 }
 
 template <typename Items>
 std::string list_str(const Items& v, bool quoted) {  // Python's str of a list: [0, 1] or ['x', 'y']
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + (quoted ? "'" + c10::str(v[i]) + "'" : c10::str(v[i]));
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + (quoted ? "'" + cat(v[i]) + "'" : cat(v[i]));
   return s + "]";
 }
 
-inline std::string device_str(const at::Tensor& t) { return c10::str(t.device()); }
+#ifdef OPSMITH_STABLE_ABI
+inline std::string shape_str(const Tensor& t) { return tuple_str(t.sizes()); }
+#else
+inline std::string shape_str(const Tensor& t) { return tuple_str(t.sym_sizes()); }
+#endif
+
+inline std::string device_str(const Tensor& t) { return device_name(t.device()); }
 
 [[noreturn]] inline void input_error(const char* op, const std::string& arg, const std::string& expected,
                                      const std::string& got, const std::string& fix = "") {
-  TORCH_CHECK_VALUE(false, op, ": argument '", arg, "': expected ", expected, ", got ", got, ".",
+  OPSMITH_CHECK_VALUE(false, op, ": argument '", arg, "': expected ", expected, ", got ", got, ".",
                     fix.empty() ? "" : " ", fix);
 }
 
 [[noreturn]] inline void differentiation_error(const char* op, const std::string& problem, const std::string& fix) {
-  TORCH_CHECK(false, op, ": ", problem, " Fix: ", fix);
+  OPSMITH_CHECK(false, op, ": ", problem, " Fix: ", fix);
 }
 
 constexpr const char* kFix64 = "Fix: index with 64 bits in the kernel (long long, or tl.int64 offsets in Triton) and "
@@ -56,8 +62,8 @@ constexpr const char* kFix64 = "Fix: index with 64 bits in the kernel (long long
 // -- Refusals -------------------------------------------------------------------------------------------------
 
 // The first tensor's device; every later tensor must be on it. The dry run takes CPU tensors as the device.
-inline c10::Device check_device(const char* op, const char* name, const at::Tensor& t, const char* first,
-                                const c10::Device* dev) {
+inline Device check_device(const char* op, const char* name, const Tensor& t, const char* first,
+                                const Device* dev) {
 #ifdef OPSMITH_DRY_RUN
   const bool device_ok = t.is_cuda() || t.is_cpu();
 #else
@@ -69,25 +75,25 @@ inline c10::Device check_device(const char* op, const char* name, const at::Tens
     return t.device();
   }
   if (t.device() != *dev)
-    input_error(op, name, "a tensor on " + c10::str(*dev) + " (where '" + first + "' is)", "a tensor on " + device_str(t),
+    input_error(op, name, "a tensor on " + device_name(*dev) + " (where '" + first + "' is)", "a tensor on " + device_str(t),
                 "Fix: put every tensor argument on the same GPU.");
   return *dev;
 }
 
-inline void check_dtype(const char* op, const char* name, const at::Tensor& t, at::ScalarType want) {
+inline void check_dtype(const char* op, const char* name, const Tensor& t, c10::ScalarType want) {
   if (t.scalar_type() != want)
     input_error(op, name, "dtype " + dtype_name(want), dtype_name(t.scalar_type()),
                 std::string("Fix: pass ") + name + ".to(" + dtype_name(want) + ").");
 }
 
-inline void check_like(const char* op, const char* name, const at::Tensor& t, const char* other, const at::Tensor& o) {
+inline void check_like(const char* op, const char* name, const Tensor& t, const char* other, const Tensor& o) {
   if (t.scalar_type() != o.scalar_type())
     input_error(op, name, "dtype " + dtype_name(o.scalar_type()) + ", the dtype of '" + other +
                 "' (the kernel types both with one template parameter)", dtype_name(t.scalar_type()),
                 std::string("Fix: pass ") + name + ".to(" + other + ".dtype).");
 }
 
-inline void rank_error(const char* op, const char* name, const at::Tensor& t, int64_t exact, int64_t least,
+inline void rank_error(const char* op, const char* name, const Tensor& t, int64_t exact, int64_t least,
                        const char* decl = nullptr) {
   std::string want;
   if (decl != nullptr)
@@ -97,10 +103,10 @@ inline void rank_error(const char* op, const char* name, const at::Tensor& t, in
     want = exact >= 0 ? std::to_string(exact) + " dims"
                       : "at least " + std::to_string(least) +
                             " dims (the launch geometry, a reduced axis or an extra needs them)";
-  input_error(op, name, want, std::to_string(t.dim()) + " dims (shape " + tuple_str(t.sym_sizes()) + ")");
+  input_error(op, name, want, std::to_string(t.dim()) + " dims (shape " + shape_str(t) + ")");
 }
 
-inline void layout_error(const char* op, const char* name, const at::Tensor& t, const std::vector<int64_t>& axes) {
+inline void layout_error(const char* op, const char* name, const Tensor& t, const std::vector<int64_t>& axes) {
   std::string want = axes.empty() ? "a contiguous tensor"
                                   : "a tensor the kernel can address with the strides of axes " +
                                         list_str(axes, false) + " (the others row-major)";
@@ -110,7 +116,7 @@ inline void layout_error(const char* op, const char* name, const at::Tensor& t, 
 }
 
 // layout.addressable: the declared axes at any stride, every other axis row-major around them.
-inline bool addressable(const at::Tensor& t, const std::vector<int64_t>& axes) {
+inline bool addressable(const Tensor& t, const std::vector<int64_t>& axes) {
   const int64_t nd = t.dim();
   if (axes.empty()) return t.is_contiguous();
   int64_t next = 1;
@@ -130,14 +136,14 @@ inline bool addressable(const at::Tensor& t, const std::vector<int64_t>& axes) {
 }
 
 // guards.span: elements a view spans (its largest element offset + 1).
-inline int64_t span(const at::Tensor& t) {
+inline int64_t span(const Tensor& t) {
   if (t.numel() == 0) return 0;
   int64_t s = 1;
   for (int64_t a = 0; a < t.dim(); ++a) s += (t.size(a) - 1) * t.stride(a);
   return s;
 }
 
-inline void check_span(const char* op, const char* name, const at::Tensor& t) {
+inline void check_span(const char* op, const char* name, const Tensor& t) {
   const int64_t s = span(t);
   if (s > 2147483647)
     input_error(op, name, "a view spanning at most 2147483647 elements (the kernel declares 32-bit indexing and "
@@ -145,9 +151,9 @@ inline void check_span(const char* op, const char* name, const at::Tensor& t) {
                 tuple_str(t.strides()) + ", spanning " + std::to_string(s) + " elements", kFix64);
 }
 
-[[noreturn]] inline void empty_error(const char* op, const char* name, std::initializer_list<const at::Tensor*> outs) {
+[[noreturn]] inline void empty_error(const char* op, const char* name, std::initializer_list<const Tensor*> outs) {
   std::string shapes;
-  for (const at::Tensor* o : outs) shapes += (shapes.empty() ? "" : ", ") + tuple_str(o->sym_sizes());
+  for (const Tensor* o : outs) shapes += (shapes.empty() ? "" : ", ") + shape_str(*o);
   input_error(op, name, "a non-empty tensor, since the outputs are non-empty (shapes " + shapes +
               ") and the kernel cannot fill them from no data", "an empty tensor");
 }
@@ -183,9 +189,9 @@ inline void check_float_range(const char* op, const char* name, double v, double
 }
 
 // fake.out_shape for a ReduceDims output: the input's sizes without (or with 1 at) the reduced axes.
-template <typename Size>
-std::vector<Size> reduced(const char* op, const char* name, c10::ArrayRef<Size> shape,
-                          const std::vector<int64_t>& dims, bool keepdim) {
+template <typename Sizes, typename Size = std::decay_t<decltype(std::declval<Sizes>()[0])>>
+std::vector<Size> reduced(const char* op, const char* name, const Sizes& shape, const std::vector<int64_t>& dims,
+                          bool keepdim) {
   const int64_t nd = static_cast<int64_t>(shape.size());
   std::vector<bool> gone(nd, false);
   for (int64_t d : dims) {
@@ -204,12 +210,12 @@ std::vector<Size> reduced(const char* op, const char* name, c10::ArrayRef<Size> 
 
 // layout.share_strides: tensors one stride parameter describes agree on `axis`, the inputs among them made
 // contiguous (or refused, where required) when they do not.
-inline void share_strides(const char* op, const std::vector<std::string>& names, std::vector<at::Tensor*> ts,
+inline void share_strides(const char* op, const std::vector<std::string>& names, std::vector<Tensor*> ts,
                           const std::vector<bool>& inputs, const std::vector<bool>& require, int64_t axis) {
   auto agree = [&] {
     bool any = false;
     int64_t first = 0;
-    for (at::Tensor* t : ts) {
+    for (Tensor* t : ts) {
       if (t->dim() == 0 || t->size(axis) <= 1) continue;
       if (!any) first = t->stride(axis), any = true;
       else if (t->stride(axis) != first) return false;
@@ -226,7 +232,7 @@ inline void share_strides(const char* op, const std::vector<std::string>& names,
                   "parameter with " + list_str(others, true), "strides " + tuple_str(ts[k]->strides()) +
                   " for shape " + tuple_str(ts[k]->sizes()), "Fix: pass " + names[k] + ".contiguous().");
     }
-    *ts[k] = ts[k]->contiguous();
+    *ts[k] = opsmith::contiguous(*ts[k]);  // qualified: the stable API has a contiguous() too
   }
   if (!agree()) {
     std::string got;
@@ -237,10 +243,11 @@ inline void share_strides(const char* op, const std::vector<std::string>& names,
   }
 }
 
+#ifndef OPSMITH_STABLE_ABI  // the stable Tensor has no SymInt sizes: its Meta kernels see concrete ones
 // Whether every size and stride of these tensors is a plain integer (fake tensors under dynamic shapes carry
 // symbolic ones, which the size checks leave alone, as fake.py does).
-inline bool all_static(std::initializer_list<const at::Tensor*> ts) {
-  for (const at::Tensor* t : ts) {
+inline bool all_static(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts) {
     for (const c10::SymInt& s : t->sym_sizes())
       if (s.is_heap_allocated()) return false;
     for (const c10::SymInt& s : t->sym_strides())
@@ -248,6 +255,7 @@ inline bool all_static(std::initializer_list<const at::Tensor*> ts) {
   }
   return true;
 }
+#endif
 
 // -- conversions: guards.round_bits -------------------------------------------------------------------------
 

@@ -32,10 +32,10 @@ struct Driver {
     static const Driver d = [] {
       Driver d{};
       void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-      TORCH_CHECK(lib != nullptr, "opsmith native ops need the CUDA driver (libcuda.so.1): ", dlerror());
+      OPSMITH_CHECK(lib != nullptr, "opsmith native ops need the CUDA driver (libcuda.so.1): ", dlerror());
       auto sym = [&](const char* name) {
         void* p = dlsym(lib, name);
-        TORCH_CHECK(p != nullptr, "opsmith native ops: the CUDA driver lacks ", name);
+        OPSMITH_CHECK(p != nullptr, "opsmith native ops: the CUDA driver lacks ", name);
         return p;
       };
       d.ModuleLoadData = reinterpret_cast<decltype(d.ModuleLoadData)>(sym("cuModuleLoadData"));
@@ -65,9 +65,9 @@ inline std::string error_name(CUresult r) {
 inline int device_attribute(int device, CUdevice_attribute attr) {
   CUdevice d;
   const Driver& drv = Driver::get();
-  TORCH_CHECK(drv.DeviceGet(&d, device) == CUDA_SUCCESS, "opsmith: cannot query cuda:", device);
+  OPSMITH_CHECK(drv.DeviceGet(&d, device) == CUDA_SUCCESS, "opsmith: cannot query cuda:", device);
   int v = 0;
-  TORCH_CHECK(drv.DeviceGetAttribute(&v, attr, d) == CUDA_SUCCESS, "opsmith: cannot query cuda:", device);
+  OPSMITH_CHECK(drv.DeviceGetAttribute(&v, attr, d) == CUDA_SUCCESS, "opsmith: cannot query cuda:", device);
   return v;
 }
 
@@ -109,7 +109,7 @@ class Kernel {
       : op_(op), symbol_(symbol), images_(std::move(images)), shared_mem_(shared_mem), jit_(jit) {}
 
   CUfunction function(int device, CUstream stream) {
-    TORCH_CHECK(device >= 0 && device < kMaxDevices, op_, ": cuda:", device, " is past the devices opsmith serves");
+    OPSMITH_CHECK(device >= 0 && device < kMaxDevices, op_, ": cuda:", device, " is past the devices opsmith serves");
     CUfunction f = fns_[device].load(std::memory_order_acquire);
     return f != nullptr ? f : load(device, stream);
   }
@@ -139,7 +139,7 @@ class Kernel {
     if (f != nullptr) return f;
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     Driver::get().StreamIsCapturing(stream, &capturing);
-    TORCH_CHECK(capturing == CU_STREAM_CAPTURE_STATUS_NONE, op_, ": first use on cuda:", device,
+    OPSMITH_CHECK(capturing == CU_STREAM_CAPTURE_STATUS_NONE, op_, ": first use on cuda:", device,
                 " happened during CUDA graph capture, where modules cannot be loaded. Fix: run the op once before "
                 "capturing (the usual warm-up).");
     const int arch = compute_capability(device);
@@ -151,7 +151,7 @@ class Kernel {
     }
     for (const Image& im : images_)
       if (image == nullptr && im.arch == 0) image = &im;  // PTX: the driver compiles it for this device
-    TORCH_CHECK(image != nullptr, op_, ": this library holds no kernel image for cuda:", device, " (sm_", arch,
+    OPSMITH_CHECK(image != nullptr, op_, ": this library holds no kernel image for cuda:", device, " (sm_", arch,
                 "); it holds ", have, ". Fix: build the library on (or for) a GPU of that architecture.");
     const Driver& drv = Driver::get();
     CUmodule module;
@@ -164,14 +164,14 @@ class Kernel {
       if (jit_.debug) names[n] = CU_JIT_GENERATE_DEBUG_INFO, values[n++] = reinterpret_cast<void*>(uintptr_t(1));
     }
     CUresult r = n ? drv.ModuleLoadDataEx(&module, image->data, n, names, values) : drv.ModuleLoadData(&module, image->data);
-    TORCH_CHECK(r == CUDA_SUCCESS, op_, ": loading the kernel image on cuda:", device, " failed with ",
+    OPSMITH_CHECK(r == CUDA_SUCCESS, op_, ": loading the kernel image on cuda:", device, " failed with ",
                 error_name(r), ".");
     r = drv.ModuleGetFunction(&f, module, symbol_);
-    TORCH_CHECK(r == CUDA_SUCCESS, op_, ": finding '", symbol_, "' on cuda:", device, " failed with ",
+    OPSMITH_CHECK(r == CUDA_SUCCESS, op_, ": finding '", symbol_, "' on cuda:", device, " failed with ",
                 error_name(r), ".");
     if (shared_mem_ > 48 * 1024) {  // above 48 KiB, dynamic shared memory must be opted into
       r = drv.FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem_);
-      TORCH_CHECK(r == CUDA_SUCCESS, op_, ": allowing ", shared_mem_, " bytes of shared memory failed with ",
+      OPSMITH_CHECK(r == CUDA_SUCCESS, op_, ": allowing ", shared_mem_, " bytes of shared memory failed with ",
                   error_name(r), ".");
     }
     fns_[device].store(f, std::memory_order_release);
@@ -194,9 +194,9 @@ inline CUcontext primary_context(int device) {
   if (c == nullptr) {
     const Driver& drv = Driver::get();
     CUdevice d;
-    TORCH_CHECK(drv.DeviceGet(&d, device) == CUDA_SUCCESS, "opsmith: cannot open cuda:", device);
+    OPSMITH_CHECK(drv.DeviceGet(&d, device) == CUDA_SUCCESS, "opsmith: cannot open cuda:", device);
     CUresult r = drv.PrimaryCtxRetain(&c, d);
-    TORCH_CHECK(r == CUDA_SUCCESS, "opsmith: retaining the context of cuda:", device, " failed with ", error_name(r));
+    OPSMITH_CHECK(r == CUDA_SUCCESS, "opsmith: retaining the context of cuda:", device, " failed with ", error_name(r));
     contexts[device].store(c, std::memory_order_release);  // a second retain by a racing thread is harmless
   }
   return c;
@@ -220,15 +220,11 @@ class ContextScope {
   CUcontext had_ = nullptr, want_ = nullptr;
 };
 
-inline CUstream current_stream(const c10::Device& device) {
-  return static_cast<CUstream>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
-}
-
 // Whether a launch of `k` on `device` can proceed: false only while the current stream captures a CUDA graph
 // and the kernel's module is not loaded yet (modules cannot load then). A library serving the process that
 // registered the op hands such a call to the Python path, whose warm-up loaded its own module. A loaded
 // kernel costs one atomic load here; the stream is asked for only before the first load.
-inline bool ready(const Kernel& k, const c10::Device& device) {
+inline bool ready(const Kernel& k, const Device& device) {
   if (k.loaded(device.index())) return true;
   CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
   Driver::get().StreamIsCapturing(current_stream(device), &capturing);
@@ -276,7 +272,7 @@ inline std::string dry_run_take() {
   return out + "]";
 }
 
-inline void launch(Kernel& k, const c10::Device&, const Launch& l, void** args, const uint8_t* sizes, int n) {
+inline void launch(Kernel& k, const Device&, const Launch& l, void** args, const uint8_t* sizes, int n) {
   std::string hex, pointers;
   for (int p = 0; p < n; ++p) {
     unsigned char slot[8] = {0};  // each parameter in an 8-byte slot, as the Python dry run packs it
@@ -284,7 +280,7 @@ inline void launch(Kernel& k, const c10::Device&, const Launch& l, void** args, 
     char two[3];
     for (unsigned char b : slot) std::snprintf(two, sizeof two, "%02x", b), hex += two;
   }
-  std::string record = c10::str(
+  std::string record = cat(
       "{\"config\": ", l.config, ", \"symbol\": \"", k.symbol(), "\", \"image\": \"", k.identity(),
       "\", \"grid\": [", l.grid[0], ", ", l.grid[1], ", ", l.grid[2], "], \"block\": [", l.block[0], ", ",
       l.block[1], ", ", l.block[2], "], \"shared_mem\": ", l.shared_mem, ", \"args\": \"", hex, "\"}");
@@ -295,11 +291,11 @@ inline void launch(Kernel& k, const c10::Device&, const Launch& l, void** args, 
 // Launch on the device's current stream (what the caller's torch.cuda.stream(...) selected). The plan checked
 // the grid; cuLaunchKernel's parameters are unsigned int, so a value outside them is refused here too rather
 // than wrapped (2^32 + k blocks would launch k).
-inline void launch(Kernel& k, const c10::Device& device, const Launch& l, void** args, const uint8_t*, int) {
+inline void launch(Kernel& k, const Device& device, const Launch& l, void** args, const uint8_t*, int) {
   const int dev = device.index();
   const int64_t most[3] = {2147483647, 65535, 65535};
   for (int a = 0; a < 3; ++a)
-    TORCH_CHECK(l.grid[a] >= 1 && l.grid[a] <= most[a] && l.block[a] >= 1 && l.block[a] <= 1024, k.op(),
+    OPSMITH_CHECK(l.grid[a] >= 1 && l.grid[a] <= most[a] && l.block[a] >= 1 && l.block[a] <= 1024, k.op(),
                 ": launch grid=(", l.grid[0], ", ", l.grid[1], ", ", l.grid[2], ") block=(", l.block[0], ", ",
                 l.block[1], ", ", l.block[2], ") is outside what CUDA launches; this is an opsmith bug.");
   ContextScope scope(dev);
@@ -308,12 +304,16 @@ inline void launch(Kernel& k, const c10::Device& device, const Launch& l, void**
   CUresult r = Driver::get().LaunchKernel(f, unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]),
                                           unsigned(l.block[0]), unsigned(l.block[1]), unsigned(l.block[2]),
                                           unsigned(l.shared_mem), stream, args, nullptr);
-  TORCH_CHECK(r == CUDA_SUCCESS, k.op(), ": launching grid=(", l.grid[0], ", ", l.grid[1], ", ", l.grid[2],
+  OPSMITH_CHECK(r == CUDA_SUCCESS, k.op(), ": launching grid=(", l.grid[0], ", ", l.grid[1], ", ", l.grid[2],
               ") block=(", l.block[0], ", ", l.block[1], ", ", l.block[2], ") shared_mem=", l.shared_mem,
               " on cuda:", dev, " failed with ", error_name(r), ".");
 }
 #endif
 
+#ifdef OPSMITH_STABLE_ABI
+// A stable-ABI library runs under any torch from its target version on: the C shim it calls is versioned.
+inline void require_torch() {}
+#else
 // The torch this library was compiled against (OPSMITH_BUILT_FOR_TORCH) must be the one running: checked at
 // the first call (a different libtorch whose symbols still resolve would otherwise run with another ABI).
 inline void require_torch() {
@@ -324,10 +324,11 @@ inline void require_torch() {
     const size_t from = at + 14;
     return config.substr(from, config.find_first_of(", \n", from) - from);
   }();
-  TORCH_CHECK(running == OPSMITH_BUILT_FOR_TORCH, "this opsmith op library was built for torch ",
+  OPSMITH_CHECK(running == OPSMITH_BUILT_FOR_TORCH, "this opsmith op library was built for torch ",
               OPSMITH_BUILT_FOR_TORCH, ", but this process runs torch ", running, ". Fix: rebuild it against the "
               "installed torch (python -m opsmith build ..., or opsmith.native.build).");
 }
+#endif
 
 }  // namespace opsmith
 """

@@ -1,0 +1,70 @@
+"""Probe (issue 26, item 3): why the RMSNorm backward misses at hidden 65,536, and whether the sweep's figure
+differs from a run of that shape alone.
+
+For each opsmith kernel at (2048, 65536) bf16: the backward alone (autograd, one graph differentiated again
+and again, as bench_rmsnorm times it) and forward+backward, medians of do_bench, in a process that runs only
+this shape. Then one backward inside ``torch.cuda.profiler`` start/stop, so that
+
+    ncu --profile-from-start off --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+        python benchmarks/probes/rmsnorm_long_rows.py
+
+gives each kernel's DRAM bytes: what a backward must move is x and dy read and dx written (6 bytes an element
+in bf16); the figure past that is the cause.
+
+    PYTHONPATH=. python benchmarks/probes/rmsnorm_long_rows.py [--impls cuda,triton] [--shape 2048,65536]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from triton.testing import do_bench
+
+from opsmith.ops.rmsnorm import rmsnorm_ops
+
+EPS = 1e-6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--impls", default="cuda,triton")
+    ap.add_argument("--shape", default="2048,65536")
+    args = ap.parse_args()
+    shape = tuple(int(s) for s in args.shape.split(","))
+    torch.manual_seed(0)
+    x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn_like(x)
+    nbytes = x.numel() * x.element_size()
+    src, dst = torch.empty_like(x), torch.empty_like(x)
+    copy_ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    copy = 2 * nbytes / (copy_ms * 1e-3)
+    print(f"{torch.cuda.get_device_name()}: RMSNorm {shape} bf16 alone; copy {copy / 1e9:.0f} GB/s; a backward "
+          f"moves {3 * nbytes / 1e6:.0f} MB (x, dy read; dx written): {3 * nbytes / copy * 1e6:.1f} us at copy speed")  # fmt: skip
+    for impl in args.impls.split(","):
+        fwd, _ = rmsnorm_ops(impl)
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        torch.autograd.grad(fwd(xg, wg, EPS), (xg, wg), dy)  # tunes (or reads the decisions) first
+        both = do_bench(lambda fwd=fwd, xg=xg, wg=wg: torch.autograd.grad(fwd(xg, wg, EPS), (xg, wg), dy), warmup=25, rep=200,
+                        return_mode="median")  # fmt: skip
+        y = fwd(xg, wg, EPS)
+        bwd = do_bench(lambda y=y, xg=xg, wg=wg: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True), warmup=25, rep=200,
+                       return_mode="median")  # fmt: skip
+        frac = 3 * nbytes / (bwd * 1e-3) / copy
+        print(f"  opsmith {impl}: bwd {bwd * 1e3:.1f} us ({frac:.1%} of copy), fwd+bwd {both * 1e3:.1f} us; "
+              f"backward decisions {dict(_decisions(impl))}")  # fmt: skip
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+
+
+def _decisions(impl: str) -> dict:
+    _, bwd = rmsnorm_ops(impl)
+    return {str(k): c for k, c in bwd.tuner.decisions.items()}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""The torch a generated library is written against: its headers and the few names the runtime and the
+generated kernels use that differ between the two APIs a library can target.
+
+- **ATen** (the default): ``ATen/ATen.h`` and ``torch/library.h``. The library serves the whole op (CUDA, CPU,
+  SymInt-aware Meta and Autograd kernels) for exactly the torch it was compiled against.
+- **Stable ABI** (``native.build(..., stable=True)``): ``torch/csrc/stable`` and ``torch/headeronly`` only,
+  with ``TORCH_TARGET_VERSION`` 2.10, so one file loads in every torch from 2.10 on. The stable C API has no
+  SymInt sizes, no ``requires_grad`` getter and no redispatch below Autograd, so such a library carries the
+  CUDA and CPU kernels and a Meta kernel for concrete sizes, and no Autograd kernel (docs/native.md).
+
+Everything else (guards, sizes, expressions, the launch) is one runtime over ``opsmith::Tensor``: the glue
+below is all that tells the two apart, and it is short because the stable ``Tensor`` keeps ATen's method
+names for what the runtime reads (``dim``, ``numel``, ``size``, ``sizes``, ``strides``, ``data_ptr``,
+``scalar_type``, ``is_contiguous``, ``storage_offset``).
+"""
+
+from __future__ import annotations
+
+__all__ = ["STABLE_TARGET_VERSION", "glue"]
+
+#: The oldest torch a stable-ABI library loads in (2.10: the first with STABLE_TORCH_LIBRARY's boxed kernels
+#: taking std::string and torch::stable::Device, and Tensor::sizes()).
+STABLE_TARGET_VERSION = "0x020a000000000000"
+
+_COMMON_HEADERS = """#include <cuda.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+"""
+
+_ATEN = """#include <ATen/ATen.h>
+#include <ATen/Version.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+@COMMON
+namespace opsmith {
+
+using Tensor = at::Tensor;
+using Device = c10::Device;
+
+#define OPSMITH_CHECK TORCH_CHECK
+#define OPSMITH_CHECK_VALUE TORCH_CHECK_VALUE  // raises ValueError in Python
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  return c10::str(args...);
+}
+
+inline std::string device_name(const Device& d) { return c10::str(d); }
+inline std::string shape_str(const Tensor& t);  // guards_cpp: over sym_sizes, so a fake tensor's symbols print
+inline bool is_meta(const Tensor& t) { return t.is_meta(); }
+inline Tensor contiguous(const Tensor& t) { return t.contiguous(); }
+inline Tensor aligned_copy(const Tensor& t) { return t.clone(at::MemoryFormat::Contiguous); }
+inline Tensor empty(c10::IntArrayRef sizes, const Tensor& like, c10::ScalarType dtype) {
+  return at::empty(sizes, like.options().dtype(dtype));
+}
+// torch.empty_like: the source's strides where it is dense (the Python path allocates so), else contiguous.
+inline Tensor empty_like(const Tensor& t, c10::ScalarType dtype, bool contiguous_format) {
+  return contiguous_format ? at::empty_like(t, t.options().dtype(dtype), at::MemoryFormat::Contiguous)
+                           : at::empty_like(t, t.options().dtype(dtype));
+}
+inline void fill(Tensor& t, double v) { v == 0 ? t.zero_() : t.fill_(v); }
+
+inline CUstream current_stream(const Device& device) {
+  return static_cast<CUstream>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+}
+
+}  // namespace opsmith
+"""
+
+_STABLE = """#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/Exception.h>
+
+@COMMON
+#define OPSMITH_STABLE_ABI 1
+
+namespace opsmith {
+
+using Tensor = torch::stable::Tensor;
+using Device = torch::stable::Device;
+
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream s;
+  ((s << args), ...);
+  return s.str();
+}
+
+// A stable kernel's exception reaches Python as RuntimeError (ValueError needs ATen's c10::ValueError), with
+// its text: the Python path's, not prefixed with a function and line as STD_TORCH_CHECK's would be.
+#define OPSMITH_CHECK(cond, ...) \
+  do {                           \
+    if (!(cond)) throw std::runtime_error(opsmith::cat(__VA_ARGS__)); \
+  } while (0)
+#define OPSMITH_CHECK_VALUE OPSMITH_CHECK
+
+inline std::string device_name(const Device& d) {
+  std::string type = d.type() == torch::headeronly::DeviceType::CUDA ? "cuda"
+                     : d.type() == torch::headeronly::DeviceType::Meta ? "meta"
+                     : d.type() == torch::headeronly::DeviceType::CPU ? "cpu" : "device";
+  return d.has_index() ? type + ":" + std::to_string(int(d.index())) : type;
+}
+inline std::string shape_str(const Tensor& t);  // guards_cpp: over sizes (concrete only here)
+inline bool is_meta(const Tensor& t) { return t.device().type() == torch::headeronly::DeviceType::Meta; }
+inline Tensor contiguous(const Tensor& t) { return torch::stable::contiguous(t); }
+inline Tensor aligned_copy(const Tensor& t) { return torch::stable::clone(torch::stable::contiguous(t)); }
+template <typename Sizes>
+Tensor empty(const Sizes& sizes, const Tensor& like, c10::ScalarType dtype) {
+  std::vector<int64_t> s(sizes.begin(), sizes.end());
+  return torch::stable::new_empty(like, torch::headeronly::IntHeaderOnlyArrayRef(s.data(), s.size()), dtype);
+}
+// torch.empty_like keeps a dense source's strides; the stable API's empty_like keeps its dtype, so another
+// dtype (or a strided source) gets a contiguous tensor, as the ATen build gives for strided sources.
+inline Tensor empty_like(const Tensor& t, c10::ScalarType dtype, bool contiguous_format) {
+  if (!contiguous_format && dtype == t.scalar_type()) return torch::stable::empty_like(t);
+  return empty(t.sizes(), t, dtype);
+}
+inline void fill(Tensor& t, double v) { v == 0 ? (void)torch::stable::zero_(t) : (void)torch::stable::fill_(t, v); }
+
+// The current stream lives in libtorch_cuda's C shim (declared only in CUDA builds of torch): found at run time
+// in the torch that loaded the library, so one file serves CPU and CUDA builds of every torch it targets.
+inline CUstream current_stream(const Device& device) {
+  using GetStream = AOTITorchError (*)(int32_t, void**);
+  static const GetStream get = [] {
+    void* cuda = dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+    return cuda ? reinterpret_cast<GetStream>(dlsym(cuda, "aoti_torch_get_current_cuda_stream")) : nullptr;
+  }();
+  STD_TORCH_CHECK(get != nullptr, "opsmith: this torch has no CUDA stream API (a CPU-only build of torch?)");
+  void* stream = nullptr;
+  STD_TORCH_CHECK(get(device.index(), &stream) == AOTI_TORCH_SUCCESS, "opsmith: no current stream on cuda:",
+                  int(device.index()));
+  return static_cast<CUstream>(stream);
+}
+
+}  // namespace opsmith
+"""
+
+
+def glue(stable: bool) -> str:
+    """The headers and the target's names, first in a library's source."""
+    return (_STABLE if stable else _ATEN).replace("@COMMON", _COMMON_HEADERS)
