@@ -11,7 +11,7 @@ dweight's reduction and autograd's own work); forward+backward is timed whole. T
 Short rows are host-bound in eager mode (the GPU work of a 64 MB backward is ~60 us), so ``host_times``
 also reports each implementation's host time per call at a tiny shape.
 
-    python benchmarks/bench_rmsnorm.py [--out bench-results/rmsnorm.json] [--quick]
+    python benchmarks/bench_rmsnorm.py [--out bench-results/rmsnorm.json] [--quick] [--sweep 2048x65536,...]
 
 The "opsmith" rows are the ops on their default path: served by their native library, built in the
 background after registration (the run waits for it), except for a call the library does not hold yet (a
@@ -235,7 +235,7 @@ def plot(rows: list, path: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def run(out: str | None, quick: bool = False) -> dict:
+def run(out: str | None, quick: bool = False, sweep: list[tuple] | None = None) -> dict:
     # Timing the backward alone differentiates one graph repeatedly (retain_graph=True), which compiled
     # graphs with donated buffers refuse; donation saves memory, not time.
     import torch._functorch.config as functorch_config
@@ -246,7 +246,8 @@ def run(out: str | None, quick: bool = False) -> dict:
     reps = 50 if quick else 200
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "main": None, "sweep": []}
 
-    shapes = [MAIN, HOST_SHAPE] + ([] if quick else list(SWEEP))
+    sweep = SWEEP if sweep is None else sweep
+    shapes = [MAIN, HOST_SHAPE] + ([] if quick else list(sweep))
     native = native_implementations(shapes)
     from opsmith.native import wait
 
@@ -271,7 +272,7 @@ def run(out: str | None, quick: bool = False) -> dict:
         f"{k} {v['fwd']:.1f} / {v['fwd (grad inputs)']:.1f} / {v['fwd+bwd']:.1f}"
         for k, v in res["host_us"].items()), flush=True)  # fmt: skip
     if not quick:
-        for shape in SWEEP:
+        for shape in sweep:
             res["sweep"].append(measure(shape, torch.bfloat16, fresh(), reps))
             print(table(res["sweep"][-1]), flush=True)
     if out:
@@ -319,8 +320,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-results/rmsnorm.json")
     ap.add_argument("--quick", action="store_true", help="the main shape only, fewer repetitions")
+    ap.add_argument("--sweep", default="", help="sweep shapes instead of the default, e.g. 8192x16384,2048x65536")
     args = ap.parse_args()
-    res = run(args.out, args.quick)
+    sweep = [tuple(int(d) for d in s.split("x")) for s in args.sweep.split(",")] if args.sweep else SWEEP
+    res = run(args.out, args.quick, sweep)
     print(summary(res))
     return 0
 

@@ -11,7 +11,7 @@ this shape. Then one backward inside ``torch.cuda.profiler`` start/stop, so that
 gives each kernel's DRAM bytes: what a backward must move is x and dy read and dx written (6 bytes an element
 in bf16); the figure past that is the cause.
 
-    PYTHONPATH=. python benchmarks/probes/rmsnorm_long_rows.py [--impls cuda,triton] [--shape 2048,65536]
+    PYTHONPATH=. python benchmarks/probes/rmsnorm_long_rows.py [--impls cuda,triton,cute,quack] [--shapes 2048x65536]
 """
 
 from __future__ import annotations
@@ -29,9 +29,15 @@ EPS = 1e-6
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--impls", default="cuda,triton")
-    ap.add_argument("--shape", default="2048,65536")
+    ap.add_argument(
+        "--shapes", default="2048x65536", help="measured in turn in this process, e.g. 8192x16384,2048x65536"
+    )
     args = ap.parse_args()
-    shape = tuple(int(s) for s in args.shape.split(","))
+    for text in args.shapes.split(","):
+        measure(tuple(int(s) for s in text.split("x")), args.impls.split(","))
+
+
+def measure(shape: tuple, impls: list) -> None:
     torch.manual_seed(0)
     x = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(shape[-1], device="cuda", dtype=torch.bfloat16)
@@ -40,10 +46,16 @@ def main() -> None:
     src, dst = torch.empty_like(x), torch.empty_like(x)
     copy_ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
     copy = 2 * nbytes / (copy_ms * 1e-3)
-    print(f"{torch.cuda.get_device_name()}: RMSNorm {shape} bf16 alone; copy {copy / 1e9:.0f} GB/s; a backward "
+    print(f"{torch.cuda.get_device_name()}: RMSNorm {shape} bf16; copy {copy / 1e9:.0f} GB/s; a backward "
           f"moves {3 * nbytes / 1e6:.0f} MB (x, dy read; dx written): {3 * nbytes / copy * 1e6:.1f} us at copy speed")  # fmt: skip
-    for impl in args.impls.split(","):
-        fwd, _ = rmsnorm_ops(impl)
+    for impl in impls:
+        if impl == "quack":  # the peer (CuTe DSL), where installed
+            from quack.rmsnorm import rmsnorm as quack_rmsnorm
+
+            def fwd(x, w, eps, f=quack_rmsnorm):
+                return f(x, w, eps=eps)
+        else:
+            fwd, _ = rmsnorm_ops(impl)
         xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
         torch.autograd.grad(fwd(xg, wg, EPS), (xg, wg), dy)  # tunes (or reads the decisions) first
         both = do_bench(lambda fwd=fwd, xg=xg, wg=wg: torch.autograd.grad(fwd(xg, wg, EPS), (xg, wg), dy), warmup=25, rep=200,
@@ -52,8 +64,10 @@ def main() -> None:
         bwd = do_bench(lambda y=y, xg=xg, wg=wg: torch.autograd.grad(y, (xg, wg), dy, retain_graph=True), warmup=25, rep=200,
                        return_mode="median")  # fmt: skip
         frac = 3 * nbytes / (bwd * 1e-3) / copy
-        print(f"  opsmith {impl}: bwd {bwd * 1e3:.1f} us ({frac:.1%} of copy), fwd+bwd {both * 1e3:.1f} us; "
-              f"backward decisions {dict(_decisions(impl))}")  # fmt: skip
+        fwd_ms = do_bench(lambda fwd=fwd: fwd(x, w, EPS), warmup=25, rep=200, return_mode="median")
+        print(f"  {impl}: fwd {fwd_ms * 1e3:.1f} us ({2 * nbytes / (fwd_ms * 1e-3) / copy:.1%} of copy), bwd "
+              f"{bwd * 1e3:.1f} us ({frac:.1%}), fwd+bwd {both * 1e3:.1f} us; backward decisions "
+              f"{_decisions(impl) if impl != 'quack' else '-'}")  # fmt: skip
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
         torch.autograd.grad(y, (xg, wg), dy, retain_graph=True)
