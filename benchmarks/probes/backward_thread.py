@@ -10,7 +10,7 @@ median of interleaved rounds of ``--calls`` steps, one synchronize per round:
 - bwd program direct: the op's declared backward program (two buffers, two ops) run on this thread, no autograd;
 - bwd program direct, other thread: the same from a fresh ``threading.Thread``.
 
-    PYTHONPATH=. python benchmarks/probes/backward_thread.py [--calls 200] [--rounds 9]
+    PYTHONPATH=. python benchmarks/probes/backward_thread.py [--calls 200] [--rounds 9] [--impls triton,cuda,cute]
 
 Found (H100, docs/measurements/2026-11-24-backward-thread-probe*.txt): fwd+bwd 762-813 us on the worker
 thread against 431-446 us on the calling thread in one run, 467-613 against 431-499 in the next; the program
@@ -65,10 +65,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--impls", default="triton,cuda", help="also cute, where CuTe DSL is installed")
     a = ap.parse_args()
     print(f"backward thread probe on {torch.cuda.get_device_name()} (torch {torch.__version__}), (64, 4096) bf16, "
           f"medians of {a.rounds} rounds x {a.calls} steps, us per step")  # fmt: skip
-    for impl in ("triton", "cuda"):
+    for impl in a.impls.split(","):
         x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
         dy = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
