@@ -16,8 +16,9 @@ from .. import plan as P
 from ..expr import bounds
 from ..flavors.base import UNIT
 from ..record import KernelRecord, dtype_from_name
-from .cpp import AT_DTYPE, CTYPE, SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
+from .cpp import CTYPE, SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
+from .target_cpp import TENSOR_TYPE
 
 __all__ = ["NativeOp", "Variant", "cpp_signature", "op_source", "python_path_op"]
 
@@ -77,7 +78,7 @@ def cpp_signature(record: KernelRecord, stable: bool = False) -> tuple[str, list
     """(return type, argument types, argument locals) of the op's C++ kernels, from its schema. ``stable``:
     as ``TORCH_BOX`` unboxes them, tensors by value and a SymInt as its int64 value."""
     schema = torch._C.parse_schema(f"{record.op_name}{record.schema}")
-    tensor = "torch::stable::Tensor" if stable else "at::Tensor"
+    tensor = TENSOR_TYPE[stable]
     scalars = {**_SCALAR, "SymInt": "int64_t"} if stable else _SCALAR
     types = [(tensor if stable else f"const {tensor}&") if isinstance(a.type, torch.TensorType)
              else scalars[str(a.type)] for a in schema.arguments]  # fmt: skip
@@ -109,8 +110,7 @@ class _Printer(DimsSteps):
         meta = meta and not n.stable
         self.n, self.plan, self.record, self.meta = n, n.plan, n.record, meta
         _, self.types, self.args = cpp_signature(n.record, n.stable)
-        self.tensor = "torch::stable::Tensor" if n.stable else "at::Tensor"
-        self.dtypes = SCALAR_TYPE if n.stable else AT_DTYPE
+        self.tensor = TENSOR_TYPE[n.stable]
         self.t = [self.args[p] for p in self.plan.tensors]
         self.tn = self.plan.tensor_names
         self.refs = {f"i{k}": v for k, v in enumerate(self.t)} | {
@@ -153,7 +153,7 @@ class _Printer(DimsSteps):
 
     def dtype(self, s: P.Dtype) -> list[str]:
         t, n = self._n(s.k)
-        return [f"opsmith::check_dtype(op, {n}, {t}, {self.dtypes[dtype_from_name(s.dtype)]});"]
+        return [f"opsmith::check_dtype(op, {n}, {t}, {SCALAR_TYPE[dtype_from_name(s.dtype)]});"]
 
     def rank(self, s: P.Rank) -> list[str]:
         t, n = self._n(s.k)
@@ -213,7 +213,7 @@ class _Printer(DimsSteps):
     def alloc(self, s: P.Alloc) -> list[str]:
         """Contiguous, on the inputs' device; over symbolic sizes in the Meta kernel."""
         src, name = self._n(s.src)
-        dt = self.dtypes[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
+        dt = SCALAR_TYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
         init = [] if s.init is None or self.meta else [f"opsmith::fill(o{s.k}, {cpp_float(float(s.init))});"]
         if s.rule == "shape":
             L = self.shape_alloc(s, f"o{s.k}", dt) + init

@@ -176,7 +176,12 @@ std::vector<Size> axes_of(const Sizes& sizes, int64_t start, int64_t after) {
 inline std::vector<int64_t> axes(const Tensor& t, int64_t start, int64_t after) {
   return axes_of(t.sizes(), start, after);
 }
-inline bool same_sizes(const Tensor& a, const Tensor& b) { return axes(a, 0, 0) == axes(b, 0, 0); }
+inline bool same_sizes(const Tensor& a, const Tensor& b) {  // per call: no allocation
+  if (a.dim() != b.dim()) return false;
+  for (int64_t d = 0; d < a.dim(); ++d)
+    if (a.size(d) != b.size(d)) return false;
+  return true;
+}
 template <typename Size, typename Sizes>
 void append(std::vector<Size>& out, const Sizes& sizes, int64_t start, int64_t after) {
   for (const auto& s : axes_of(sizes, start, after)) out.push_back(s);

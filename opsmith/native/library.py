@@ -95,32 +95,41 @@ def _served_registrations(ops: Sequence[NativeOp], backend: str, only: set[str] 
     return [*L, "}", "const int served = (register_served(), 0);"]
 
 
-def _registrations(ops: Sequence[NativeOp]) -> list[str]:
+def _registrations(ops: Sequence[NativeOp], stable: bool = False) -> list[str]:
     """Schemas (those not defined yet: in a process where opsmith registered them, only the kernels are
     added) and the kernels for CUDA, CPU (whose guards refuse CPU tensors with the Python text), Meta and
-    Autograd."""
-    by_ns = _by_namespace(ops)
+    Autograd. ``stable``: the stable ABI's macros and boxed kernels (``TORCH_BOX``), no Autograd kernel
+    (``target_cpp.py`` says why), and schemas defined unconditionally: the stable API cannot ask the dispatcher
+    whether an op exists, so such a library is for processes that do not register the ops themselves."""
+    lib, kernel = ("STABLE_TORCH_LIBRARY", "TORCH_BOX(&{})") if stable else ("TORCH_LIBRARY", "TORCH_FN({})")
+    keys = [("CUDA", "cuda_impl"), ("CPU", "cuda_impl"), ("Meta", "meta_impl")] + (
+        [] if stable else [("Autograd", "autograd_impl")]
+    )
+
+    def define(qualified: str, schema: str) -> str:
+        return (
+            f"m.def({cpp_str(schema)});" if stable else f"opsmith::define(m, {cpp_str(qualified)}, {cpp_str(schema)});"
+        )
+
     L = []
-    for ns, group in by_ns.items():
-        L.append(f"TORCH_LIBRARY_FRAGMENT({ns}, m) {{")
-        for n in group:
-            name = n.record.op_name.split("::")[1]
-            L.append(f"  opsmith::define(m, {cpp_str(n.record.op_name)}, {cpp_str(name + n.record.schema)});")
+    for ns, group in _by_namespace(ops).items():
+        L.append(f"{lib}_FRAGMENT({ns}, m) {{")
+        L += [f"  {define(n.record.op_name, n.record.op_name.split('::')[1] + n.record.schema)}" for n in group]
         L.append("}")
-        for key, fn in (("CUDA", "cuda_impl"), ("CPU", "cuda_impl"), ("Meta", "meta_impl"),
-                        ("Autograd", "autograd_impl")):  # fmt: skip
-            L.append(f"TORCH_LIBRARY_IMPL({ns}, {key}, m) {{")
+        for key, fn in keys:
+            L.append(f"{lib}_IMPL({ns}, {key}, m) {{")
             for n in group:
-                L.append(f"  m.impl({cpp_str(n.record.op_name.split('::')[1])}, TORCH_FN({n.scope}::{fn}));")
+                impl = kernel.format(f"{n.scope}::{fn}")
+                L.append(f"  m.impl({cpp_str(n.record.op_name.split('::')[1])}, {impl});")
             L.append("}")
     # A dry-run library's launches, for the differential tests: the last library loaded answers (it serves
     # every op it holds, a library loaded later replacing an earlier one's kernels).
     L += ["#ifdef OPSMITH_DRY_RUN",
-          "TORCH_LIBRARY_FRAGMENT(opsmith_dry_run, m) {",
-          '  opsmith::define(m, "opsmith_dry_run::take", "take() -> str");',
+          f"{lib}_FRAGMENT(opsmith_dry_run, m) {{",
+          f'  {define("opsmith_dry_run::take", "take() -> str")}',
           "}",
-          "TORCH_LIBRARY_IMPL(opsmith_dry_run, CompositeExplicitAutograd, m) {",
-          '  m.impl("take", TORCH_FN(opsmith::dry_run_take));',
+          f"{lib}_IMPL(opsmith_dry_run, CompositeExplicitAutograd, m) {{",
+          f'  m.impl("take", {kernel.format("opsmith::dry_run_take")});',
           "}",
           "#endif"]  # fmt: skip
     return L
@@ -163,31 +172,6 @@ template <size_t N>
 """
 
 
-def _stable_registrations(ops: Sequence[NativeOp]) -> list[str]:
-    """A stable-ABI library's schemas and its CUDA, CPU and Meta kernels, boxed (``TORCH_BOX``): what
-    ``torch/csrc/stable/library.h`` offers. No Autograd kernel (target_cpp.py says why), and the schemas are
-    defined unconditionally: the stable API cannot ask the dispatcher whether an op exists, so such a library
-    is for processes that do not register the ops themselves."""
-    L = []
-    for ns, group in _by_namespace(ops).items():
-        L.append(f"STABLE_TORCH_LIBRARY_FRAGMENT({ns}, m) {{")
-        for n in group:
-            L.append(f"  m.def({cpp_str(n.record.op_name.split('::')[1] + n.record.schema)});")
-        L.append("}")
-        for key, fn in (("CUDA", "cuda_impl"), ("CPU", "cuda_impl"), ("Meta", "meta_impl")):
-            L.append(f"STABLE_TORCH_LIBRARY_IMPL({ns}, {key}, m) {{")
-            for n in group:
-                L.append(f"  m.impl({cpp_str(n.record.op_name.split('::')[1])}, TORCH_BOX(&{n.scope}::{fn}));")
-            L.append("}")
-    L += ["#ifdef OPSMITH_DRY_RUN",
-          "STABLE_TORCH_LIBRARY_FRAGMENT(opsmith_dry_run, m) { m.def(\"take() -> str\"); }",
-          "STABLE_TORCH_LIBRARY_IMPL(opsmith_dry_run, CompositeExplicitAutograd, m) {",
-          '  m.impl("take", TORCH_BOX(&opsmith::dry_run_take));',
-          "}",
-          "#endif"]  # fmt: skip
-    return L
-
-
 def library_source(ops: Sequence[NativeOp], images: Sequence[Image], torch_version: str,
                    served: str | None = None, served_ops: set[str] | None = None, stable: bool = False) -> str:  # fmt: skip
     """The library's C++ source. ``ops`` come callee first: an op's backward ops precede it. ``served``: the
@@ -209,8 +193,6 @@ def library_source(ops: Sequence[NativeOp], images: Sequence[Image], torch_versi
         body += [autograd_source(n.op) for n in ops]
     if served:
         tail = [*_served_registrations(ops, served, served_ops), "}  // namespace", ""]
-    elif stable:
-        tail = ["}  // namespace", "", *_stable_registrations(ops), ""]
     else:
-        tail = ["}  // namespace", "", *_registrations(ops), ""]
+        tail = ["}  // namespace", "", *_registrations(ops, stable), ""]
     return "\n".join(head) + "\n".join(body) + "\n" + "\n".join(tail)

@@ -16,11 +16,14 @@ names for what the runtime reads (``dim``, ``numel``, ``size``, ``sizes``, ``str
 
 from __future__ import annotations
 
-__all__ = ["STABLE_TARGET_VERSION", "glue"]
+__all__ = ["STABLE_TARGET_VERSION", "TENSOR_TYPE", "glue"]
 
 #: The oldest torch a stable-ABI library loads in (2.10: the first with STABLE_TORCH_LIBRARY's boxed kernels
 #: taking std::string and torch::stable::Device, and Tensor::sizes()).
 STABLE_TARGET_VERSION = "0x020a000000000000"
+
+#: The C++ tensor type of each target (``stable``): what the generated kernels take and declare.
+TENSOR_TYPE = {False: "at::Tensor", True: "torch::stable::Tensor"}
 
 _COMMON_HEADERS = """#include <cuda.h>
 #include <dlfcn.h>
@@ -40,7 +43,7 @@ _COMMON_HEADERS = """#include <cuda.h>
 #include <vector>
 """
 
-_ATEN = """#include <ATen/ATen.h>
+_ATEN = r"""#include <ATen/ATen.h>
 #include <ATen/Version.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -62,7 +65,6 @@ std::string cat(const Args&... args) {
 }
 
 inline std::string device_name(const Device& d) { return c10::str(d); }
-inline std::string shape_str(const Tensor& t);  // guards_cpp: over sym_sizes, so a fake tensor's symbols print
 inline bool is_meta(const Tensor& t) { return t.is_meta(); }
 inline Tensor contiguous(const Tensor& t) { return t.contiguous(); }
 inline Tensor aligned_copy(const Tensor& t) { return t.clone(at::MemoryFormat::Contiguous); }
@@ -83,7 +85,7 @@ inline CUstream current_stream(const Device& device) {
 }  // namespace opsmith
 """
 
-_STABLE = """#include <torch/csrc/inductor/aoti_torch/c/shim.h>
+_STABLE = r"""#include <torch/csrc/inductor/aoti_torch/c/shim.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
@@ -107,8 +109,8 @@ std::string cat(const Args&... args) {
 
 // A stable kernel's exception reaches Python as RuntimeError (ValueError needs ATen's c10::ValueError), with
 // its text: the Python path's, not prefixed with a function and line as STD_TORCH_CHECK's would be.
-#define OPSMITH_CHECK(cond, ...) \
-  do {                           \
+#define OPSMITH_CHECK(cond, ...)                                     \
+  do {                                                               \
     if (!(cond)) throw std::runtime_error(opsmith::cat(__VA_ARGS__)); \
   } while (0)
 #define OPSMITH_CHECK_VALUE OPSMITH_CHECK
@@ -119,14 +121,14 @@ inline std::string device_name(const Device& d) {
                      : d.type() == torch::headeronly::DeviceType::CPU ? "cpu" : "device";
   return d.has_index() ? type + ":" + std::to_string(int(d.index())) : type;
 }
-inline std::string shape_str(const Tensor& t);  // guards_cpp: over sizes (concrete only here)
 inline bool is_meta(const Tensor& t) { return t.device().type() == torch::headeronly::DeviceType::Meta; }
 inline Tensor contiguous(const Tensor& t) { return torch::stable::contiguous(t); }
 inline Tensor aligned_copy(const Tensor& t) { return torch::stable::clone(torch::stable::contiguous(t)); }
-template <typename Sizes>
-Tensor empty(const Sizes& sizes, const Tensor& like, c10::ScalarType dtype) {
-  std::vector<int64_t> s(sizes.begin(), sizes.end());
-  return torch::stable::new_empty(like, torch::headeronly::IntHeaderOnlyArrayRef(s.data(), s.size()), dtype);
+inline Tensor empty(const std::vector<int64_t>& sizes, const Tensor& like, c10::ScalarType dtype) {
+  return torch::stable::new_empty(like, torch::headeronly::IntHeaderOnlyArrayRef(sizes.data(), sizes.size()), dtype);
+}
+inline Tensor empty(torch::headeronly::IntHeaderOnlyArrayRef sizes, const Tensor& like, c10::ScalarType dtype) {
+  return torch::stable::new_empty(like, sizes, dtype);
 }
 // torch.empty_like keeps a dense source's strides; the stable API's empty_like keeps its dtype, so another
 // dtype (or a strided source) gets a contiguous tensor, as the ATen build gives for strided sources.
