@@ -261,9 +261,11 @@ def test_more_than_2_31_elements(impl):
 
 
 def test_every_cuda_backward_config_matches_the_reference(monkeypatch):
-    """Each backward config, the shared-memory staged ones included, forced in turn against the reference:
-    rows that fit the stage (16,384 bf16), rows that do not (65,536: the streaming fallback), an odd row length
-    (no vector path) and float32."""
+    """Each backward config, the shared-memory staged and the cluster ones included, forced in turn against the
+    reference: rows that fit the stage (16,384 bf16), rows that do not (65,536: clusters, else the streaming
+    fallback), more rows than persistent clusters (each cluster loops, its stages and mbarrier phases
+    alternate), fewer rows than clusters, ragged cluster slices (20,000), rows past what a cluster stages
+    (131,072 bf16 for most configs, 65,536 float32), odd row lengths (no vector path) and float32."""
     monkeypatch.setenv("OPSMITH_AUTOTUNE", "0")
     monkeypatch.setenv("OPSMITH_DISABLE_DISK_CACHE", "1")  # no decision read from an earlier test's tuning
     _, bwd = rmsnorm_ops("cuda")
@@ -275,7 +277,9 @@ def test_every_cuda_backward_config_matches_the_reference(monkeypatch):
             tuner.default = c
             tuner.decisions.clear()
             for shape, dt in (((64, 16384), torch.bfloat16), ((16, 4096), torch.float32), ((8, 5000), torch.bfloat16),
-                              ((4, 65536), torch.bfloat16), ((300, 1024), torch.float16)):  # fmt: skip
+                              ((4, 65536), torch.bfloat16), ((300, 1024), torch.float16), ((100, 65536), torch.bfloat16),
+                              ((9, 20000), torch.bfloat16), ((3, 131072), torch.bfloat16), ((2, 65536), torch.float32),
+                              ((5, 65537), torch.bfloat16), ((1, 40000), torch.float16)):  # fmt: skip
                 x = torch.randn(shape, device="cuda").to(dt)
                 w = (1 + 0.25 * torch.randn(shape[-1], device="cuda")).to(dt)
                 _compare("cuda", x, w, torch.randn_like(x))

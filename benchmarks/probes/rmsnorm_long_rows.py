@@ -77,7 +77,7 @@ def measure(shape: tuple, impls: list) -> None:
 
 def _decisions(impl: str) -> dict:
     _, bwd = rmsnorm_ops(impl)
-    return {str(k): c for k, c in bwd.tuner.decisions.items()}
+    return {str(k): bwd.record.configs[c]["params"] for k, c in bwd.tuner.decisions.items()}
 
 
 if __name__ == "__main__":

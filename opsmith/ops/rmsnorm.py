@@ -79,6 +79,12 @@ def _partial_rows(flavor: str) -> str:
     row (``rmsnorm_cute.cluster_size``: one per 8,192 elements, at most 8), two CTAs per SM in all."""
     n, least = "max(size(x, -1), 1)", 2 if flavor in ("cuda", "cute") else 1
     per_sm = f"max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n}))"
+    if flavor == "cuda":
+        # Rows past 16,384 elements (the longest a block stages) take the cluster backward: a partial row per
+        # cluster of 8 at 2 blocks per SM, 7/8 of them as for the CuTe DSL clusters below (28 on 132 SMs; the
+        # 264 partial rows of one per block were 69 MB to zero and sum at hidden 65,536, 9% of the traffic).
+        big = f"min(1, {n} // 16385)"
+        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // (1 + 7 * {big}) * (8 - {big}) // 8))"
     if flavor == "cute":
         # Clusters of 4 and 8 CTAs must each fit in one GPC, which strands SMs: an H200 holds 30 clusters of 8
         # at two CTAs per SM, not 33, and a 31st..33rd waits for a whole cluster's rows (hidden 65,536 bf16:
@@ -165,7 +171,7 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # _ROW_ELEMENTS_IN_FLIGHT_PER_SM).
     bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1), (128, 1, 8), (256, 1, 4)]
     bwd_configs = [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late, "STAGED": 0, "SMEM": 0})
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late, "STAGED": 0, "SMEM": 0, "CLUSTER": 1})
         for late in (0, 1)
         for t, v, b in bwd_shapes
     ]
@@ -174,15 +180,26 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # the SM's 227 KiB for the resident blocks. H200, (8192, 16384) bf16, kernel alone: (512, 4, 1) 216.9 us,
     # (1024, 2, 1) 215.8 (90% of copy); (16384, 8192): (512, 2, 1) 204.2 (96%), (256, 4, 2) 216.7.
     bwd_configs += [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": 1, "SMEM": 64 * t * v})
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": 1, "SMEM": 64 * t * v, "CLUSTER": 1})
         for t, v, b in [(512, 4, 1), (1024, 2, 1), (512, 2, 1), (256, 4, 2)]
     ]
+    # Split over a cluster (bwd_cluster, sm_90+): (threads, vectors, blocks per SM, rows staged, cluster). A block
+    # stages its slice of STAGED rows: 2 x 16 x threads * maxv bytes each. The first three cover 65,536 bf16
+    # in clusters of 8 at 2 blocks per SM; the fourth 131,072 bf16 (65,536 float32) at 1 block per SM; the
+    # last 65,536 bf16 in clusters of 4 at 1 block per SM, three rows staged (196 KiB).
+    bwd_configs += [
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": st, "SMEM": 32 * t * v * st, "CLUSTER": c})
+        for t, v, b, st, c in [(256, 4, 2, 2, 8), (256, 4, 2, 3, 8), (512, 2, 2, 3, 8), (512, 4, 1, 2, 8),
+                               (512, 4, 1, 3, 4)]
+    ]
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}>",
+        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[Dim("C"), Numel("x", "int64"), Dim("P")],
-        # The config's resident blocks per SM (its launch bounds), within the partial rows.
-        geometry=Grid(grid=("max(1, min(size(partial, 0), sm_count * MINB))",), block=("THREADS",),
+        # The config's resident blocks per SM (its launch bounds) within the partial rows, in whole clusters:
+        # 7/8 of what the SMs hold for clusters of 4 and 8 (a cluster must fit one GPC).
+        geometry=Grid(grid=("CLUSTER * max(1, min(size(partial, 0), "
+                            "sm_count * MINB // CLUSTER * (8 - min(1, CLUSTER // 4)) // 8))",), block=("THREADS",),
                       shared_mem="SMEM"),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0),
         index_dtype="int64"))  # fmt: skip

@@ -197,6 +197,54 @@ __device__ __forceinline__ void copy_wait_but_newest() {
     asm volatile("cp.async.wait_group 1;\n" ::);
 #endif
 }
+template <int N> __device__ __forceinline__ void copy_wait_all_but() {
+#ifdef RMSNORM_CP_ASYNC
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// Thread-block clusters (sm_90+): distributed shared memory and mbarriers, in PTX. A kernel's cluster size is
+// compiled in (__cluster_dims__), so an ordinary launch of a grid of whole clusters runs it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RMSNORM_CLUSTERS 1
+#define RMSNORM_CLUSTER_DIMS(C) __cluster_dims__(C, 1, 1)
+#else
+#define RMSNORM_CLUSTER_DIMS(C)
+#endif
+#ifdef RMSNORM_CLUSTERS
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+// The address of the same shared-memory variable in CTA `rank` of this cluster.
+__device__ __forceinline__ unsigned peer_u32(unsigned addr, unsigned rank) {
+    unsigned out;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
+    return out;
+}
+// Two accumulators into a peer's shared memory, counted on the peer's mbarrier when they land.
+__device__ __forceinline__ void send2(unsigned dst, float a, float b, unsigned bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+                 ::"r"(dst), "f"(a), "f"(b), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void send2(unsigned dst, double a, double b, unsigned bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f64 [%0], {%1, %2}, [%3];"
+                 ::"r"(dst), "d"(a), "d"(b), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "\t@!done bra WAIT;\n}" ::"r"(bar), "r"(parity) : "memory");
+}
+// Every CTA of the cluster has initialized its mbarriers before any peer's st.async reaches them.
+__device__ __forceinline__ void cluster_start() {
+    asm volatile("fence.mbarrier_init.release.cluster;\n\tbarrier.cluster.arrive.relaxed.aligned;\n\t"
+                 "barrier.cluster.wait.aligned;" ::: "memory");
+}
+#endif
 
 // The staged backward for rows up to THREADS * MAXV 16-byte vectors: x and dy rows go to shared memory by
 // cp.async in two stages (the next row streams in while this one is computed), so a long row is read once
@@ -297,34 +345,220 @@ __device__ __forceinline__ void bwd_staged(const T* __restrict__ dy, const T* __
     }
 }
 
-// Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
-// partial[b, :] (no atomics; the host sums all prows partial rows). The grid may be smaller than prows
-// (it is sized per config to what stays resident); block b zeroes the rows b + gridDim.x, ... it leaves.
-// Parameters: dy, x, weight, eps, partial (inputs; partial is written), n, numel, prows (extras), dx (output).
-// MINB blocks resident per SM (the launch bound caps registers to fit them; the grid is MINB blocks per SM,
-// since a persistent block that does not fit would wait for a whole first wave). Few threads with two rows
-// of 16 elements each in flight beat many threads with one vector: (256 threads, MAXV 2, 2 blocks) keeps
-// 100 registers a thread, where 1,024 threads per SM capped them at 64 and reached 2.8 TB/s (ncu, H200).
-// LATE=1: the next row's loads are issued after this row's reduction barrier (a barrier orders memory
-// accesses, so loads issued before it may be waited for there) and the reduction takes one barrier.
-// STAGED=1: rows that fit THREADS * MAXV 16-byte vectors take bwd_staged (the launch gives its shared memory).
-template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV, int MINB, int LATE, int STAGED>
-__global__ void __launch_bounds__(THREADS, MINB)
-rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
-            TP* __restrict__ partial, long long n, long long numel, long long prows, T* __restrict__ dx) {
-    const long long rows = numel / n;
-    for (long long r = blockIdx.x + (long long)gridDim.x; r < prows; r += gridDim.x)
-        for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = TP(0);
-    typedef typename Acc<T>::type A;
-    static_assert(Same<T, TW>::value, "rmsnorm: weight must have the dtype of x; pass weight.to(x.dtype)");
-    static_assert(Same<TP, A>::value, "rmsnorm: partial must be float32 (float64 for float64 inputs)");
-    static_assert(Same<TG, T>::value, "rmsnorm: grad_y must have the dtype of x");
-    const T* __restrict__ dy = dy_;
+// The cluster backward, for rows too long for one block's shared memory (hidden 65,536 bf16 is 128 KiB each of x
+// and dy): a cluster of CLUSTER blocks takes a row, block `rank` of it the vectors [rank * vpc, (rank + 1) * vpc)
+// (vpc = cdiv(n / VEC, CLUSTER)), staged by cp.async STAGES - 1 rows ahead as in bwd_staged, so each byte is
+// read once and a block's slice of dweight stays in registers. A row's two sums cross the cluster without a
+// cluster barrier: each warp st.asyncs its sums into slot (rank, warp) of every peer's `red`, and each block
+// waits on its own mbarrier for all CLUSTER * WARPS slots (the two parities alternate by row; a peer can write
+// a slot again only after every warp here has sent the next row's sums, which it does after reading this
+// row's). Every block adds the slots in the same order, so the cluster agrees on rstd bit for bit. Clusters
+// are persistent: cluster g takes rows g, g + G, ... (G clusters) into partial row g, and zeroes its slice
+// of the partial rows G, G + ... that no cluster takes. H100, (2048, 65536) bf16, the shipped kernel streaming
+// each row twice read 1.58 GB and wrote 0.82-0.86 GB for 0.805 GB of x, dy and dx (28% of copy).
+template <typename T, typename A, int THREADS, int MAXV, int STAGES, int CLUSTER>
+__device__ __forceinline__ void bwd_cluster(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                                            double eps, A* __restrict__ partial, long long n, long long rows,
+                                            long long prows, T* __restrict__ dx) {
+#ifdef RMSNORM_CLUSTERS
+    static_assert(STAGES >= 2, "rmsnorm: the cluster backward keeps at least one row in flight");
+    constexpr int VEC = 16 / sizeof(T), WARPS = THREADS / 32;
+    extern __shared__ uint4 rms_stage[];                // [stage][x, dy][MAXV][THREADS]: a warp's vectors adjacent
+    __shared__ alignas(16) A red[2][CLUSTER][WARPS][2];  // [row parity][peer][warp][sum of x^2, sum of dy*w*x]
+    __shared__ alignas(8) unsigned long long mbar[2];
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    const unsigned rank = blockIdx.x % CLUSTER;
+    const long long g = blockIdx.x / CLUSTER, groups = gridDim.x / CLUSTER;
+    const long long nv = n / VEC, vpc = (nv + CLUSTER - 1) / CLUSTER, lo = rank * vpc;
+    const long long hi = lo + vpc < nv ? lo + vpc : nv;
+    for (long long r = g + groups; r < prows; r += groups)
+        for (long long e = lo * VEC + t; e < hi * VEC; e += THREADS) partial[r * n + e] = A(0);
+    if (t == 0) {
+        mbar_init(smem_u32(&mbar[0]), 1);
+        mbar_init(smem_u32(&mbar[1]), 1);
+    }
+    cluster_start();
+    Vec<T> ws[MAXV];
+    A dw[MAXV][VEC];
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        if (lo + t + i * THREADS < hi) ws[i] = load16(w, lo + t + i * THREADS);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
+    }
+    auto stage = [&](long long r, int s) {
+        if (r < rows) {
+#pragma unroll
+            for (int i = 0; i < MAXV; ++i) {
+                const long long j = lo + t + i * THREADS;
+                if (j < hi) {
+                    copy16_async(&rms_stage[((s * 2 + 0) * MAXV + i) * THREADS + t], reinterpret_cast<const uint4*>(x + r * n) + j);
+                    copy16_async(&rms_stage[((s * 2 + 1) * MAXV + i) * THREADS + t], reinterpret_cast<const uint4*>(dy + r * n) + j);
+                }
+            }
+        }
+        copy_commit();  // an empty group past the last row keeps the wait counting right
+    };
+#pragma unroll
+    for (int k = 0; k < STAGES - 1; ++k) stage(g + k * groups, k);
+    const unsigned peer_red = smem_u32(&red[0][rank][warp][0]), slot_bytes = CLUSTER * WARPS * 2 * sizeof(A);
+    long long it = 0;
+    for (long long row = g; row < rows; row += groups, ++it) {
+        const int s = (int)(it % STAGES), par = (int)(it & 1);
+        stage(row + (STAGES - 1) * groups, (int)((it + STAGES - 1) % STAGES));
+        copy_wait_all_but<STAGES - 1>();  // this row's copies have landed; later rows' are in flight
+        const unsigned bar = smem_u32(&mbar[par]);
+        if (t == 0) mbar_expect(bar, slot_bytes);
+        A ss = 0, sg = 0;
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            if (lo + t + i * THREADS < hi) {
+                const uint4 xr = rms_stage[((s * 2 + 0) * MAXV + i) * THREADS + t];
+                const uint4 gr = rms_stage[((s * 2 + 1) * MAXV + i) * THREADS + t];
+                const Vec<T>& xv = reinterpret_cast<const Vec<T>&>(xr);
+                const Vec<T>& gv = reinterpret_cast<const Vec<T>&>(gr);
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const A a = Cvt<T>::in(xv.v[k]);
+                    ss += a * a;
+                    sg += Cvt<T>::in(gv.v[k]) * Cvt<T>::in(ws[i].v[k]) * a;
+                }
+            }
+        }
+        ss = warp_sum(ss);
+        sg = warp_sum(sg);
+        if (lane < CLUSTER) send2(peer_u32(peer_red + par * slot_bytes, lane), ss, sg, peer_u32(bar, lane));
+        mbar_wait(bar, (unsigned)(it >> 1) & 1u);
+        ss = 0;
+        sg = 0;
+        for (int e = lane; e < CLUSTER * WARPS; e += 32) {
+            ss += red[par][e / WARPS][e % WARPS][0];
+            sg += red[par][e / WARPS][e % WARPS][1];
+        }
+        ss = warp_sum(ss);
+        sg = warp_sum(sg);
+        const A rstd = rsqrt_(ss / A(n) + A(eps));
+        const A c = sg / A(n) * rstd * rstd * rstd;
+#pragma unroll
+        for (int i = 0; i < MAXV; ++i) {
+            const long long j = lo + t + i * THREADS;
+            if (j < hi) {
+                const uint4 xr = rms_stage[((s * 2 + 0) * MAXV + i) * THREADS + t];
+                const uint4 gr = rms_stage[((s * 2 + 1) * MAXV + i) * THREADS + t];
+                const Vec<T>& xv = reinterpret_cast<const Vec<T>&>(xr);
+                const Vec<T>& gv = reinterpret_cast<const Vec<T>&>(gr);
+                Vec<T> o;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const A a = Cvt<T>::in(xv.v[k]), gk = Cvt<T>::in(gv.v[k]);
+                    o.v[k] = Cvt<T>::out(rstd * gk * Cvt<T>::in(ws[i].v[k]) - a * c);
+                    dw[i][k] += gk * a * rstd;
+                }
+                store16(dx + row * n, j, o);
+            }
+        }
+    }
+    A* pr = partial + g * n;
+#pragma unroll
+    for (int i = 0; i < MAXV; ++i) {
+        const long long j = lo + t + i * THREADS;
+        if (j < hi) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = dw[i][k];
+        }
+    }
+#endif
+}
+
+// Whether the cluster backward takes these rows: sm_90+, 16-byte vectors, and a block's slice within its
+// THREADS * MAXV staged vectors.
+template <typename T, int THREADS, int MAXV, int CLUSTER>
+__device__ __forceinline__ bool cluster_fits(const T* x, const T* dy, const T* w, const T* dx, long long n) {
+#ifdef RMSNORM_CLUSTERS
     constexpr int VEC = 16 / sizeof(T);
-    __shared__ A red[128];
-    TP* pr = partial + (long long)blockIdx.x * n;
+    return aligned16(x, dy, w, n) && aligned16(x, dx, w, n) && (n / VEC + CLUSTER - 1) / CLUSTER <= THREADS * MAXV;
+#else
+    return false;
+#endif
+}
+
+// Rows streamed twice (they fit neither registers nor shared memory): rows first, first + stride, ... into the
+// partial row pr, which this block owns and zeroes.
+template <typename T, typename A, int THREADS>
+__device__ __forceinline__ void bwd_two_pass(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                                             double eps, A* __restrict__ pr, long long n, long long rows,
+                                             long long first, long long stride, T* __restrict__ dx, A* red) {
+    constexpr int VEC = 16 / sizeof(T);
+    if (aligned16(x, dy, w, n) && aligned16(x, dx, w, n)) {  // 16-byte vectors
+        const long long nv = n / VEC;
+        for (long long j = threadIdx.x; j < nv; j += THREADS)  // zeroed by the thread that accumulates it
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = A(0);
+        for (long long row = first; row < rows; row += stride) {
+            const T* xr = x + row * n;
+            const T* gr = dy + row * n;
+            T* dr = dx + row * n;
+            A ss = 0, sg = 0;
+            for (long long j = threadIdx.x; j < nv; j += THREADS) {
+                const Vec<T> xv = load16(xr, j), gv = load16(gr, j), wv = load16(w, j);
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const A a = Cvt<T>::in(xv.v[k]);
+                    ss += a * a;
+                    sg += Cvt<T>::in(gv.v[k]) * Cvt<T>::in(wv.v[k]) * a;
+                }
+            }
+            block_sum2<A, THREADS>(ss, sg, red);
+            const A rstd = rsqrt_(ss / A(n) + A(eps));
+            const A c = sg / A(n) * rstd * rstd * rstd;
+            for (long long j = threadIdx.x; j < nv; j += THREADS) {
+                const Vec<T> xv = load16(xr, j), gv = load16(gr, j), wv = load16(w, j);
+                Vec<T> o;
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) {
+                    const A a = Cvt<T>::in(xv.v[k]), g = Cvt<T>::in(gv.v[k]);
+                    o.v[k] = Cvt<T>::out(rstd * g * Cvt<T>::in(wv.v[k]) - a * c);
+                    pr[j * VEC + k] += g * a * rstd;  // this thread owns these elements of the partial row
+                }
+                store16(dr, j, o);
+            }
+        }
+    } else {
+        for (long long j = threadIdx.x; j < n; j += THREADS) pr[j] = A(0);
+        for (long long row = first; row < rows; row += stride) {
+            const T* xr = x + row * n;
+            const T* gr = dy + row * n;
+            T* dr = dx + row * n;
+            A ss = 0, sg = 0;
+            for (long long j = threadIdx.x; j < n; j += THREADS) {
+                const A a = Cvt<T>::in(xr[j]);
+                ss += a * a;
+                sg += Cvt<T>::in(gr[j]) * Cvt<T>::in(w[j]) * a;
+            }
+            block_sum2<A, THREADS>(ss, sg, red);
+            const A rstd = rsqrt_(ss / A(n) + A(eps));
+            const A c = sg / A(n) * rstd * rstd * rstd;
+            for (long long j = threadIdx.x; j < n; j += THREADS) {
+                const A a = Cvt<T>::in(xr[j]), g = Cvt<T>::in(gr[j]);
+                dr[j] = Cvt<T>::out(rstd * g * Cvt<T>::in(w[j]) - a * c);
+                pr[j] += g * a * rstd;  // this thread owns element j of its block's partial row
+            }
+        }
+    }
+}
+
+// The kernel's blocks when each takes whole rows (CLUSTER = 1): persistent block b takes rows b, b + gridDim.x,
+// ... into partial row b, and zeroes the partial rows b + gridDim.x, ... that no block takes.
+template <typename T, typename A, int THREADS, int MAXV, int LATE, int STAGED>
+__device__ __forceinline__ void bwd_blocks(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                                           double eps, A* __restrict__ partial, long long n, long long rows,
+                                           long long prows, T* __restrict__ dx, A* red) {
+    for (long long r = blockIdx.x + (long long)gridDim.x; r < prows; r += gridDim.x)
+        for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = A(0);
+    constexpr int VEC = 16 / sizeof(T);
+    A* pr = partial + (long long)blockIdx.x * n;
     if (STAGED && aligned16(x, dy, w, n) && aligned16(x, dx, w, n) && n <= (long long)THREADS * VEC * MAXV) {
-        bwd_staged<T, A, THREADS, MAXV>(dy, x, reinterpret_cast<const T*>(w), eps, pr, n, rows, dx);
+        bwd_staged<T, A, THREADS, MAXV>(dy, x, w, eps, pr, n, rows, dx);
         return;
     }
     const bool vec = vector_ok(x, dy, w, n, THREADS, MAXV) && vector_ok(x, dx, w, n, THREADS, MAXV);
@@ -335,7 +569,7 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
 #pragma unroll
         for (int i = 0; i < MAXV; ++i) {
             const long long j = threadIdx.x + (long long)i * THREADS;
-            if (j < nv) ws[i] = load16(reinterpret_cast<const T*>(w), j);
+            if (j < nv) ws[i] = load16(w, j);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
         }
@@ -396,64 +630,53 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
             const long long j = threadIdx.x + (long long)i * THREADS;
             if (j < nv) {
 #pragma unroll
-                for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = TP(dw[i][k]);
+                for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = dw[i][k];
             }
         }
-    } else if (aligned16(x, dy, w, n) && aligned16(x, dx, w, n)) {  // long rows: two vector passes each
-        const long long nv = n / VEC;
-        for (long long j = threadIdx.x; j < nv; j += THREADS)  // zeroed by the thread that accumulates it
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = TP(0);
-        for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-            const T* xr = x + row * n;
-            const T* gr = dy + row * n;
-            T* dr = dx + row * n;
-            A ss = 0, sg = 0;
-            for (long long j = threadIdx.x; j < nv; j += THREADS) {
-                const Vec<T> xv = load16(xr, j), gv = load16(gr, j), wv = load16(reinterpret_cast<const T*>(w), j);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const A a = Cvt<T>::in(xv.v[k]);
-                    ss += a * a;
-                    sg += Cvt<T>::in(gv.v[k]) * Cvt<T>::in(wv.v[k]) * a;
-                }
-            }
-            block_sum2<A, THREADS>(ss, sg, red);
-            const A rstd = rsqrt_(ss / A(n) + A(eps));
-            const A c = sg / A(n) * rstd * rstd * rstd;
-            for (long long j = threadIdx.x; j < nv; j += THREADS) {
-                const Vec<T> xv = load16(xr, j), gv = load16(gr, j), wv = load16(reinterpret_cast<const T*>(w), j);
-                Vec<T> o;
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const A a = Cvt<T>::in(xv.v[k]), g = Cvt<T>::in(gv.v[k]);
-                    o.v[k] = Cvt<T>::out(rstd * g * Cvt<T>::in(wv.v[k]) - a * c);
-                    pr[j * VEC + k] += TP(g * a * rstd);  // this thread owns these elements of the partial row
-                }
-                store16(dr, j, o);
-            }
+    } else {  // long rows: two passes each
+        bwd_two_pass<T, A, THREADS>(dy, x, w, eps, pr, n, rows, blockIdx.x, gridDim.x, dx, red);
+    }
+}
+
+// Persistent blocks: block b takes rows b, b + gridDim.x, ... and writes its partial dweight sums to
+// partial[b, :] (no atomics; the host sums all prows partial rows). The grid may be smaller than prows
+// (it is sized per config to what stays resident); block b zeroes the rows b + gridDim.x, ... it leaves.
+// Parameters: dy, x, weight, eps, partial (inputs; partial is written), n, numel, prows (extras), dx (output).
+// MINB blocks resident per SM (the launch bound caps registers to fit them; the grid is MINB blocks per SM,
+// since a persistent block that does not fit would wait for a whole first wave). Few threads with two rows
+// of 16 elements each in flight beat many threads with one vector: (256 threads, MAXV 2, 2 blocks) keeps
+// 100 registers a thread, where 1,024 threads per SM capped them at 64 and reached 2.8 TB/s (ncu, H200).
+// LATE=1: the next row's loads are issued after this row's reduction barrier (a barrier orders memory
+// accesses, so loads issued before it may be waited for there) and the reduction takes one barrier.
+// STAGED=1: rows that fit THREADS * MAXV 16-byte vectors take bwd_staged (the launch gives its shared memory).
+// CLUSTER > 1: clusters of that many blocks split each row (bwd_cluster, STAGED >= 2 rows staged); the grid
+// is whole clusters, cluster g owning partial row g. Where the cluster kernel cannot run (before sm_90, a
+// misaligned row, a slice past THREADS * MAXV vectors), each cluster's first block streams its rows alone.
+template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV, int MINB, int LATE, int STAGED,
+          int CLUSTER>
+__global__ void __launch_bounds__(THREADS, MINB) RMSNORM_CLUSTER_DIMS(CLUSTER)
+rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
+            TP* __restrict__ partial, long long n, long long numel, long long prows, T* __restrict__ dx) {
+    typedef typename Acc<T>::type A;
+    static_assert(Same<T, TW>::value, "rmsnorm: weight must have the dtype of x; pass weight.to(x.dtype)");
+    static_assert(Same<TP, A>::value, "rmsnorm: partial must be float32 (float64 for float64 inputs)");
+    static_assert(Same<TG, T>::value, "rmsnorm: grad_y must have the dtype of x");
+    const long long rows = numel / n;
+    const T* __restrict__ dy = dy_;
+    const T* __restrict__ wt = reinterpret_cast<const T*>(w);
+    __shared__ A red[128];
+    if constexpr (CLUSTER > 1) {
+        const long long g = blockIdx.x / CLUSTER, groups = gridDim.x / CLUSTER;
+        if (cluster_fits<T, THREADS, MAXV, CLUSTER>(x, dy, wt, dx, n)) {
+            bwd_cluster<T, A, THREADS, MAXV, (STAGED > 2 ? STAGED : 2), CLUSTER>(dy, x, wt, eps, partial, n, rows,
+                                                                               prows, dx);
+        } else if (blockIdx.x % CLUSTER == 0) {
+            for (long long r = g + groups; r < prows; r += groups)
+                for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = TP(0);
+            bwd_two_pass<T, A, THREADS>(dy, x, wt, eps, partial + g * n, n, rows, g, groups, dx, red);
         }
     } else {
-        for (long long j = threadIdx.x; j < n; j += THREADS) pr[j] = TP(0);
-        for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
-            const T* xr = x + row * n;
-            const T* gr = dy + row * n;
-            T* dr = dx + row * n;
-            A ss = 0, sg = 0;
-            for (long long j = threadIdx.x; j < n; j += THREADS) {
-                const A a = Cvt<T>::in(xr[j]);
-                ss += a * a;
-                sg += Cvt<T>::in(gr[j]) * Cvt<TW>::in(w[j]) * a;
-            }
-            block_sum2<A, THREADS>(ss, sg, red);
-            const A rstd = rsqrt_(ss / A(n) + A(eps));
-            const A c = sg / A(n) * rstd * rstd * rstd;
-            for (long long j = threadIdx.x; j < n; j += THREADS) {
-                const A a = Cvt<T>::in(xr[j]), g = Cvt<T>::in(gr[j]);
-                dr[j] = Cvt<T>::out(rstd * g * Cvt<TW>::in(w[j]) - a * c);
-                pr[j] += TP(g * a * rstd);  // this thread owns element j of its block's partial row
-            }
-        }
+        bwd_blocks<T, A, THREADS, MAXV, LATE, STAGED>(dy, x, wt, eps, partial, n, rows, prows, dx, red);
     }
 }
 
