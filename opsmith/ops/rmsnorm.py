@@ -189,8 +189,13 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # last 65,536 bf16 in clusters of 4 at 1 block per SM, three rows staged (196 KiB).
     bwd_configs += [
         Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": st, "SMEM": 32 * t * v * st, "CLUSTER": c})
-        for t, v, b, st, c in [(256, 4, 2, 2, 8), (256, 4, 2, 3, 8), (512, 2, 2, 3, 8), (512, 4, 1, 2, 8),
-                               (512, 4, 1, 3, 4)]
+        for t, v, b, st, c in [
+            (256, 4, 2, 2, 8),
+            (256, 4, 2, 3, 8),
+            (512, 2, 2, 3, 8),
+            (512, 4, 1, 2, 8),
+            (512, 4, 1, 3, 4),
+        ]
     ]
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}>",
