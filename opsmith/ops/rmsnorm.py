@@ -10,7 +10,8 @@ Each kernel is registered through opsmith's one path (``opsmith::rmsnorm_triton`
 with ``Backward``: the backward op recomputes ``rstd`` from ``x`` (it reads the row anyway, so saving it would
 only cost a write) and returns ``dx`` plus per-program partial sums of ``dweight``, which one ``sum`` reduces.
 Every kernel indexes rows with 64 bits (``index_dtype="int64"``): tensors of more than 2^31 elements run. The
-CuTe DSL kernels split long rows over a thread-block cluster (``kernels/rmsnorm_cute.py``).
+CuTe DSL kernels split long rows over a thread-block cluster (``kernels/rmsnorm_cute.py``), and so does the CUDA
+C++ backward past 16,384 elements (``bwd_cluster`` in ``kernels/rmsnorm.cu``).
 """
 
 from __future__ import annotations
