@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ..errors import SpecError
+from ..record import TensorArg
 
 __all__ = ["abstract_eval", "refusal", "to_jax_dtype", "to_torch_dtype"]
 
@@ -83,21 +84,21 @@ def abstract_eval(op: Any, *args: Any, **scalars: Any) -> tuple:
 
 def _meta_args(op: Any, args: Sequence[Any], scalars: dict) -> list:
     """The op's positional arguments with meta tensors standing for the abstract values."""
-    record = op.record
+    record, missing = op.record, object()
     out, it = [], iter(args)
     for decl in record.inputs:
-        if hasattr(decl, "mutates"):  # a tensor input
-            a = next(it, None)
-            if a is None:
+        if isinstance(decl, TensorArg):
+            a = next(it, missing)
+            if a is missing:
                 raise TypeError(f"{record.op_name}: tensor input {decl.name!r} is missing.")
             out.append(torch.empty(tuple(a.shape), dtype=to_torch_dtype(a.dtype), device="meta"))
         elif decl.name in scalars:
             out.append(scalars.pop(decl.name))
         else:
-            v = next(it, None)
-            if v is None:
+            v = next(it, missing)
+            if v is missing:
                 raise TypeError(f"{record.op_name}: scalar {decl.name!r} is missing.")
             out.append(v)
-    if scalars or next(it, None) is not None:
+    if scalars or next(it, missing) is not missing:
         raise TypeError(f"{record.op_name}: unexpected arguments ({sorted(scalars) or 'extra positional'}).")
     return out

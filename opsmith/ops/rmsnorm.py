@@ -74,6 +74,15 @@ def reference_rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float)
     return y.to(x.dtype)
 
 
+def _clusters(blocks: str, c: str) -> str:
+    """Persistent clusters of ``c`` blocks within ``blocks`` resident blocks, as a size expression. Clusters of 4
+    and 8 must each fit in one GPC, which strands SMs: an H200 holds 30 clusters of 8 at two CTAs per SM, not
+    33, and a 31st..33rd waits for a whole cluster's rows (CuTe DSL, hidden 65,536 bf16: 296 us with 33 partial
+    rows, 231.6 with 30, 237.4 with 28); so 7/8 of them for clusters past 2 (an H100: at most 15 of 8 at one
+    block per SM, ncu). ``c`` = 1 gives ``blocks``."""
+    return f"{blocks} // {c} * (8 - min(1, {c} // 4)) // 8"
+
+
 def _partial_rows(flavor: str) -> str:
     """Rows of the backward's partial-sum buffer, as a size expression: one per persistent program, within the
     rows of x (``_partials_per_sm`` programs per SM). CuTe DSL: one per persistent cluster, whose CTAs split a
@@ -82,16 +91,13 @@ def _partial_rows(flavor: str) -> str:
     per_sm = f"max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n}))"
     if flavor == "cuda":
         # Rows past 16,384 elements (the longest a block stages) take the cluster backward: a partial row per
-        # cluster of 8 at 2 blocks per SM, 7/8 of them as for the CuTe DSL clusters below (28 on 132 SMs; the
-        # 264 partial rows of one per block were 69 MB to zero and sum at hidden 65,536, 9% of the traffic).
-        big = f"min(1, {n} // 16385)"
-        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // (1 + 7 * {big}) * (8 - {big}) // 8))"
+        # cluster of 8 at 2 blocks per SM (28 on 132 SMs; the 264 partial rows of one per block were 69 MB to
+        # zero and sum at hidden 65,536, 9% of the traffic).
+        c = f"(1 + 7 * min(1, {n} // 16385))"
+        return f"min(numel(x) // {n}, max(1, {_clusters(f'sm_count * {per_sm}', c)}))"
     if flavor == "cute":
-        # Clusters of 4 and 8 CTAs must each fit in one GPC, which strands SMs: an H200 holds 30 clusters of 8
-        # at two CTAs per SM, not 33, and a 31st..33rd waits for a whole cluster's rows (hidden 65,536 bf16:
-        # 296 us with 33 partial rows, 231.6 with 30, 237.4 with 28). So 7/8 of them for clusters past 2.
         c = f"min(8, cdiv({n}, 8192))"
-        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // {c} * (8 - min(1, {c} // 4)) // 8))"
+        return f"min(numel(x) // {n}, max(1, {_clusters(f'sm_count * {per_sm}', c)}))"
     return f"min(numel(x) // {n}, sm_count * {per_sm})"
 
 
@@ -202,11 +208,9 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[Dim("C"), Numel("x", "int64"), Dim("P")],
-        # The config's resident blocks per SM (its launch bounds) within the partial rows, in whole clusters:
-        # 7/8 of what the SMs hold for clusters of 4 and 8 (a cluster must fit one GPC).
-        geometry=Grid(grid=("CLUSTER * max(1, min(size(partial, 0), "
-                            "sm_count * MINB // CLUSTER * (8 - min(1, CLUSTER // 4)) // 8))",), block=("THREADS",),
-                      shared_mem="SMEM"),
+        # The config's resident blocks per SM (its launch bounds) within the partial rows, in whole clusters.
+        geometry=Grid(grid=(f"CLUSTER * max(1, min(size(partial, 0), {_clusters('sm_count * MINB', 'CLUSTER')}))",),
+                      block=("THREADS",), shared_mem="SMEM"),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0),
         index_dtype="int64"))  # fmt: skip
     dweight = cuda_kernel_op(f"{ns}::rmsnorm_cuda_dweight", KernelSpec(

@@ -246,57 +246,55 @@ __device__ __forceinline__ void cluster_start() {
 }
 #endif
 
-// The staged backward for rows up to THREADS * MAXV 16-byte vectors: x and dy rows go to shared memory by
-// cp.async in two stages (the next row streams in while this one is computed), so a long row is read once
-// and bytes stay in flight without registers. A row held in registers instead leaves one block per SM bound
-// by latency: (8192, 16384) bf16 on an H200 took 383.7 us that way, 215.8 us staged (90% of copy), where the
-// two streaming passes took 546.5. Each thread copies, reads and writes only its own vectors, so its own
-// cp.async wait orders them; the block meets once per row, for the row's two sums. Dynamic shared memory:
-// 2 stages x (x, dy) x THREADS * MAXV x 16 bytes.
+// A block's slice of a row staged in shared memory: the row's vectors [lo, lo + count), thread t holding slice
+// vectors t, t + THREADS, ... (MAXV of them), with their weights and their dweight terms (summed over the rows
+// the block takes) in registers. Stage s of vector i of x (dy) is at stage[((s * 2 + 0 (1)) * MAXV + i) *
+// THREADS + t]: a warp's vectors are adjacent (no bank conflicts), and each thread copies, reads and writes
+// only its own vectors, so its own cp.async wait orders them and reusing a stage needs no barrier.
 template <typename T, typename A, int THREADS, int MAXV>
-__device__ __forceinline__ void bwd_staged(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
-                                           double eps, A* __restrict__ pr, long long n, long long rows,
-                                           T* __restrict__ dx) {
-    constexpr int VEC = 16 / sizeof(T);
-    constexpr int PER = THREADS * MAXV;
-    extern __shared__ uint4 rms_stage[];  // [stage][x, dy][PER]
-    __shared__ A red[2][2][32];
-    const long long nv = n / VEC;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+struct StagedSlice {
+    static constexpr int VEC = 16 / sizeof(T);
+    uint4* stage;
+    long long lo, count;
     Vec<T> ws[MAXV];
     A dw[MAXV][VEC];
+
+    __device__ __forceinline__ StagedSlice(uint4* stage_, const T* w, long long lo_, long long count_)
+        : stage(stage_), lo(lo_), count(count_) {
 #pragma unroll
-    for (int i = 0; i < MAXV; ++i) {
-        const long long j = threadIdx.x + (long long)i * THREADS;
-        if (j < nv) ws[i] = load16(w, j);
+        for (int i = 0; i < MAXV; ++i) {
+            if (has(i)) ws[i] = load16(w, lo + threadIdx.x + i * THREADS);
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
+            for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
+        }
     }
-    long long row = blockIdx.x;
-    auto issue = [&](long long r, int s) {
+    __device__ __forceinline__ bool has(int i) const { return threadIdx.x + (long long)i * THREADS < count; }
+    __device__ __forceinline__ uint4& at(int s, int tensor, int i) const {
+        return stage[((s * 2 + tensor) * MAXV + i) * THREADS + threadIdx.x];
+    }
+    // cp.async this thread's vectors of row r of x and dy into stage s, as one commit group (an empty one past
+    // the last row keeps the wait counting right).
+    __device__ __forceinline__ void issue(const T* x, const T* dy, long long r, long long rows, long long n, int s) {
         if (r < rows) {
 #pragma unroll
             for (int i = 0; i < MAXV; ++i) {
-                const long long j = threadIdx.x + (long long)i * THREADS;
-                if (j < nv) {
-                    copy16_async(&rms_stage[(s * 2 + 0) * PER + j], reinterpret_cast<const uint4*>(x + r * n) + j);
-                    copy16_async(&rms_stage[(s * 2 + 1) * PER + j], reinterpret_cast<const uint4*>(dy + r * n) + j);
+                if (has(i)) {
+                    const long long j = lo + threadIdx.x + i * THREADS;
+                    copy16_async(&at(s, 0, i), reinterpret_cast<const uint4*>(x + r * n) + j);
+                    copy16_async(&at(s, 1, i), reinterpret_cast<const uint4*>(dy + r * n) + j);
                 }
             }
         }
-        copy_commit();  // an empty group past the last row keeps the wait counting right
-    };
-    issue(row, 0);
-    int s = 0, parity = 0;
-    for (; row < rows; row += gridDim.x) {
-        issue(row + gridDim.x, s ^ 1);
-        copy_wait_but_newest();  // this row's copies have landed
-        A ss = 0, sg = 0;
+        copy_commit();
+    }
+    // This thread's terms of the row's two sums: x^2 and dy * w * x.
+    __device__ __forceinline__ void sums(int s, A& ss, A& sg) const {
+        ss = 0;
+        sg = 0;
 #pragma unroll
         for (int i = 0; i < MAXV; ++i) {
-            const long long j = threadIdx.x + (long long)i * THREADS;
-            if (j < nv) {
-                const uint4 xr = rms_stage[(s * 2 + 0) * PER + j], gr = rms_stage[(s * 2 + 1) * PER + j];
+            if (has(i)) {
+                const uint4 xr = at(s, 0, i), gr = at(s, 1, i);
                 const Vec<T>& xv = reinterpret_cast<const Vec<T>&>(xr);
                 const Vec<T>& gv = reinterpret_cast<const Vec<T>&>(gr);
 #pragma unroll
@@ -307,20 +305,14 @@ __device__ __forceinline__ void bwd_staged(const T* __restrict__ dy, const T* __
                 }
             }
         }
-        ss = warp_sum(ss);
-        sg = warp_sum(sg);
-        if (lane == 0) { red[parity][0][warp] = ss; red[parity][1][warp] = sg; }
-        __syncthreads();  // one barrier a row: the next row writes the other parity's slots
-        ss = warp_sum(lane < THREADS / 32 ? red[parity][0][lane] : A(0));
-        sg = warp_sum(lane < THREADS / 32 ? red[parity][1][lane] : A(0));
-        parity ^= 1;
-        const A rstd = rsqrt_(ss / A(n) + A(eps));
-        const A c = sg / A(n) * rstd * rstd * rstd;
+    }
+    // dx of this thread's vectors (into the row dxr) and their dweight terms, from the row's rstd and
+    // c = mean(dy * w * x) * rstd^3.
+    __device__ __forceinline__ void grads(int s, A rstd, A c, T* dxr) {
 #pragma unroll
         for (int i = 0; i < MAXV; ++i) {
-            const long long j = threadIdx.x + (long long)i * THREADS;
-            if (j < nv) {
-                const uint4 xr = rms_stage[(s * 2 + 0) * PER + j], gr = rms_stage[(s * 2 + 1) * PER + j];
+            if (has(i)) {
+                const uint4 xr = at(s, 0, i), gr = at(s, 1, i);
                 const Vec<T>& xv = reinterpret_cast<const Vec<T>&>(xr);
                 const Vec<T>& gv = reinterpret_cast<const Vec<T>&>(gr);
                 Vec<T> o;
@@ -330,19 +322,58 @@ __device__ __forceinline__ void bwd_staged(const T* __restrict__ dy, const T* __
                     o.v[k] = Cvt<T>::out(rstd * g * Cvt<T>::in(ws[i].v[k]) - a * c);
                     dw[i][k] += g * a * rstd;
                 }
-                store16(dx + row * n, j, o);
+                store16(dxr, lo + threadIdx.x + i * THREADS, o);
             }
         }
-        s ^= 1;
     }
+    // The slice's dweight terms into the partial row pr.
+    __device__ __forceinline__ void store(A* pr) const {
 #pragma unroll
-    for (int i = 0; i < MAXV; ++i) {
-        const long long j = threadIdx.x + (long long)i * THREADS;
-        if (j < nv) {
+        for (int i = 0; i < MAXV; ++i) {
+            if (has(i)) {
+                const long long j = lo + threadIdx.x + i * THREADS;
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = dw[i][k];
+                for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = dw[i][k];
+            }
         }
     }
+};
+
+// The staged backward for rows up to THREADS * MAXV 16-byte vectors: x and dy rows go to shared memory by
+// cp.async in two stages (the next row streams in while this one is computed), so a long row is read once
+// and bytes stay in flight without registers. A row held in registers instead leaves one block per SM bound
+// by latency: (8192, 16384) bf16 on an H200 took 383.7 us that way, 215.8 us staged (90% of copy), where the
+// two streaming passes took 546.5. The block meets once per row, for the row's two sums. Dynamic shared
+// memory: 2 stages x (x, dy) x THREADS * MAXV x 16 bytes.
+template <typename T, typename A, int THREADS, int MAXV>
+__device__ __forceinline__ void bwd_staged(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
+                                           double eps, A* __restrict__ pr, long long n, long long rows,
+                                           T* __restrict__ dx) {
+    constexpr int VEC = 16 / sizeof(T);
+    extern __shared__ uint4 rms_stage[];
+    __shared__ A red[2][2][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    StagedSlice<T, A, THREADS, MAXV> slice(rms_stage, w, 0, n / VEC);
+    long long row = blockIdx.x;
+    slice.issue(x, dy, row, rows, n, 0);
+    int s = 0, parity = 0;
+    for (; row < rows; row += gridDim.x) {
+        slice.issue(x, dy, row + gridDim.x, rows, n, s ^ 1);
+        copy_wait_but_newest();  // this row's copies have landed
+        A ss, sg;
+        slice.sums(s, ss, sg);
+        ss = warp_sum(ss);
+        sg = warp_sum(sg);
+        if (lane == 0) { red[parity][0][warp] = ss; red[parity][1][warp] = sg; }
+        __syncthreads();  // one barrier a row: the next row writes the other parity's slots
+        ss = warp_sum(lane < THREADS / 32 ? red[parity][0][lane] : A(0));
+        sg = warp_sum(lane < THREADS / 32 ? red[parity][1][lane] : A(0));
+        parity ^= 1;
+        const A rstd = rsqrt_(ss / A(n) + A(eps));
+        slice.grads(s, rstd, sg / A(n) * rstd * rstd * rstd, dx + row * n);
+        s ^= 1;
+    }
+    slice.store(pr);
 }
 
 // The cluster backward, for rows too long for one block's shared memory (hidden 65,536 bf16 is 128 KiB each of x
@@ -363,7 +394,7 @@ __device__ __forceinline__ void bwd_cluster(const T* __restrict__ dy, const T* _
 #ifdef RMSNORM_CLUSTERS
     static_assert(STAGES >= 2, "rmsnorm: the cluster backward keeps at least one row in flight");
     constexpr int VEC = 16 / sizeof(T), WARPS = THREADS / 32;
-    extern __shared__ uint4 rms_stage[];                // [stage][x, dy][MAXV][THREADS]: a warp's vectors adjacent
+    extern __shared__ uint4 rms_stage[];                // StagedSlice's stages
     __shared__ alignas(16) A red[2][CLUSTER][WARPS][2];  // [row parity][peer][warp][sum of x^2, sum of dy*w*x]
     __shared__ alignas(8) unsigned long long mbar[2];
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
@@ -378,53 +409,19 @@ __device__ __forceinline__ void bwd_cluster(const T* __restrict__ dy, const T* _
         mbar_init(smem_u32(&mbar[1]), 1);
     }
     cluster_start();
-    Vec<T> ws[MAXV];
-    A dw[MAXV][VEC];
+    StagedSlice<T, A, THREADS, MAXV> slice(rms_stage, w, lo, hi - lo);
 #pragma unroll
-    for (int i = 0; i < MAXV; ++i) {
-        if (lo + t + i * THREADS < hi) ws[i] = load16(w, lo + t + i * THREADS);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) dw[i][k] = 0;
-    }
-    auto stage = [&](long long r, int s) {
-        if (r < rows) {
-#pragma unroll
-            for (int i = 0; i < MAXV; ++i) {
-                const long long j = lo + t + i * THREADS;
-                if (j < hi) {
-                    copy16_async(&rms_stage[((s * 2 + 0) * MAXV + i) * THREADS + t], reinterpret_cast<const uint4*>(x + r * n) + j);
-                    copy16_async(&rms_stage[((s * 2 + 1) * MAXV + i) * THREADS + t], reinterpret_cast<const uint4*>(dy + r * n) + j);
-                }
-            }
-        }
-        copy_commit();  // an empty group past the last row keeps the wait counting right
-    };
-#pragma unroll
-    for (int k = 0; k < STAGES - 1; ++k) stage(g + k * groups, k);
+    for (int k = 0; k < STAGES - 1; ++k) slice.issue(x, dy, g + k * groups, rows, n, k);
     const unsigned peer_red = smem_u32(&red[0][rank][warp][0]), slot_bytes = CLUSTER * WARPS * 2 * sizeof(A);
     long long it = 0;
     for (long long row = g; row < rows; row += groups, ++it) {
         const int s = (int)(it % STAGES), par = (int)(it & 1);
-        stage(row + (STAGES - 1) * groups, (int)((it + STAGES - 1) % STAGES));
+        slice.issue(x, dy, row + (STAGES - 1) * groups, rows, n, (int)((it + STAGES - 1) % STAGES));
         copy_wait_all_but<STAGES - 1>();  // this row's copies have landed; later rows' are in flight
         const unsigned bar = smem_u32(&mbar[par]);
         if (t == 0) mbar_expect(bar, slot_bytes);
-        A ss = 0, sg = 0;
-#pragma unroll
-        for (int i = 0; i < MAXV; ++i) {
-            if (lo + t + i * THREADS < hi) {
-                const uint4 xr = rms_stage[((s * 2 + 0) * MAXV + i) * THREADS + t];
-                const uint4 gr = rms_stage[((s * 2 + 1) * MAXV + i) * THREADS + t];
-                const Vec<T>& xv = reinterpret_cast<const Vec<T>&>(xr);
-                const Vec<T>& gv = reinterpret_cast<const Vec<T>&>(gr);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const A a = Cvt<T>::in(xv.v[k]);
-                    ss += a * a;
-                    sg += Cvt<T>::in(gv.v[k]) * Cvt<T>::in(ws[i].v[k]) * a;
-                }
-            }
-        }
+        A ss, sg;
+        slice.sums(s, ss, sg);
         ss = warp_sum(ss);
         sg = warp_sum(sg);
         if (lane < CLUSTER) send2(peer_u32(peer_red + par * slot_bytes, lane), ss, sg, peer_u32(bar, lane));
@@ -438,35 +435,9 @@ __device__ __forceinline__ void bwd_cluster(const T* __restrict__ dy, const T* _
         ss = warp_sum(ss);
         sg = warp_sum(sg);
         const A rstd = rsqrt_(ss / A(n) + A(eps));
-        const A c = sg / A(n) * rstd * rstd * rstd;
-#pragma unroll
-        for (int i = 0; i < MAXV; ++i) {
-            const long long j = lo + t + i * THREADS;
-            if (j < hi) {
-                const uint4 xr = rms_stage[((s * 2 + 0) * MAXV + i) * THREADS + t];
-                const uint4 gr = rms_stage[((s * 2 + 1) * MAXV + i) * THREADS + t];
-                const Vec<T>& xv = reinterpret_cast<const Vec<T>&>(xr);
-                const Vec<T>& gv = reinterpret_cast<const Vec<T>&>(gr);
-                Vec<T> o;
-#pragma unroll
-                for (int k = 0; k < VEC; ++k) {
-                    const A a = Cvt<T>::in(xv.v[k]), gk = Cvt<T>::in(gv.v[k]);
-                    o.v[k] = Cvt<T>::out(rstd * gk * Cvt<T>::in(ws[i].v[k]) - a * c);
-                    dw[i][k] += gk * a * rstd;
-                }
-                store16(dx + row * n, j, o);
-            }
-        }
+        slice.grads(s, rstd, sg / A(n) * rstd * rstd * rstd, dx + row * n);
     }
-    A* pr = partial + g * n;
-#pragma unroll
-    for (int i = 0; i < MAXV; ++i) {
-        const long long j = lo + t + i * THREADS;
-        if (j < hi) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) pr[j * VEC + k] = dw[i][k];
-        }
-    }
+    slice.store(partial + g * n);
 #endif
 }
 
