@@ -102,7 +102,14 @@ def _torchrun(args: list[str], port: int, timeout: int = 900) -> subprocess.Comp
     env = dict(os.environ, TRITON_INTERPRET="1", OPSMITH_DISABLE_DISK_CACHE="1", OPSMITH_TUNE_CLAIM_WAIT="0.5",
                PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")  # fmt: skip
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port), *args]
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    # Gloo's worker threads can abort a rank at interpreter exit, after barrier() and destroy_process_group() and
+    # after every check printed (seen twice on a loaded 2-core machine: "terminate called without an active
+    # exception"; pytorch/pytorch#190489). That is torch's teardown, not what is tested: such a run is run again
+    # once, and the second run must pass whole.
+    if r.returncode != 0 and "terminate called without an active exception" in r.stdout + r.stderr:
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return r
 
 
 def test_derived_rules_on_two_cpu_ranks():
