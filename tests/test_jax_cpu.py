@@ -87,10 +87,9 @@ def _meta(x: torch.Tensor, a: float) -> torch.Tensor:
     return torch.empty_like(x)
 
 
-def test_in_place_and_python_shaped_ops_are_refused_with_the_fix(ops):
-    assert refusal(ops["scale"]) is None and refusal(ops["norm"]) is None
-    with pytest.raises(ok.SpecError, match=r"bump: jax: .*'x' is written in place.*Fix: declare an output"):
-        abstract_eval(ops["bump"], _sds((8,), jnp.float32))
+def test_python_shaped_ops_are_refused_with_the_fix(ops):
+    # An in-place input is served by input/output aliasing (test_jax_handlers_cpu.py runs one).
+    assert refusal(ops["scale"]) is None and refusal(ops["norm"]) is None and refusal(ops["bump"]) is None
     py = ok.cuda_kernel_op(f"{NS}::py", _spec(kernel_name="scale", inputs=[ok.InputDecl("x"), ok.ScalarInput("a", float)],
                                               extras=[ok.Numel("x")], geometry=ok.Elementwise()),
                            meta_fn=_meta)  # fmt: skip

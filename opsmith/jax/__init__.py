@@ -1,17 +1,31 @@
 """opsmith ops in JAX (an optional extra: ``pip install 'opsmith[jax]'``).
 
-Imported only when used; ``import opsmith`` never imports JAX. What is here so far:
+Imported only when used; ``import opsmith`` never imports JAX.
 
+- ``jax_op(op)``: the op as a JAX function: one XLA custom call of a handler generated from the op's record
+  (``native/xla_cpp.py``: the same guards, variants and tuning decisions as the PyTorch op), ``jax.grad``
+  through the declared backward, ``jax.vmap`` over ``"*B"`` groups, in-place inputs as input/output aliases.
 - ``abstract_eval(op, *avals, **scalars)``: an op's output shapes and dtypes for JAX's abstract values, computed
   by the op's own Meta kernel (the record's shape relations, named dimensions and guards: the refusal a call
   would meet in PyTorch, with the same text).
 - ``refusal(op)``: why an op cannot be exposed to JAX, or None.
-
-The XLA FFI handler that lowers a call on the GPU (issue 27) is not built yet.
+- ``handlers(ops)``: the compiled, registered handler library of ops (what ``jax_op`` calls).
 """
 
 from __future__ import annotations
 
 from .abstract import abstract_eval, refusal, to_jax_dtype, to_torch_dtype
+from .build import Handlers, handlers
+from .op import BatchingError, JaxOp, jax_op
 
-__all__ = ["abstract_eval", "refusal", "to_jax_dtype", "to_torch_dtype"]
+__all__ = [
+    "BatchingError",
+    "Handlers",
+    "JaxOp",
+    "abstract_eval",
+    "handlers",
+    "jax_op",
+    "refusal",
+    "to_jax_dtype",
+    "to_torch_dtype",
+]

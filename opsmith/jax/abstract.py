@@ -49,18 +49,10 @@ def to_jax_dtype(dtype: torch.dtype) -> Any:
 def refusal(op: Any) -> tuple[str, str] | None:
     """(why, fix) when ``op`` cannot be called from JAX, or None. Its XLA handler is generated C++ like its
     native library, so what a native library refuses (a Python meta_fn, eager_fn or Custom geometry, a CuTe DSL
-    host function) is refused here with the same reason; an in-place input has no JAX counterpart yet."""
+    host function) is refused here with the same reason. In-place inputs are served by input/output aliasing."""
     from ..native.build import refusal as native_refusal
 
-    why = native_refusal(op)
-    if why is not None:
-        return why
-    mutated = [a.name for a in op.record.inputs if getattr(a, "mutates", False)]
-    if mutated:
-        return (f"input {mutated[0]!r} is written in place (mutates=True); JAX arrays are immutable and "
-                "input/output aliasing is not supported yet.",
-                "declare an output for what the kernel writes instead of an in-place input.")  # fmt: skip
-    return None
+    return native_refusal(op)
 
 
 def _check(op: Any) -> None:
@@ -78,7 +70,7 @@ def abstract_eval(op: Any, *args: Any, **scalars: Any) -> tuple:
     _check(op)
     call = _meta_args(op, args, scalars)
     out = op(*call)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
+    outs = () if out is None else out if isinstance(out, (tuple, list)) else (out,)
     return tuple(jax.ShapeDtypeStruct(tuple(t.shape), to_jax_dtype(t.dtype)) for t in outs)
 
 

@@ -43,10 +43,14 @@ def _archs(archs: Sequence[str] | None) -> list[str]:
     return [default_arch()]
 
 
+def _target(stable: bool) -> str:
+    return "stable" if stable else "aten"
+
+
 def source(ops: Iterable[Any], *, archs: Sequence[str] | None = None,
            dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES, stable: bool = False) -> str:  # fmt: skip
     """The generated C++ of a library for ``ops`` (what ``build`` compiles), for reading."""
-    return build_source(list(ops), _archs(archs), dtypes, stable=stable)[0]
+    return build_source(list(ops), _archs(archs), dtypes, target=_target(stable))[0]
 
 
 def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None = None,
@@ -77,13 +81,15 @@ def build(ops: Iterable[Any], path: str | Path, *, archs: Sequence[str] | None =
                         f"create it first (mkdir -p {path.parent}) or write the library elsewhere.")  # fmt: skip
     ops = list(ops)
     with step(f"opsmith build {path.name}: collecting the kernels of {len(ops)} op(s)"):
-        text, images, natives, skipped = build_source(ops, _archs(archs), dtypes, stable=stable)
+        text, images, natives, skipped = build_source(ops, _archs(archs), dtypes, target=_target(stable))
     dump = env.DUMP_DIR.get()
     if dump:  # the generated C++, for reading (OPSMITH_DUMP_DIR)
         Path(dump).mkdir(parents=True, exist_ok=True)
         (Path(dump) / f"{path.name}.cpp").write_text(text)
     with step(f"opsmith build {path.name}: compiling {len(images)} kernel image(s) into the library"):
-        cached, _ = compile_library(text, images, path, object_only=object_only, dry_run=dry_run, stable=stable)
+        cached, _ = compile_library(
+            text, images, path, object_only=object_only, dry_run=dry_run, target=_target(stable)
+        )
     behind = [n.record.op_name for n in natives if stable and n.op.differentiable]
     return BuildReport(path, cached, time.perf_counter() - t0, [n.record.op_name for n in natives],
                        {n.record.op_name: len(n.variants) for n in natives}, skipped, text, behind)  # fmt: skip

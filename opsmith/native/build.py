@@ -188,9 +188,10 @@ def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple
 
 
 def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
-            serve: bool = False, stable: bool = False) -> tuple:  # fmt: skip
+            serve: bool = False, target: str = "aten") -> tuple:  # fmt: skip
     """(NativeOps callee first, images, skipped variants) for ``ops``. Raises NativeBuildError listing every
-    op that cannot be native. ``serve``: for a library serving this process (``serving.py``)."""
+    op that cannot be native. ``serve``: for a library serving this process (``serving.py``); ``target``: what
+    the library is written against (``NativeOp.target``)."""
     order = closure(ops)
     refusals = [(op.record.op_name, *why) for op in order if (why := refusal(op)) is not None]
     if refusals:
@@ -229,7 +230,7 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
                                         tuple(block), kd.shared_mem, sum(1 << p for p in kd.dropped),
                                         binaries[0].jit))  # fmt: skip
         fallback = not serve and any(kind in ("align", "int") for kind, _ in v.spec_layout)
-        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, stable))
+        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, target))
     return natives, list(images.values()), skipped
 
 
@@ -259,13 +260,13 @@ def _cuda_include() -> str:
 
 
 def compile_flags(
-    object_only: bool = False, dry_run: bool = False, stable: bool = False
+    object_only: bool = False, dry_run: bool = False, target: str = "aten"
 ) -> tuple[list[str], list[str]]:
     """(compile flags, link flags) for a library against the installed torch; the link flags go after the
     source (linkers that drop unused libraries read them in order). ``dry_run``: launches are recorded, not
-    made, and CPU tensors pass the device guard (``launch_cpp.py``). ``stable``: against the stable ABI from
-    ``TORCH_TARGET_VERSION`` on, linked by soname with no run path: it uses the libtorch of whichever torch
-    loads it."""
+    made, and CPU tensors pass the device guard (``launch_cpp.py``). ``target`` "stable": against the stable ABI
+    from ``TORCH_TARGET_VERSION`` on, linked by soname with no run path: it uses the libtorch of whichever torch
+    loads it; "xla": against XLA's FFI headers (``jax.ffi.include_dir()``), linking no torch."""
     from torch.utils.cpp_extension import include_paths
 
     torch_lib = str(Path(torch.__file__).parent / "lib")
@@ -273,13 +274,27 @@ def compile_flags(
     flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
              "-DTORCH_EXTENSION_NAME=opsmith_native", "-w", *(["-DOPSMITH_DRY_RUN"] if dry_run else [])]  # fmt: skip
     flags += [f"-I{d}" for d in include_paths()] + [f"-I{_cuda_include()}", f"-I{sysconfig.get_paths()['include']}"]
-    if stable:
+    if target == "stable":
         flags.append(f"-DTORCH_TARGET_VERSION={STABLE_TARGET_VERSION}")
+    if target == "xla":
+        flags.append(f"-I{_xla_include()}")
     if object_only:
         return [*flags, "-c"], []
-    if stable:
+    if target == "stable":
         return [*flags, "-shared"], [f"-L{torch_lib}", "-ltorch_cpu", "-lc10", "-ldl"]
+    if target == "xla":
+        return [*flags, "-shared"], ["-ldl"]
     return [*flags, "-shared"], [f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ldl", f"-Wl,-rpath,{torch_lib}"]
+
+
+def _xla_include() -> str:
+    """XLA's FFI headers, as the installed jaxlib ships them."""
+    try:
+        import jax.ffi
+    except ImportError:
+        raise ToolchainError("opsmith.jax: building an XLA handler needs JAX's FFI headers. Fix: pip install "
+                             "'opsmith[jax]'.") from None  # fmt: skip
+    return str(jax.ffi.include_dir())
 
 
 def _compiler_version(cxx: str) -> str:
@@ -290,24 +305,24 @@ def _compiler_version(cxx: str) -> str:
 
 
 def library_key(source: str, images: Sequence[Image], *, object_only: bool = False, dry_run: bool = False,
-                stable: bool = False) -> str:  # fmt: skip
+                target: str = "aten") -> str:  # fmt: skip
     """The content address of a library: its source, images, flags, compiler and torch."""
-    flags, link = compile_flags(object_only, dry_run, stable)
+    flags, link = compile_flags(object_only, dry_run, target)
     return make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
                      "compile": flags, "link": link, "compiler": _compiler_version(compiler()),
                      "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
 
 
-def compile_command(source: str, images: Sequence[Image], workdir: Path, target: Path, *,
-                    object_only: bool = False, dry_run: bool = False, stable: bool = False) -> list[str]:  # fmt: skip
-    """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``target``."""
+def compile_command(source: str, images: Sequence[Image], workdir: Path, out: Path, *,
+                    object_only: bool = False, dry_run: bool = False, target: str = "aten") -> list[str]:  # fmt: skip
+    """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``out``."""
     cxx = compiler()
-    flags, link = compile_flags(object_only, dry_run, stable)
+    flags, link = compile_flags(object_only, dry_run, target)
     src = workdir / "ops.cpp"
     src.write_text(source)
     for im in images:
         (workdir / im.file).write_bytes(im.data)
-    return [cxx, *flags, f"-Wa,-I,{workdir}", str(src), "-o", str(target), *link]
+    return [cxx, *flags, f"-Wa,-I,{workdir}", str(src), "-o", str(out), *link]
 
 
 def compile_failed(cmd: Sequence[str], returncode: int, log: str) -> ToolchainError:
@@ -323,25 +338,23 @@ def native_cache() -> DiskCache | None:
 
 
 def compile_library(source: str, images: Sequence[Image], out: Path, *, object_only: bool = False,
-                    use_cache: bool = True, dry_run: bool = False, stable: bool = False) -> tuple[bool, float]:  # fmt: skip
+                    use_cache: bool = True, dry_run: bool = False, target: str = "aten") -> tuple[bool, float]:  # fmt: skip
     """Compile ``source`` with ``images`` into ``out`` (a shared library, or an object file). Returns
     (from the cache, seconds). Raises ToolchainError with the compiler's log when it fails."""
     t0 = time.perf_counter()
-    key = library_key(source, images, object_only=object_only, dry_run=dry_run, stable=stable)
+    key = library_key(source, images, object_only=object_only, dry_run=dry_run, target=target)
     cache = native_cache() if use_cache else None
     hit = cache.get(key) if cache else None
     if hit is not None:
         write_atomic(out, hit[1])
         return True, time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="opsmith-native-") as tmp:
-        target = Path(tmp) / ("ops.o" if object_only else "ops.so")
-        cmd = compile_command(
-            source, images, Path(tmp), target, object_only=object_only, dry_run=dry_run, stable=stable
-        )
+        made = Path(tmp) / ("ops.o" if object_only else "ops.so")
+        cmd = compile_command(source, images, Path(tmp), made, object_only=object_only, dry_run=dry_run, target=target)
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise compile_failed(cmd, proc.returncode, proc.stderr)
-        data = target.read_bytes()
+        data = made.read_bytes()
     if cache:
         cache.put(key, {"kind": "native-object" if object_only else "native-library"}, data)
     write_atomic(out, data)
@@ -361,9 +374,9 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def build_source(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dtype] = DEFAULT_DTYPES,
-                 served: str | None = None, served_ops: set[str] | None = None, stable: bool = False) -> tuple:  # fmt: skip
+                 served: str | None = None, served_ops: set[str] | None = None, target: str = "aten") -> tuple:  # fmt: skip
     """(source, images, natives, skipped) for ``ops``; ``served``: the backend of a library serving this
-    process, for ``served_ops``; ``stable``: against the stable ABI (``library_source``)."""
-    natives, images, skipped = collect(ops, archs, dtypes, serve=served is not None, stable=stable)
-    text = library_source(natives, images, torch.__version__, served, served_ops, stable)
+    process, for ``served_ops``; ``target``: what it is written against (``library_source``)."""
+    natives, images, skipped = collect(ops, archs, dtypes, serve=served is not None, target=target)
+    text = library_source(natives, images, torch.__version__, served, served_ops, target)
     return text, images, natives, skipped

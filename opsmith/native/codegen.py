@@ -19,6 +19,7 @@ from ..record import KernelRecord, dtype_from_name
 from .cpp import CTYPE, SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 from .target_cpp import TENSOR_TYPE
+from .xla_cpp import handler_export, handler_source
 
 __all__ = ["NativeOp", "Variant", "cpp_signature", "op_source", "python_path_op"]
 
@@ -56,9 +57,14 @@ class NativeOp:
     #: Served in the process that registered the op (``serving.py``): a call the library holds no kernel or
     #: tuning decision for goes to the Python path (``python_path``) rather than being refused.
     serve: bool = False
-    #: Written against PyTorch's stable ABI (``target_cpp.py``): boxed kernels over ``torch::stable::Tensor``,
-    #: a Meta kernel over concrete sizes.
-    stable: bool = False
+    #: What the library is written against (``target_cpp.py``): "aten"; "stable", PyTorch's stable ABI (boxed
+    #: kernels over ``torch::stable::Tensor``, a Meta kernel over concrete sizes); "xla", XLA's FFI (a handler
+    #: over XLA's buffers and stream, no Meta kernel: ``xla_cpp.py``).
+    target: str = "aten"
+
+    @property
+    def aten(self) -> bool:
+        return self.target == "aten"
 
     @property
     def record(self) -> KernelRecord:
@@ -74,15 +80,17 @@ class NativeOp:
         return "::".join(op_scope(self.record.op_name))
 
 
-def cpp_signature(record: KernelRecord, stable: bool = False) -> tuple[str, list[str], list[str]]:
-    """(return type, argument types, argument locals) of the op's C++ kernels, from its schema. ``stable``:
-    as ``TORCH_BOX`` unboxes them, tensors by value and a SymInt as its int64 value."""
+def cpp_signature(record: KernelRecord, target: str = "aten") -> tuple[str, list[str], list[str]]:
+    """(return type, argument types, argument locals) of the op's C++ kernels, from its schema. Beside ATen:
+    tensors by value and a SymInt as its int64 value (as ``TORCH_BOX`` unboxes them; XLA's attributes); an XLA
+    kernel writes its outputs into the buffers it is given and returns nothing."""
     schema = torch._C.parse_schema(f"{record.op_name}{record.schema}")
-    tensor = TENSOR_TYPE[stable]
-    scalars = {**_SCALAR, "SymInt": "int64_t"} if stable else _SCALAR
-    types = [(tensor if stable else f"const {tensor}&") if isinstance(a.type, torch.TensorType)
+    tensor = TENSOR_TYPE[target]
+    aten = target == "aten"
+    scalars = _SCALAR if aten else {**_SCALAR, "SymInt": "int64_t"}
+    types = [(f"const {tensor}&" if aten else tensor) if isinstance(a.type, torch.TensorType)
              else scalars[str(a.type)] for a in schema.arguments]  # fmt: skip
-    n = len(schema.returns)
+    n = 0 if target == "xla" else len(schema.returns)
     ret = "void" if n == 0 else tensor if n == 1 else f"std::tuple<{', '.join([tensor] * n)}>"
     return ret, types, cpp_locals([a.name for a in schema.arguments])
 
@@ -106,11 +114,12 @@ class _Printer(DimsSteps):
     no device check, no strides shared in place, alignment from the storage offset, no launch)."""
 
     def __init__(self, n: NativeOp, meta: bool) -> None:
-        self.nodevice = meta and n.stable
-        meta = meta and not n.stable
+        self.nodevice = meta and not n.aten
+        meta = meta and n.aten
+        self.xla = n.target == "xla"
         self.n, self.plan, self.record, self.meta = n, n.plan, n.record, meta
-        _, self.types, self.args = cpp_signature(n.record, n.stable)
-        self.tensor = TENSOR_TYPE[n.stable]
+        _, self.types, self.args = cpp_signature(n.record, n.target)
+        self.tensor = TENSOR_TYPE[n.target]
         self.t = [self.args[p] for p in self.plan.tensors]
         self.tn = self.plan.tensor_names
         self.refs = {f"i{k}": v for k, v in enumerate(self.t)} | {
@@ -215,6 +224,9 @@ class _Printer(DimsSteps):
         src, name = self._n(s.src)
         dt = SCALAR_TYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
         init = [] if s.init is None or self.meta else [f"opsmith::fill(o{s.k}, {cpp_float(float(s.init))});"]
+        # XLA allocated the output: the plan's is checked against it and takes its memory (xla_cpp.py).
+        init = ([f"o{s.k} = opsmith::bind(op, {cpp_str(self.plan.outputs[s.k])}, o{s.k}, r{s.k});"] if self.xla
+                else []) + init  # fmt: skip
         if s.rule == "shape":
             L = self.shape_alloc(s, f"o{s.k}", dt) + init
             return L + (self._statics() if self.meta and s.k == len(self.plan.outputs) - 1 else [])
@@ -240,7 +252,7 @@ class _Printer(DimsSteps):
         return [f"const bool st = opsmith::all_static({{{ts}}});"]
 
     def ret(self) -> str:
-        return returns([f"o{k}" for k in range(len(self.plan.outputs))])
+        return "return;" if self.xla else returns([f"o{k}" for k in range(len(self.plan.outputs))])
 
     def returnifempty(self, s: P.ReturnIfEmpty) -> list[str]:
         pre = self._statics() if self.meta and not self.statics_done else []
@@ -497,7 +509,7 @@ def python_path_op(record: KernelRecord) -> str:
 
 
 def _function(n: NativeOp, meta: bool) -> list[str]:
-    ret, types, _ = cpp_signature(n.record, n.stable)
+    ret, types, _ = cpp_signature(n.record, n.target)
     pr = _Printer(n, meta)
     if pr.meta:
         params = ", ".join(f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
@@ -506,17 +518,27 @@ def _function(n: NativeOp, meta: bool) -> list[str]:
         return [f"{ret} meta_impl({params}) {{", *("  " + x for x in body), "}"]
     tensors = set(pr.t)
     params = ", ".join(f"{t} {a}_in" if a in tensors else f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
+    if pr.xla:  # the buffers XLA allocated for the outputs
+        params += "".join(f", {pr.tensor} r{k}" for k in range(len(n.plan.outputs)))
     body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
     body += [f"{pr.tensor} {t} = {t}_in;" for t in pr.t]
     body += pr.steps() + ([] if pr.nodevice else _launch(pr)) + [pr.ret()]
     return [f"{ret} {'meta' if meta else 'cuda'}_impl({params}) {{", *("  " + x for x in body), "}"]
 
 
-def op_source(n: NativeOp) -> str:
-    """The C++ of one op, in its own scope: its kernel tables, CUDA kernel and Meta kernel."""
+def op_source(n: NativeOp) -> tuple[str, list[str]]:
+    """The C++ of one op, in its own scope: its kernel tables, CUDA kernel and Meta kernel (XLA: its handler
+    instead of a Meta kernel); and, for XLA, the lines exporting its handler at file scope."""
     ns, scope = op_scope(n.record.op_name)
     title = f"// ---- {n.record.op_name} "
+    export: list[str] = []
+    if n.target == "xla":
+        handler, bind = handler_source(n, cpp_signature(n.record, n.target)[2])
+        export = handler_export(n, bind)
+        second = handler
+    else:
+        second = _function(n, meta=True)
     L = [title + "-" * max(4, 116 - len(title)), f"namespace {ns} {{", f"namespace {scope} {{", *_tables(n), "",
-         *([*_python_path(n), ""] if n.serve else []), *_function(n, meta=False), "", *_function(n, meta=True), f"}}  // namespace {scope}",
-         f"}}  // namespace {ns}"]  # fmt: skip
-    return "\n".join(L) + "\n"
+         *([*_python_path(n), ""] if n.serve else []), *_function(n, meta=False), "", *second,
+         f"}}  // namespace {scope}", f"}}  // namespace {ns}"]  # fmt: skip
+    return "\n".join(L) + "\n", export

@@ -187,7 +187,7 @@ void append(std::vector<Size>& out, const Sizes& sizes, int64_t start, int64_t a
   for (const auto& s : axes_of(sizes, start, after)) out.push_back(s);
 }
 
-#ifndef OPSMITH_STABLE_ABI  // symbolic sizes: ATen's Meta kernels
+#ifndef OPSMITH_NO_ATEN  // symbolic sizes: ATen's Meta kernels
 inline std::vector<c10::SymInt> sym_axes(const Tensor& t, int64_t start, int64_t after) {
   return axes_of(t.sym_sizes(), start, after);
 }
@@ -229,7 +229,7 @@ struct Bound {
   input_error(op, name, std::string("the shape of '") + other + "', " + shape_str(o), "shape " + shape_str(t));
 }
 
-#ifndef OPSMITH_STABLE_ABI
+#ifndef OPSMITH_NO_ATEN
 // Without memory (meta) the storage offset decides: torch's allocators start every storage at a multiple of
 // 64 (CPU) or 512 (CUDA) bytes, and align is at most 256.
 inline bool meta_misaligned(const Tensor& t, int64_t bytes) {
@@ -265,7 +265,7 @@ inline bool exceeds(const std::vector<int64_t>& sizes, int64_t limit) {
   }
   return p > limit;
 }
-#ifndef OPSMITH_STABLE_ABI
+#ifndef OPSMITH_NO_ATEN
 inline bool exceeds(const std::vector<c10::SymInt>& sizes, int64_t limit) {
   std::vector<int64_t> known;
   for (const c10::SymInt& s : sizes) {

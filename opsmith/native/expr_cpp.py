@@ -115,7 +115,7 @@ inline i128 prod(const Tensor& t, std::initializer_list<int64_t> axes) {
   return p;
 }
 
-#ifndef OPSMITH_STABLE_ABI  // the stable API has no SymInt
+#ifndef OPSMITH_NO_ATEN  // the stable API has no SymInt
 // -- over c10::SymInt: concrete values as above, symbolic ones stay symbolic --------------------------------
 inline c10::SymInt of(i128 v) { return c10::SymInt(static_cast<int64_t>(v)); }
 #define OPSMITH_SYM(name, expr, symbolic)                                             \

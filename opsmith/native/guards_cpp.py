@@ -38,7 +38,7 @@ std::string list_str(const Items& v, bool quoted) {  // Python's str of a list: 
   return s + "]";
 }
 
-#ifdef OPSMITH_STABLE_ABI
+#ifdef OPSMITH_NO_ATEN
 inline std::string shape_str(const Tensor& t) { return tuple_str(t.sizes()); }
 #else
 inline std::string shape_str(const Tensor& t) { return tuple_str(t.sym_sizes()); }
@@ -243,7 +243,7 @@ inline void share_strides(const char* op, const std::vector<std::string>& names,
   }
 }
 
-#ifndef OPSMITH_STABLE_ABI  // the stable Tensor has no SymInt sizes: its Meta kernels see concrete ones
+#ifndef OPSMITH_NO_ATEN  // the stable Tensor has no SymInt sizes: its Meta kernels see concrete ones
 // Whether every size and stride of these tensors is a plain integer (fake tensors under dynamic shapes carry
 // symbolic ones, which the size checks leave alone, as fake.py does).
 inline bool all_static(std::initializer_list<const Tensor*> ts) {

@@ -27,6 +27,9 @@ struct Driver {
   CUresult (*CtxSetCurrent)(CUcontext);
   CUresult (*PrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*MemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);  // an XLA output's declared fill
+  CUresult (*MemsetD16Async)(CUdeviceptr, unsigned short, size_t, CUstream);
+  CUresult (*MemsetD32Async)(CUdeviceptr, unsigned int, size_t, CUstream);
 
   static const Driver& get() {
     static const Driver d = [] {
@@ -50,6 +53,9 @@ struct Driver {
       d.CtxSetCurrent = reinterpret_cast<decltype(d.CtxSetCurrent)>(sym("cuCtxSetCurrent"));
       d.PrimaryCtxRetain = reinterpret_cast<decltype(d.PrimaryCtxRetain)>(sym("cuDevicePrimaryCtxRetain"));
       d.StreamIsCapturing = reinterpret_cast<decltype(d.StreamIsCapturing)>(sym("cuStreamIsCapturing"));
+      d.MemsetD8Async = reinterpret_cast<decltype(d.MemsetD8Async)>(sym("cuMemsetD8Async"));
+      d.MemsetD16Async = reinterpret_cast<decltype(d.MemsetD16Async)>(sym("cuMemsetD16Async"));
+      d.MemsetD32Async = reinterpret_cast<decltype(d.MemsetD32Async)>(sym("cuMemsetD32Async"));
       return d;
     }();
     return d;
@@ -310,8 +316,9 @@ inline void launch(Kernel& k, const Device& device, const Launch& l, void** args
 }
 #endif
 
-#ifdef OPSMITH_STABLE_ABI
-// A stable-ABI library runs under any torch from its target version on: the C shim it calls is versioned.
+#ifdef OPSMITH_NO_ATEN
+// A stable-ABI library runs under any torch from its target version on (the C shim it calls is versioned); an
+// XLA handler library calls no torch at all.
 inline void require_torch() {}
 #else
 // The torch this library was compiled against (OPSMITH_BUILT_FOR_TORCH) must be the one running: checked at

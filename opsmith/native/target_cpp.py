@@ -3,6 +3,7 @@ generated kernels use that differ between the two APIs a library can target.
 
 - **ATen** (the default): ``ATen/ATen.h`` and ``torch/library.h``. The library serves the whole op (CUDA, CPU,
   SymInt-aware Meta and Autograd kernels) for exactly the torch it was compiled against.
+- **XLA** (``opsmith.jax``): XLA's FFI over its buffers and stream, written in ``xla_cpp.py``.
 - **Stable ABI** (``native.build(..., stable=True)``): ``torch/csrc/stable`` and ``torch/headeronly`` only,
   with ``TORCH_TARGET_VERSION`` 2.10, so one file loads in every torch from 2.10 on. The stable C API has no
   SymInt sizes, no ``requires_grad`` getter and no redispatch below Autograd, so such a library carries the
@@ -22,8 +23,8 @@ __all__ = ["STABLE_TARGET_VERSION", "TENSOR_TYPE", "glue"]
 #: taking std::string and torch::stable::Device, and Tensor::sizes()).
 STABLE_TARGET_VERSION = "0x020a000000000000"
 
-#: The C++ tensor type of each target (``stable``): what the generated kernels take and declare.
-TENSOR_TYPE = {False: "at::Tensor", True: "torch::stable::Tensor"}
+#: The C++ tensor type of each target: what the generated kernels take and declare.
+TENSOR_TYPE = {"aten": "at::Tensor", "stable": "torch::stable::Tensor", "xla": "opsmith::Tensor"}
 
 _COMMON_HEADERS = """#include <cuda.h>
 #include <dlfcn.h>
@@ -94,6 +95,7 @@ _STABLE = r"""#include <torch/csrc/inductor/aoti_torch/c/shim.h>
 
 @COMMON
 #define OPSMITH_STABLE_ABI 1
+#define OPSMITH_NO_ATEN 1  // the runtime's parts over SymInt and ATen stay out
 
 namespace opsmith {
 
@@ -157,6 +159,9 @@ inline CUstream current_stream(const Device& device) {
 """
 
 
-def glue(stable: bool) -> str:
-    """The headers and the target's names, first in a library's source."""
-    return (_STABLE if stable else _ATEN).replace("@COMMON", _COMMON_HEADERS)
+def glue(target: str) -> str:
+    """The headers and the target's names, first in a library's source (``target``: "aten", "stable" or "xla",
+    whose glue is ``xla_cpp.XLA_GLUE``)."""
+    from .xla_cpp import XLA_GLUE
+
+    return {"aten": _ATEN, "stable": _STABLE, "xla": XLA_GLUE}[target].replace("@COMMON", _COMMON_HEADERS)
