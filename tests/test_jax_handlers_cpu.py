@@ -31,6 +31,13 @@ extern "C" __global__ void bump(float* x, const float* y, int n) {}
 """
 
 
+@pytest.fixture(autouse=True)
+def _on_jax_cpu():
+    """Dry-run handlers serve JAX's CPU platform: computations go there on a machine with a GPU too."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def _spec(**kw) -> ok.KernelSpec:
     return ok.KernelSpec(kernel_source=SRC, **kw)
 
