@@ -169,3 +169,15 @@ def test_a_result_shape_other_than_the_declaration_is_refused_by_the_handler(ops
         jax.block_until_ready(
             jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((5,), jnp.float16))(jnp.ones(5, jnp.float16), a=1.0)
         )
+
+
+def test_the_entry_points_take_the_same_arguments():
+    from opsmith.jax import cuda_kernel_op
+
+    f = cuda_kernel_op(f"{NS}::entry_scale", _spec(
+        kernel_name="scale", inputs=[ok.InputDecl("x", torch.float32), ok.ScalarInput("a", float)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+    assert f.op.record.op_name == f"{NS}::entry_scale" and hasattr(torch.ops, NS)
+    text = jax.jit(lambda x: f(x, 2.0)).trace(jax.ShapeDtypeStruct((3, 5), jnp.float32)).lower(
+        lowering_platforms=("cuda",)).as_text()  # fmt: skip
+    assert f"opsmith_xla_{len(NS)}{NS}_entry_scale_" in text and "tensor<3x5xf32>" in text

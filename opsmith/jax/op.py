@@ -29,7 +29,7 @@ from ..record import TensorArg
 from .abstract import _check, abstract_eval, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
 
-__all__ = ["BatchingError", "JaxOp", "jax_op"]
+__all__ = ["BatchingError", "JaxOp", "cuda_kernel_op", "jax_op", "ptx_op", "triton_op"]
 
 
 class BatchingError(SpecError, NotImplementedError):
@@ -311,3 +311,24 @@ def jax_op(op: Any, *, dry_run: bool = False) -> JaxOp:
     """The JAX function of an opsmith op (``JaxOp``). Raises ``SpecError`` when the op cannot be called from
     JAX (``refusal``)."""
     return JaxOp(op, dry_run)
+
+
+def cuda_kernel_op(*args: Any, **kw: Any) -> JaxOp:
+    """``opsmith.cuda_kernel_op`` (same arguments: the op is registered for PyTorch too) as a JAX function."""
+    from .. import api
+
+    return JaxOp(api.cuda_kernel_op(*args, **kw))
+
+
+def ptx_op(*args: Any, **kw: Any) -> JaxOp:
+    """``opsmith.ptx_op`` (same arguments) as a JAX function."""
+    from .. import api
+
+    return JaxOp(api.ptx_op(*args, **kw))
+
+
+def triton_op(*args: Any, **kw: Any) -> JaxOp:
+    """``opsmith.triton_op`` (same arguments) as a JAX function."""
+    from .. import api
+
+    return JaxOp(api.triton_op(*args, **kw))

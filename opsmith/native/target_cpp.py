@@ -1,17 +1,17 @@
-"""The torch a generated library is written against: its headers and the few names the runtime and the
-generated kernels use that differ between the two APIs a library can target.
+"""The API a generated library is written against: its headers and the few names the runtime and the
+generated kernels use that differ between the three targets.
 
 - **ATen** (the default): ``ATen/ATen.h`` and ``torch/library.h``. The library serves the whole op (CUDA, CPU,
   SymInt-aware Meta and Autograd kernels) for exactly the torch it was compiled against.
-- **XLA** (``opsmith.jax``): XLA's FFI over its buffers and stream, written in ``xla_cpp.py``.
 - **Stable ABI** (``native.build(..., stable=True)``): ``torch/csrc/stable`` and ``torch/headeronly`` only,
   with ``TORCH_TARGET_VERSION`` 2.10, so one file loads in every torch from 2.10 on. The stable C API has no
   SymInt sizes, no ``requires_grad`` getter and no redispatch below Autograd, so such a library carries the
   CUDA and CPU kernels and a Meta kernel for concrete sizes, and no Autograd kernel (docs/native.md).
+- **XLA** (``opsmith.jax``): XLA FFI handlers over XLA's buffers and stream; its glue is ``xla_cpp.py``.
 
 Everything else (guards, sizes, expressions, the launch) is one runtime over ``opsmith::Tensor``: the glue
-below is all that tells the two apart, and it is short because the stable ``Tensor`` keeps ATen's method
-names for what the runtime reads (``dim``, ``numel``, ``size``, ``sizes``, ``strides``, ``data_ptr``,
+is all that tells the targets apart, and it is short because the stable ``Tensor`` (and the XLA target's own)
+keeps ATen's method names for what the runtime reads (``dim``, ``numel``, ``size``, ``sizes``, ``strides``, ``data_ptr``,
 ``scalar_type``, ``is_contiguous``, ``storage_offset``).
 """
 
