@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ..errors import SpecError
+from ..native.build import closure
 from ..record import TensorArg
 from .abstract import _check, abstract_eval, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
@@ -54,6 +55,7 @@ class JaxOp:
         self.mutated = [k for k, a in enumerate(self.tensors) if a.mutates]
         self.n_out = len(self.record.outputs)
         self._backward = _Backward(op, dry_run) if getattr(op, "backward", None) is not None else None
+        self._closure = closure([op])  # the ops its library holds: it and what its backward calls
         self._fns: dict[tuple, Any] = {}
         self._warmed: set[tuple] = set()
         self._built: dict[tuple, Handlers] = {}
@@ -123,11 +125,8 @@ class JaxOp:
     def handlers(self) -> Handlers:
         """The handler library holding this op's kernels and tuning decisions as they stand (rebuilt, or taken
         from the cache, when the process compiled or decided something since)."""
-        from ..native.build import closure
-
-        ops = closure([self.op])
         state = tuple((op.record.op_name, len(op.variants.kernels),
-                       len(op.variants.tuner.decisions) if op.record.tuned else 0) for op in ops)  # fmt: skip
+                       len(op.variants.tuner.decisions) if op.record.tuned else 0) for op in self._closure)  # fmt: skip
         with self._lock:
             hit = self._built.get(state)
             if hit is None:
@@ -278,23 +277,18 @@ class _Backward:
 
 
 def _allocate(a: Any, env: dict, sizes_of: Any) -> Any:
-    """A program's buffer as a JAX array (zeros: XLA has no uninitialized allocation), sized as the PyTorch
-    program sizes it: its expressions over meta tensors of the arrays' shapes, and the SM count of the GPU
-    JAX runs on (device 0's; 132 without one, as geometry does)."""
+    """A program's buffer as a JAX array (zeros: XLA has no uninitialized allocation), shaped and typed by the
+    PyTorch program's own rules (``backward_program._allocate``) over meta tensors of the arrays, with the SM
+    count of the GPU JAX runs on (device 0's; 132 without one, as geometry does)."""
     import jax.numpy as jnp
 
-    kind, _, ref = a.dtype.partition(":")
-    if a.like is not None:
-        return jnp.zeros_like(env[a.like])
+    from ..backward_program import _allocate as allocate
+
     meta = {k: torch.empty(tuple(v.shape), dtype=to_torch_dtype(v.dtype), device="meta")
             for k, v in env.items() if hasattr(v, "shape")}  # fmt: skip
-    sizes = sizes_of(meta, 0 if torch.cuda.is_available() else -1)
-    if kind == "fixed":
-        dtype = to_jax_dtype(getattr(torch, ref))
-    else:
-        dt = to_torch_dtype(env[ref].dtype)
-        dtype = to_jax_dtype(torch.float32 if kind == "acc" and dt in (torch.float16, torch.bfloat16) else dt)
-    return jnp.zeros(tuple(int(s) for s in sizes), dtype)
+    device = 0 if torch.cuda.is_available() else -1
+    t = allocate(a, meta, None if sizes_of is None else lambda env, _first: sizes_of(env, device))
+    return jnp.zeros(tuple(t.shape), to_jax_dtype(t.dtype))
 
 
 def _attribute(py_type: str, v: Any) -> Any:
