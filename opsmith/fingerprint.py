@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["declaration_fingerprint", "describe"]
+__all__ = ["declaration_fingerprint", "describe", "differences"]
 
 _MAX_DEPTH = 8  # functions calling functions: deep enough for real helpers, bounded for recursion
 
@@ -111,5 +111,49 @@ def describe(obj: Any, seen: set[int] | None = None, depth: int = 0) -> Any:
     return f"repr:{type(obj).__qualname__}:{text}"
 
 
-def declaration_fingerprint(parts: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(describe(parts), sort_keys=True, default=str).encode()).hexdigest()
+def declaration_fingerprint(parts: dict[str, Any]) -> tuple[str, Any]:
+    """(the fingerprint, the description it hashes): the description stays with the op so that a refused
+    re-registration can name what changed (``differences``)."""
+    described = describe(parts)
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest(), described
+
+
+def differences(old: Any, new: Any, path: str = "", limit: int = 6) -> list[str]:
+    """Where two descriptions differ, as paths a reader recognises: ``inputs[0].InputDecl.dtype``,
+    ``backward.Backward.fn.code`` (the function's code), ``geometry.Elementwise.block``. The deepest differing
+    place of each branch, at most ``limit`` of them."""
+    if old == new:
+        return []
+    if path.endswith(".code"):  # a function's code changed: its constants' places say nothing more
+        return [path]
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for k in [*old, *(k for k in new if k not in old)]:
+            if old.get(k, _ABSENT) != new.get(k, _ABSENT):
+                # A dataclass is described as {TypeName: fields}: the path names its fields, not the type.
+                same_type = len(old) == len(new) == 1 and k in new and k[:1].isupper()
+                where = path if same_type else _join(path, k)
+                out += differences(old.get(k, _ABSENT), new.get(k, _ABSENT), where, limit - len(out))
+            if len(out) >= limit:
+                break
+        return list(dict.fromkeys(out))[:limit] or [path]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for k, (a, b) in enumerate(zip(old, new, strict=True)):
+            out += differences(a, b, f"{path}[{k}]", limit - len(out))
+            if len(out) >= limit:
+                break
+        return out[:limit] or [path]
+    return [path or "the declaration"]
+
+
+_ABSENT = "<absent>"
+_FUNCTION_PARTS = {"bytecode": "code", "consts": "code", "names": "code", "vars": "code", "args": "signature",
+                   "kwonly": "signature"}  # fmt: skip
+
+
+def _join(path: str, key: str) -> str:
+    key = _FUNCTION_PARTS.get(key, key)  # a function's code is one thing to a reader, not its bytecode's parts
+    if key == "code" and path.endswith(".code"):
+        return path
+    return f"{path}.{key}" if path else key

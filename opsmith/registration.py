@@ -25,7 +25,7 @@ from .distributed.sharding import attach, derive_plan
 from .eager import make_eager
 from .errors import RegistrationError, SpecError
 from .fake import make_fake
-from .fingerprint import declaration_fingerprint
+from .fingerprint import declaration_fingerprint, differences
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .lowering import lower
@@ -172,7 +172,7 @@ def register_kernel_op(
         raise SpecError(op_name, "param_order", f"{param_order!r} is not a list of names.",
                         "pass the declared names in the kernel's parameter order, e.g. ['y', 'x', 'n'].")  # fmt: skip
     extras = tuple(extras or ())
-    fingerprint = declaration_fingerprint({
+    fingerprint, described = declaration_fingerprint({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
         "backward": backward, "index_dtype": index_dtype, "param_order": param_order, "sharding": sharding,
@@ -183,8 +183,10 @@ def register_kernel_op(
         if existing is not None:
             if existing.fingerprint == fingerprint:
                 return existing
+            changed = ", ".join(_changed(existing.described, described))
             raise RegistrationError(op_name, "op_name", "an op of this name is already registered with a different "
-                                    "declaration.", "use a new name, or restart the process to redefine it.")  # fmt: skip
+                                    f"declaration; what differs: {changed}.",
+                                    "use a new name, or restart the process to redefine it.")  # fmt: skip
         if torch._C._dispatch_has_kernel(op_name) or _schema_exists(op_name):
             raise RegistrationError(op_name, "op_name", "an op of this name already exists outside opsmith.",
                                     "pick another namespace or name.")  # fmt: skip
@@ -211,6 +213,7 @@ def register_kernel_op(
         impl, impl_source, plan, cpu_kernel = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn,
                                                       backward, resolved, reference)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
+        op.described = described
         _dump(op_name, impl_source)
         op.plan = plan
         op.impl_lib, op.native = impl_lib, None
@@ -223,6 +226,13 @@ def register_kernel_op(
         _REGISTRY[op_name] = op
         serving.attach(op, native)  # a native library takes over in the background (native/serving.py)
         return op
+
+
+def _changed(old: object, new: object) -> list[str]:
+    """What differs between two declarations' descriptions, worded for the reader: the kernel itself (its
+    source text, kernel name, options or decorators) is one fingerprint, told apart from the fields."""
+    return [f"{p} (the kernel: its source, name, compile options or decorators)" if p == "source" else p
+            for p in differences(old, new)]  # fmt: skip
 
 
 def _meta_schema(op_name: str, meta_fn: Callable) -> str:

@@ -17,9 +17,26 @@ import torch
 from .errors import SpecError
 from .spec import Autotune, Config, Custom, Elementwise, Grid, Reduction, ScalarInput, TuneDim
 
-__all__ = ["check_autotune", "check_geometry", "check_op_name", "ident", "named_key", "ref_index", "tune_key_entries"]
+__all__ = [
+    "PYTHON_PATH_NS",
+    "RESERVED_NAMESPACES",
+    "check_autotune",
+    "check_geometry",
+    "check_op_name",
+    "ident",
+    "named_key",
+    "ref_index",
+    "tune_key_entries",
+]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # ASCII: torch's schema parser takes nothing else
+
+#: Where a served op's Python implementation stays callable: ``opsmith_python_<ns>::<name>`` (native/serving.py).
+PYTHON_PATH_NS = "opsmith_python"
+#: Namespaces opsmith defines ops in itself (and every namespace that starts with one): served ops' Python
+#: paths, the error bridge of native libraries, dry-run launch records. A user op there could collide with
+#: one of them only where serving is on, so registration refuses them on every machine.
+RESERVED_NAMESPACES = (PYTHON_PATH_NS, "opsmith_errors", "opsmith_dry_run")
 
 
 def _torch_attribute(ns: str, name: str) -> str | None:
@@ -42,6 +59,11 @@ def check_op_name(op_name: object) -> tuple[str, str]:
     if not (sep and _IDENT.fullmatch(ns) and _IDENT.fullmatch(name)):
         raise SpecError(op_name, "op_name", f"'{op_name}' is not of the form 'namespace::name' with ASCII identifiers.",
                         "name the op like 'myns::relu' (letters, digits and underscores).")  # fmt: skip
+    reserved = next((r for r in RESERVED_NAMESPACES if ns.startswith(r)), None)
+    if reserved is not None:
+        raise SpecError(op_name, "op_name", f"the namespace '{ns}' is reserved: opsmith defines its own ops under "
+                        f"'{reserved}*' (served ops' Python paths, native libraries' errors, dry runs).",
+                        "pick another namespace.")  # fmt: skip
     for part in (ns, name):
         if keyword.iskeyword(part):
             raise SpecError(op_name, "op_name", f"'{part}' is a Python keyword, so torch.ops.{ns}.{name} cannot be "

@@ -55,6 +55,59 @@ def test_identical_registration_is_idempotent_and_a_different_one_is_refused():
         ok.cuda_kernel_op(f"{NS}::idem", relu_spec(geometry=ok.Elementwise(block=(128,))))
 
 
+_CELL = """
+import opsmith as ok
+from examples.catalog.basic import RELU
+def scale_backward(grad_y):
+    return {factor} * grad_y
+op = ok.cuda_kernel_op("t_reg_cell::relu", ok.KernelSpec(kernel_source=RELU{edit}, kernel_name="my_relu",
+    inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", shape=ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=({block},))),
+    backward=ok.Backward(scale_backward, args=("grad_y",), grads=("x",)))
+"""
+
+
+def _cell(factor: float = 1.0, block: int = 256, edit: str = "") -> ok.Op:
+    """A notebook cell run again: the same text compiled anew (new function objects, same code)."""
+    scope: dict = {}
+    exec(compile(_CELL.format(factor=factor, block=block, edit=edit), "<cell>", "exec"), scope)
+    return scope["op"]
+
+
+def test_a_rerun_cell_reregisters_quietly_and_a_changed_one_names_what_changed():
+    first = _cell()
+    assert _cell() is first  # recompiled, same code: the same op, no error
+    with pytest.raises(ok.RegistrationError, match=r"what differs: backward\.fn\.code\. Fix:"):
+        _cell(factor=2.0)  # the function changed, not the kernel
+    with pytest.raises(ok.RegistrationError, match=r"what differs: geometry\.block\[0\]\. Fix:"):
+        _cell(block=128)
+    with pytest.raises(ok.RegistrationError, match=r"what differs: source \(the kernel: its source"):
+        _cell(edit=' + "// edited"')  # the kernel changed, not the function
+
+
+@pytest.mark.parametrize("native", ["off", "dry-run"])
+def test_op_names_joined_by_double_underscores_do_not_collide_serving_on_or_off(native, monkeypatch):
+    """a__b::c and a::b__c are two ops wherever they register: the served Python path's name keeps the
+    namespace and the name apart."""
+    from opsmith.native.codegen import python_path_op
+
+    monkeypatch.setenv("OPSMITH_NATIVE", native)
+    tag = native.replace("-", "")
+    first = ok.cuda_kernel_op(f"t_reg_{tag}__b::c", relu_spec())
+    second = ok.cuda_kernel_op(f"t_reg_{tag}::b__c", relu_spec())
+    assert python_path_op(first.record) != python_path_op(second.record)
+    if native == "dry-run":  # both Python paths exist, each its own op
+        for op in (first, second):
+            ns, name = python_path_op(op.record).split("::")
+            assert hasattr(getattr(torch.ops, ns), name)
+
+
+@pytest.mark.parametrize("ns", ["opsmith_python", "opsmith_python_x", "opsmith_errors", "opsmith_dry_run"])
+def test_opsmiths_own_namespaces_are_refused_on_every_machine(ns):
+    with pytest.raises(ok.SpecError, match=f"the namespace '{ns}' is reserved"):
+        ok.cuda_kernel_op(f"{ns}::relu", relu_spec())
+
+
 def test_name_owned_by_someone_else_is_refused():
     lib = torch.library.Library("t_reg_other", "FRAGMENT")
     lib.define("taken(Tensor x) -> Tensor")

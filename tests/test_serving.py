@@ -165,7 +165,7 @@ def test_the_off_switches_keep_the_python_path(monkeypatch):
     monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
     op = _register("off_keyword", native=False)
     assert (op.serving, op.serving_why) == ("python", "native=False at registration")
-    assert not hasattr(torch.ops.opsmith_python, "t_serving__off_keyword")
+    assert not hasattr(torch.ops.opsmith_python_t_serving, "off_keyword")
     monkeypatch.setenv("OPSMITH_NATIVE", "sometimes")
     with pytest.raises(ValueError, match=r"OPSMITH_NATIVE=.sometimes. is not one of auto, off, dry-run\. Fix: set it"):
         _register("off_bad")
@@ -194,3 +194,23 @@ def test_without_a_gpu_auto_keeps_the_python_path(monkeypatch):
     monkeypatch.setenv("OPSMITH_NATIVE", "auto")
     op = _register("auto_cpu")
     assert op.serving_why == "no CUDA GPU in this process (the native library serves CUDA tensors)"
+
+
+def test_a_cache_dir_and_tmpdir_with_commas_spaces_and_quotes_still_serve_natively(tmp_path):
+    """Compiler arguments never depend on a path's characters: ``-Wa,-I,<dir>`` split at the comma, so a cache
+    directory (or TMPDIR) like this one broke every build and left every op on the Python path."""
+    odd = tmp_path / "a,b c'd\"e,-Wa,--defsym,x=1"
+    tmp = tmp_path / "t,m p'"
+    odd.mkdir()
+    tmp.mkdir()
+    r = _run(
+        """
+assert native.wait(600)
+a(x)
+print("serving:", a.serving, "|", a.serving_why, "| native launches:", len(native_path()))
+""",
+        odd,
+        TMPDIR=str(tmp),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "serving: native | served-" in r.stdout and "native launches: 1" in r.stdout, r.stdout + r.stderr[-2000:]

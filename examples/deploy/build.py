@@ -37,7 +37,7 @@ def runner_command(out: Path) -> list[str]:
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     return ["g++", "-std=c++17", "-O2", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *(f"-I{d}" for d in include_paths()),
             str(Path(__file__).with_name("runner.cpp")), "-o", str(out / "runner"), f"-L{lib}", "-ltorch",
-            "-ltorch_cpu", "-ltorch_cuda", "-lc10", "-lc10_cuda", "-ldl", f"-Wl,-rpath,{lib}"]  # fmt: skip
+            "-ltorch_cpu", "-ltorch_cuda", "-lc10", "-lc10_cuda", "-ldl", "-Xlinker", "-rpath", "-Xlinker", str(lib)]  # fmt: skip
 
 
 def main(out: Path) -> None:

@@ -284,7 +284,25 @@ def compile_flags(
         return [*flags, "-shared"], [f"-L{torch_lib}", "-ltorch_cpu", "-lc10", "-ldl"]
     if target == "xla":
         return [*flags, "-shared"], ["-ldl"]
-    return [*flags, "-shared"], [f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ldl", f"-Wl,-rpath,{torch_lib}"]
+    return [*flags, "-shared"], [
+        f"-L{torch_lib}",
+        "-lc10",
+        "-ltorch_cpu",
+        "-ltorch",
+        "-ldl",
+        *_linker("-rpath", torch_lib),
+    ]
+
+
+# Paths reach the assembler and the linker as arguments of their own: ``-Wa,-I,<dir>`` and ``-Wl,-rpath,<dir>``
+# split at every comma, so a cache directory or TMPDIR with a comma in its name broke every build (and a name
+# like ``x,--defsym,...`` would have added options).
+def _assembler(*args: str) -> list[str]:
+    return [x for a in args for x in ("-Xassembler", a)]
+
+
+def _linker(*args: str) -> list[str]:
+    return [x for a in args for x in ("-Xlinker", a)]
 
 
 def _xla_include() -> str:
@@ -322,7 +340,7 @@ def compile_command(source: str, images: Sequence[Image], workdir: Path, out: Pa
     src.write_text(source)
     for im in images:
         (workdir / im.file).write_bytes(im.data)
-    return [cxx, *flags, f"-Wa,-I,{workdir}", str(src), "-o", str(out), *link]
+    return [cxx, *flags, *_assembler("-I", str(workdir)), str(src), "-o", str(out), *link]
 
 
 def compile_failed(cmd: Sequence[str], returncode: int, log: str) -> ToolchainError:

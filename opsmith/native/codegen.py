@@ -16,6 +16,7 @@ from .. import plan as P
 from ..expr import bounds
 from ..flavors.base import UNIT
 from ..record import KernelRecord, dtype_from_name
+from ..validate import PYTHON_PATH_NS
 from .cpp import CTYPE, SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 from .target_cpp import TENSOR_TYPE
@@ -488,7 +489,7 @@ def _passed(pr: _Printer) -> str:
 
 def _python_path(n: NativeOp) -> list[str]:
     """``python_path``: the call handed to the op's Python implementation, registered as the op
-    ``opsmith_python::<ns>__<name>`` by ``serving.py`` before the library is loaded."""
+    ``opsmith_python_<ns>::<name>`` by ``serving.py`` before the library is loaded."""
     ret, types, names = cpp_signature(n.record)
     params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
     return [
@@ -504,8 +505,11 @@ def _python_path(n: NativeOp) -> list[str]:
 
 
 def python_path_op(record: KernelRecord) -> str:
-    """The name under which a served op's Python implementation stays callable: ``opsmith_python::ns__name``."""
-    return "opsmith_python::" + record.op_name.replace("::", "__")
+    """The name under which a served op's Python implementation stays callable: ``opsmith_python_<ns>::<name>``.
+    Namespace and name stay apart, so two ops never share one (``a__b::c`` and ``a::b__c`` did when the two were
+    joined by ``__``); registration reserves the ``opsmith_python`` namespaces (``validate.RESERVED_NAMESPACES``)."""
+    ns, name = record.op_name.split("::")
+    return f"{PYTHON_PATH_NS}_{ns}::{name}"
 
 
 def _function(n: NativeOp, meta: bool) -> list[str]:

@@ -3,7 +3,7 @@ kernel, and the registrations (``TORCH_LIBRARY_FRAGMENT`` / ``TORCH_LIBRARY_IMPL
 hand-written PyTorch extension).
 
 Kernel images are not pasted into the source as byte arrays: the assembler embeds each file (``.incbin``),
-found through ``-Wa,-I,<dir>``, so the source stays readable and its text names every image by content.
+found through the assembler's ``-I <dir>``, so the source stays readable and its text names every image by content.
 """
 
 from __future__ import annotations

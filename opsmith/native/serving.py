@@ -13,7 +13,7 @@ stay registered beneath. The dispatcher replaces each table entry under its lock
 it replaces, so every call runs whole on one path or the other; until the load, and where nothing can be
 built, the Python path serves. A call the library holds no kernel or tuning decision for (a dtype, a
 compiled-in size or a tuning key first met after the build) reaches the Python path through the op
-``opsmith_python::<ns>__<name>``, which compiles or tunes what it needs, and the op is rebuilt with it
+``opsmith_python_<ns>::<name>``, which compiles or tunes what it needs, and the op is rebuilt with it
 (``REBUILDS`` times per op and process at most; after that such calls stay on the Python path).
 
 ``OPSMITH_NATIVE=off`` (or ``native=False`` at registration) keeps the Python path. ``op.serving`` says which
@@ -109,7 +109,7 @@ def _why_python(op: Any, native: bool, backend: str | None) -> str | None:
 
 def attach(op: Any, native: bool = True) -> None:
     """Registration's hand-off: set ``op.serving`` and, where the op can be served natively, make its Python
-    implementation callable as ``opsmith_python::<ns>__<name>`` and queue its library."""
+    implementation callable as ``opsmith_python_<ns>::<name>`` and queue its library."""
     backend = served_backend()
     why = _why_python(op, native, backend)
     op.serving, op.serving_why = "python", why or "the native library is being built in the background"
