@@ -30,7 +30,7 @@ from .layout import addressable, share_strides
 from .record import KernelRecord, dtype_from_name
 from .variants import Variants
 
-__all__ = ["locals_for", "make_dry_run", "make_eager"]
+__all__ = ["checks_of", "locals_for", "make_checks", "make_dry_run", "make_eager"]
 
 _GLOBALS_USED = {"torch"}
 
@@ -368,3 +368,26 @@ def make_dry_run(op: Any) -> tuple[Callable, str]:
     fn = scope["impl"]
     fn.launches = pr.g["_launches"]
     return fn, text
+
+
+def make_checks(op: Any) -> Callable:
+    """The op's call plan run to the launch and not past it: every refusal a launch makes (guards, sizes, grid
+    bounds, divisions and overflows in the launch arithmetic), the outputs allocated, nothing compiled, recorded
+    or launched. For the paths that run something else in the kernel's place and must refuse what it refuses:
+    the CPU reference (on the call's own CPU tensors) and JAX's trace (on meta tensors, dense and aligned as
+    XLA's buffers are). Returns the outputs, as the op would."""
+    fn, _ = make_dry_run(op)
+    fn.__globals__["_rec"] = _record_nothing  # the generated code looks it up per call: a global of its own
+    return fn
+
+
+def _record_nothing(*_: Any) -> None:
+    return None
+
+
+def checks_of(op: Any) -> Callable:
+    """``make_checks(op)``, made once per op (the first path that needs it) and kept on the op."""
+    fn = op.__dict__.get("_checks")
+    if fn is None:
+        fn = op.__dict__["_checks"] = make_checks(op)
+    return fn

@@ -2,10 +2,12 @@
 debugging) through the same op, under the same declaration.
 
 The reference is the user's Python function of the op's arguments. Registered as the op's CPU kernel, it
-runs after the declaration's guards, and its result is held to the declaration: each call first runs the op
-on meta copies of its arguments (the op's own fake implementation: every dtype, rank, shape and
-precondition check, and the output shapes), so a CPU call refuses what a GPU call refuses, and a reference
-returning another shape or dtype than the op declares is an error naming both, not a silent divergence.
+runs after the declaration's guards, and its result is held to the declaration: each call first runs the op's
+call plan up to the launch on the call's own CPU tensors (``eager.make_checks``: every dtype, rank, shape,
+layout, alignment and precondition check, the launch grid's bounds, and the outputs' shapes), so a CPU call
+refuses what a GPU call refuses, with the same error, and a reference returning another shape or dtype than the
+op declares is an error naming both, not a silent divergence. Ops without a call plan (an ``eager_fn``, a
+``meta_fn``) run their fake implementation on meta copies instead.
 """
 
 from __future__ import annotations
@@ -26,13 +28,17 @@ def _tensors(value: Any) -> list:
     return list(value) if isinstance(value, tuple | list) else [value]
 
 
-def cpu_reference(op_name: str, overload: Any, reference: Callable) -> Callable:
-    """The CPU kernel of ``op_name``: the declaration's guards and output shapes (on meta copies), then
-    ``reference``, whose outputs must match them."""
+def cpu_reference(op_name: str, overload: Any, reference: Callable, checks: Callable | None = None) -> Callable:
+    """The CPU kernel of ``op_name``: the declaration's checks and output shapes (``checks``, the call plan up to
+    the launch; else the op's fake on meta copies), then ``reference``, whose outputs must match them."""
+
+    def planned(*args: Any) -> Any:
+        return overload(*[a.to("meta") if isinstance(a, torch.Tensor) else a for a in args])
+
+    run_checks = checks or planned
 
     def cpu(*args: Any) -> Any:
-        meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
-        want = _tensors(overload(*meta))  # the op's fake: refuses what the GPU path refuses
+        want = _tensors(run_checks(*args))  # refuses what the GPU path refuses, with the same error
         got = reference(*args)
         have = _tensors(got)
         shapes = [(tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t).__name__ for t in have]

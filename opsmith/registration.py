@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -29,7 +30,7 @@ from .fingerprint import declaration_fingerprint, differences
 from .flavors.base import KernelSource
 from .launch import DeviceKernel
 from .lowering import lower
-from .native import serving
+from .native import error_bridge, serving
 from .progress import configure_logging
 from .record import KernelRecord, ScalarArg
 from .resolve import resolve
@@ -161,6 +162,7 @@ def register_kernel_op(
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     configure_logging()  # OPSMITH_LOG, read once per process
     ns, name = check_op_name(op_name)
+    error_bridge.install()  # native kernels of this process raise opsmith's classes (native/error_bridge.py)
     index_dtype = index_type_name(index_dtype)
     if index_dtype not in ("int32", "int64"):
         raise SpecError(op_name, "index_dtype", f"{index_dtype!r} is not an index width.",
@@ -362,9 +364,11 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
     lib.impl(name, impl, "CUDA")
     cpu = impl if eager_fn is not None else serving.python_cpu_kernel(impl, plan, record, variants)
     if reference is not None:  # models with the op run on CPU: the user's reference, under the op's guards
+        from .eager import make_checks
         from .reference import cpu_reference
 
-        lib.impl(name, cpu_reference(op_name, overload, reference), "CPU")
+        checks = None if plan is None else make_checks(SimpleNamespace(plan=plan, record=record, variants=variants))
+        lib.impl(name, cpu_reference(op_name, overload, reference, checks), "CPU")
     if record.flavor == "triton":
         # The flavor's visible implementation: Inductor traces into it and sees the kernel.
         from .flavors.triton_traced import register_visible

@@ -347,6 +347,26 @@ The table below lists every mistake opsmith detects with the exact error it gets
 on CPU wherever fake or meta tensors can show it, and the rows with CPU arguments through the eager code's
 dry run and through a native library's own CUDA kernels).
 
+**One class and text on every path.** Whatever serves a call, a mistake gets the same error: the Python path,
+the native library that serves the op by default (before and after it takes over), `opsmith.native.use`, a
+library from `opsmith build` loaded with `opsmith.native.load` (or in a process that registered an op), JAX
+(`opsmith.jax`, at trace time: launch refusals too, which PyTorch's Meta kernel cannot see) and the CPU
+`reference=` (which runs the op's checks, launch grid included, on the call's own tensors). `except
+ok.InputError` catches a refusal before and after the switch to native code. A native library raises through
+one op, `opsmith_errors::raise_`, whose Python kernel raises the opsmith class from the same parts
+(`opsmith/native/error_bridge.py`); `tests/test_error_contract.py` walks this table and a boundary table
+(each precondition at, below and above its limit; ties and groups broken alone; alignments per dtype)
+through every path and compares classes and texts.
+
+Loaded where opsmith is not (a process that only calls `torch.ops.load_library`, a C++ program), a library
+raises torch's builtin classes, with the same text:
+
+| opsmith class | from a library loaded without opsmith | from a stable-ABI library (`stable=True`) | from an XLA handler (`opsmith.jax`) |
+| --- | --- | --- | --- |
+| `InputError` | `ValueError` | `RuntimeError` | refused at trace time as `InputError`; a hand-made custom call: `JaxRuntimeError` (INVALID_ARGUMENT) |
+| `DifferentiationError` | `RuntimeError` | (no Autograd kernels) | (JAX differentiates with the declared backward) |
+| `LaunchError` | `RuntimeError` | `RuntimeError` | `JaxRuntimeError` (INTERNAL) |
+
 - `SpecError` (a `ValueError`), at registration: empty or duplicate names, bad `SameAs`/`ReduceDims`/
   `Numel`/`DimSize`/`Stride`/`Const`/`dtype_from` references, bad blocks, a missing field without its
   override, an op name torch cannot reach (a keyword, non-ASCII, an attribute of `torch.ops`), a declaration

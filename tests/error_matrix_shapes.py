@@ -56,6 +56,14 @@ def op(kind: str) -> ok.Op:
             "big": (_RP, {"outputs": [O("y", shape=("N * N",))]}),
             "like": (_AX, {"kernel_name": "tt<{T_a}>", "inputs": [I("a", shape=("*S",)), I("b", dtype="a", shape=("*S",))],
                            "outputs": [O("c", shape=("*S",))], "extras": [ok.Numel("a")]}),
+            # The boundary rows' ops: a square input, a group before a named axis, a small alignment on an
+            # input whose dtype the call decides (its element size is the call's, not 4 bytes).
+            "square": (_MM, {"inputs": [I("a", shape=("M", "M")), I("b", shape=("M", "N"))], "extras": [
+                ok.Dim("M"), ok.Dim("N"), ok.Dim("M", name="K")]}),
+            "rowgroup": (_AX, {"inputs": [I("x", shape=("*B", "C")), I("y", shape=("*B", "C"))],
+                               "outputs": [O("out", shape=("*B", "C"))]}),
+            "alignt": (_AX, {"kernel_name": "tt<{T_a}>", "inputs": [I("a", shape=("*S",), align=4, contiguous="require"), I("b", dtype="a", shape=("*S",))],
+                             "outputs": [O("c", shape=("*S",))], "extras": [ok.Numel("a")]}),
         }[kind]  # fmt: skip
         _OPS[kind] = ok.cuda_kernel_op(f"errms::ok_{kind}", _spec(base, **kw))
     return _OPS[kind]
@@ -82,6 +90,54 @@ CPU_ARGS: dict[str, tuple[str, Callable[[str], tuple]]] = {
     "output-negative": ("repeat", lambda d: (torch.empty(1, device=d),)),
     "output-too-large": ("big", lambda d: (torch.empty(1, device=d).expand(50000),)),
     "dtype-like": ("like", lambda d: (torch.empty(4, device=d), torch.empty(4, device=d, dtype=torch.float16))),
+}  # fmt: skip
+
+
+def _at(n: int, k: int, dtype: torch.dtype = torch.float32) -> Callable[[str], torch.Tensor]:
+    """A view of ``n`` elements starting ``k`` elements into a fresh allocation (aligned to 64 bytes on CPU)."""
+    return lambda d: torch.empty(n + 8, dtype=dtype, device=d).narrow(0, k, n)
+
+
+def _mm(m: int, k: int, n: int) -> Callable[[str], tuple]:
+    return lambda d: (torch.empty(1, k, device=d).expand(m, k), torch.empty(k, n, device=d))
+
+
+# The boundary table: every precondition at, below and above its limit, every tie and group broken alone (and
+# kept), square and prefix shapes, a small alignment per dtype. Each row's outcome (accepted, or the refusal)
+# must be the same on every path (tests/contract_paths.py): a path whose guard is off by one, or that assumes
+# 4-byte elements, disagrees with the others on one of these rows.
+BOUNDARY: dict[str, tuple[str, Callable[[str], tuple]]] = {
+    "one-of-64": ("heads", _mm(8, 64, 4)),
+    "one-of-128": ("heads", _mm(8, 128, 4)),
+    "one-of-63": ("heads", _mm(8, 63, 4)),
+    "at-most-4095": ("heads", _mm(4095, 64, 4)),
+    "at-most-4096": ("heads", _mm(4096, 64, 4)),
+    "at-most-4097": ("heads", _mm(4097, 64, 4)),
+    "at-least-1": ("heads", _mm(8, 64, 1)),
+    "at-least-2": ("heads", _mm(8, 64, 2)),
+    "at-least-3": ("heads", _mm(8, 64, 3)),
+    "divisible-1000": ("vec", lambda d: (_at(1000, 0)(d), torch.empty(1000, device=d))),
+    "divisible-1002": ("vec", lambda d: (_at(1002, 0)(d), torch.empty(1002, device=d))),
+    "divisible-1004": ("vec", lambda d: (_at(1004, 0)(d), torch.empty(1004, device=d))),
+    "align16-at-4": ("vec", lambda d: (_at(1000, 4)(d), torch.empty(1000, device=d))),
+    "align16-at-2": ("vec", lambda d: (_at(1000, 2)(d), torch.empty(1000, device=d))),
+    "align16-at-1": ("vec", lambda d: (_at(1000, 1)(d), torch.empty(1000, device=d))),
+    "tie-k-kept": ("mm", lambda d: (torch.empty(8, 4, device=d), torch.empty(4, 3, device=d))),
+    "tie-k-broken": ("mm", lambda d: (torch.empty(8, 4, device=d), torch.empty(5, 3, device=d))),
+    "square-3x3": ("square", lambda d: (torch.empty(3, 3, device=d), torch.empty(3, 5, device=d))),
+    "square-3x4": ("square", lambda d: (torch.empty(3, 4, device=d), torch.empty(3, 5, device=d))),
+    "square-4x3": ("square", lambda d: (torch.empty(4, 3, device=d), torch.empty(4, 5, device=d))),
+    "square-tie-broken": ("square", lambda d: (torch.empty(3, 3, device=d), torch.empty(4, 5, device=d))),
+    "group-kept": ("rowgroup", lambda d: (torch.empty(2, 3, 4, device=d), torch.empty(2, 3, 4, device=d))),
+    "group-prefix": ("rowgroup", lambda d: (torch.empty(2, 3, 4, device=d), torch.empty(2, 4, device=d))),
+    "group-longer": ("rowgroup", lambda d: (torch.empty(2, 4, device=d), torch.empty(2, 3, 4, device=d))),
+    "group-inner": ("rowgroup", lambda d: (torch.empty(2, 3, 4, device=d), torch.empty(2, 5, 4, device=d))),
+    "group-named-axis": ("rowgroup", lambda d: (torch.empty(2, 3, 4, device=d), torch.empty(2, 3, 5, device=d))),
+    "group-empty": ("rowgroup", lambda d: (torch.empty(4, device=d), torch.empty(4, device=d))),
+    "axpby-prefix": ("axpby", lambda d: (torch.empty(2, 3, device=d), torch.empty(2, device=d))),
+    **{f"align4-{str(dt).removeprefix('torch.')}-at-{k}": ("alignt", lambda d, dt=dt, k=k: (
+        _at(64, k, dt)(d), torch.empty(64, dtype=dt, device=d)))
+       for dt in (torch.float16, torch.bfloat16, torch.float32) for k in (1, 2)},
 }  # fmt: skip
 
 

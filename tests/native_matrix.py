@@ -2,10 +2,8 @@
 ``opsmith.native.use`` replaces the matrix ops' Python implementations for good).
 
     python tests/native_matrix.py            the rows' own calls (fake tensors: the Meta kernels), through use()
-    python tests/native_matrix.py --dry-run  the rows with CPU arguments (error_matrix.CPU_ARGS) through the CUDA
-                                             kernels of a library built with -DOPSMITH_DRY_RUN, in a process that
-                                             loads only that library
-Each prints JSON {case id: "ErrorClass: first line"} on its last line. Rows whose op cannot be native (a
+
+(The rows with CPU arguments go through every path's CUDA kernels in ``contract_paths.py``.) It prints JSON {case id: "ErrorClass: first line"} on its last line. Rows whose op cannot be native (a
 ``Custom`` geometry, a Python backward) are reported as "not native"; rows needing hardware missing here, or
 taking CPU arguments only (a row the Meta kernel cannot show), as "not here".
 """
@@ -73,32 +71,5 @@ def main() -> dict:
     return out
 
 
-def dry_run() -> dict:
-    """The CPU-argument rows through a dry-run library's CUDA kernels, in a child that loads only it."""
-    import os
-    import subprocess
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        lib = Path(tmp) / "libmatrix.so"
-        native.build(ops(), lib, dry_run=True)
-        names = {kind: em.op(kind).record.op_name.split("::") for kind in {k for k, _ in em.CPU_ARGS.values()}}
-        code = (f"import sys, json, torch; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-                "import error_matrix as em\n"  # its module imports opsmith for the other rows' thunks only
-                f"torch.ops.load_library({str(lib)!r})\nout = {{}}\nnames = {names!r}\n"
-                "for cid, (kind, args) in em.CPU_ARGS.items():\n"
-                "    ns, name = names[kind]\n"
-                "    try:\n        getattr(getattr(torch.ops, ns), name)(*args('cpu')); out[cid] = 'no error'\n"
-                "    except Exception as e:\n        out[cid] = f'{type(e).__name__}: {str(e).splitlines()[0]}'\n"
-                "print(json.dumps(out))")  # fmt: skip
-        env = dict(
-            os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])
-        )
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
-        if proc.returncode:
-            raise SystemExit(proc.stderr[-4000:])
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 if __name__ == "__main__":
-    print(json.dumps(dry_run() if "--dry-run" in sys.argv else main()))
+    print(json.dumps(main()))

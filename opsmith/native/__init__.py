@@ -6,7 +6,8 @@
 same ops: eager, ``torch.compile``, ``torch.export`` and AOTInductor packages, CUDA graphs, autograd.
 ``use(ops)`` serves already registered ops through their native kernels in this process (no Python per
 call); by default that happens without asking, in the background (``serving.py``), and ``wait()`` returns
-once it has.
+once it has. ``load(path)`` loads a built library into a process that registers nothing itself, with
+opsmith's error classes (``error_bridge.py``).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ import torch
 from .. import env
 from ..errors import SpecError
 from ..progress import step
+from . import error_bridge
 from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library, library_key
 from .serving import wait
 
-__all__ = ["BuildReport", "NativeBuildError", "build", "source", "use", "wait"]
+__all__ = ["BuildReport", "NativeBuildError", "build", "load", "source", "use", "wait"]
 
 
 def _archs(archs: Sequence[str] | None) -> list[str]:
@@ -105,6 +107,7 @@ def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -
     kernels registered in their place (a later library's replace an earlier one's). Not undone; a new
     process starts with the Python ones again."""
     ops = closure(list(ops))
+    error_bridge.install()
     if path is None:
         text, images, _, _ = build_source(
             ops, _archs(build_args.get("archs")), build_args.get("dtypes", DEFAULT_DTYPES)
@@ -126,6 +129,20 @@ def use(ops: Iterable[Any], path: str | Path | None = None, **build_args: Any) -
         op.native = report.path
         op.serving, op.serving_why = "native", f"{report.path.name} (opsmith.native.use)"
     return report
+
+
+def load(path: str | Path) -> None:
+    """Load a library made by ``build`` (or ``python -m opsmith build``) into this process, as
+    ``torch.ops.load_library(path)`` does, with opsmith's error classes: its refusals raise ``InputError``, its
+    autograd refusals ``DifferentiationError`` and its driver failures ``LaunchError``, exactly as the Python path
+    does. Loaded with ``torch.ops.load_library`` alone, in a process where opsmith registered nothing, the same
+    errors arrive as ValueError and RuntimeError (docs/errors.md)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError("opsmith.native.load", "path", f"{str(path)!r} is not a file.",
+                        "pass the path `opsmith build` wrote the library to.")  # fmt: skip
+    error_bridge.install()
+    torch.ops.load_library(str(path))
 
 
 def _libs_dir() -> Path:

@@ -46,13 +46,16 @@ inline std::string shape_str(const Tensor& t) { return tuple_str(t.sym_sizes());
 
 inline std::string device_str(const Tensor& t) { return device_name(t.device()); }
 
+// Refusals raise opsmith's InputError where opsmith runs in the process (raise_opsmith), else ValueError.
 [[noreturn]] inline void input_error(const char* op, const std::string& arg, const std::string& expected,
                                      const std::string& got, const std::string& fix = "") {
+  raise_opsmith("input", {op, arg, expected, got, fix});
   OPSMITH_CHECK_VALUE(false, op, ": argument '", arg, "': expected ", expected, ", got ", got, ".",
                     fix.empty() ? "" : " ", fix);
 }
 
 [[noreturn]] inline void differentiation_error(const char* op, const std::string& problem, const std::string& fix) {
+  raise_opsmith("differentiation", {op, problem, fix});
   OPSMITH_CHECK(false, op, ": ", problem, " Fix: ", fix);
 }
 

@@ -12,6 +12,16 @@ namespace opsmith {
 
 constexpr int kMaxDevices = 64;
 
+// The driver's refusals: LaunchError where opsmith runs in the process (raise_opsmith), else RuntimeError.
+[[noreturn]] inline void launch_error(const std::string& text) {
+  raise_opsmith("launch", {text});
+  OPSMITH_CHECK(false, text);
+}
+#define OPSMITH_LAUNCH_CHECK(cond, ...)                          \
+  do {                                                           \
+    if (!(cond)) opsmith::launch_error(opsmith::cat(__VA_ARGS__)); \
+  } while (0)
+
 // The driver, loaded at first use: libcuda.so.1 is the driver itself, present wherever a GPU is.
 struct Driver {
   CUresult (*ModuleLoadData)(CUmodule*, const void*);
@@ -115,7 +125,7 @@ class Kernel {
       : op_(op), symbol_(symbol), images_(std::move(images)), shared_mem_(shared_mem), jit_(jit) {}
 
   CUfunction function(int device, CUstream stream) {
-    OPSMITH_CHECK(device >= 0 && device < kMaxDevices, op_, ": cuda:", device, " is past the devices opsmith serves");
+    OPSMITH_LAUNCH_CHECK(device >= 0 && device < kMaxDevices, op_, ": cuda:", device, " is past the devices opsmith serves");
     CUfunction f = fns_[device].load(std::memory_order_acquire);
     return f != nullptr ? f : load(device, stream);
   }
@@ -145,7 +155,7 @@ class Kernel {
     if (f != nullptr) return f;
     CUstreamCaptureStatus capturing = CU_STREAM_CAPTURE_STATUS_NONE;
     Driver::get().StreamIsCapturing(stream, &capturing);
-    OPSMITH_CHECK(capturing == CU_STREAM_CAPTURE_STATUS_NONE, op_, ": first use on cuda:", device,
+    OPSMITH_LAUNCH_CHECK(capturing == CU_STREAM_CAPTURE_STATUS_NONE, op_, ": first use on cuda:", device,
                 " happened during CUDA graph capture, where modules cannot be loaded. Fix: run the op once before "
                 "capturing (the usual warm-up).");
     const int arch = compute_capability(device);
@@ -157,7 +167,7 @@ class Kernel {
     }
     for (const Image& im : images_)
       if (image == nullptr && im.arch == 0) image = &im;  // PTX: the driver compiles it for this device
-    OPSMITH_CHECK(image != nullptr, op_, ": this library holds no kernel image for cuda:", device, " (sm_", arch,
+    OPSMITH_LAUNCH_CHECK(image != nullptr, op_, ": this library holds no kernel image for cuda:", device, " (sm_", arch,
                 "); it holds ", have, ". Fix: build the library on (or for) a GPU of that architecture.");
     const Driver& drv = Driver::get();
     CUmodule module;
@@ -170,14 +180,14 @@ class Kernel {
       if (jit_.debug) names[n] = CU_JIT_GENERATE_DEBUG_INFO, values[n++] = reinterpret_cast<void*>(uintptr_t(1));
     }
     CUresult r = n ? drv.ModuleLoadDataEx(&module, image->data, n, names, values) : drv.ModuleLoadData(&module, image->data);
-    OPSMITH_CHECK(r == CUDA_SUCCESS, op_, ": loading the kernel image on cuda:", device, " failed with ",
+    OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": loading the kernel image on cuda:", device, " failed with ",
                 error_name(r), ".");
     r = drv.ModuleGetFunction(&f, module, symbol_);
-    OPSMITH_CHECK(r == CUDA_SUCCESS, op_, ": finding '", symbol_, "' on cuda:", device, " failed with ",
+    OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": finding '", symbol_, "' on cuda:", device, " failed with ",
                 error_name(r), ".");
     if (shared_mem_ > 48 * 1024) {  // above 48 KiB, dynamic shared memory must be opted into
       r = drv.FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem_);
-      OPSMITH_CHECK(r == CUDA_SUCCESS, op_, ": allowing ", shared_mem_, " bytes of shared memory failed with ",
+      OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": allowing ", shared_mem_, " bytes of shared memory failed with ",
                   error_name(r), ".");
     }
     fns_[device].store(f, std::memory_order_release);
@@ -301,7 +311,7 @@ inline void launch(Kernel& k, const Device& device, const Launch& l, void** args
   const int dev = device.index();
   const int64_t most[3] = {2147483647, 65535, 65535};
   for (int a = 0; a < 3; ++a)
-    OPSMITH_CHECK(l.grid[a] >= 1 && l.grid[a] <= most[a] && l.block[a] >= 1 && l.block[a] <= 1024, k.op(),
+    OPSMITH_LAUNCH_CHECK(l.grid[a] >= 1 && l.grid[a] <= most[a] && l.block[a] >= 1 && l.block[a] <= 1024, k.op(),
                 ": launch grid=(", l.grid[0], ", ", l.grid[1], ", ", l.grid[2], ") block=(", l.block[0], ", ",
                 l.block[1], ", ", l.block[2], ") is outside what CUDA launches; this is an opsmith bug.");
   ContextScope scope(dev);
@@ -310,7 +320,7 @@ inline void launch(Kernel& k, const Device& device, const Launch& l, void** args
   CUresult r = Driver::get().LaunchKernel(f, unsigned(l.grid[0]), unsigned(l.grid[1]), unsigned(l.grid[2]),
                                           unsigned(l.block[0]), unsigned(l.block[1]), unsigned(l.block[2]),
                                           unsigned(l.shared_mem), stream, args, nullptr);
-  OPSMITH_CHECK(r == CUDA_SUCCESS, k.op(), ": launching grid=(", l.grid[0], ", ", l.grid[1], ", ", l.grid[2],
+  OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, k.op(), ": launching grid=(", l.grid[0], ", ", l.grid[1], ", ", l.grid[2],
               ") block=(", l.block[0], ", ", l.block[1], ", ", l.block[2], ") shared_mem=", l.shared_mem,
               " on cuda:", dev, " failed with ", error_name(r), ".");
 }

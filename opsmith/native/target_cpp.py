@@ -65,6 +65,21 @@ std::string cat(const Args&... args) {
   return c10::str(args...);
 }
 
+// opsmith's own error classes, where opsmith runs in this process: its error bridge (opsmith/native/
+// error_bridge.py) defines opsmith_errors::raise_, whose Python kernel raises the class the Python path raises
+// (InputError, DifferentiationError, LaunchError) from the same parts, so the same text; the exception crosses
+// this library as torch's python_error. Returns where no bridge is defined (a process without opsmith): the
+// caller then throws torch's builtin class (ValueError for a refusal, RuntimeError otherwise; docs/errors.md).
+// A cold path: it runs only on the way to an error.
+inline void raise_opsmith(const char* kind, std::initializer_list<std::string> parts) {
+  const auto handle = c10::Dispatcher::singleton().findOp(c10::OperatorName("opsmith_errors::raise_", ""));
+  if (!handle.has_value() || !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) return;
+  c10::List<std::string> list;
+  for (const std::string& p : parts) list.push_back(p);
+  std::vector<c10::IValue> stack{c10::IValue(std::string(kind)), c10::IValue(std::move(list))};
+  handle->callBoxed(stack);
+}
+
 inline std::string device_name(const Device& d) { return c10::str(d); }
 inline bool is_meta(const Tensor& t) { return t.is_meta(); }
 inline Tensor contiguous(const Tensor& t) { return t.contiguous(); }
@@ -116,6 +131,10 @@ std::string cat(const Args&... args) {
     if (!(cond)) throw std::runtime_error(opsmith::cat(__VA_ARGS__)); \
   } while (0)
 #define OPSMITH_CHECK_VALUE OPSMITH_CHECK
+
+// The stable C API cannot call the dispatcher with the Python error's class intact (the shim turns exceptions
+// into error codes): every error of such a library arrives as RuntimeError, with the Python path's text.
+inline void raise_opsmith(const char*, std::initializer_list<std::string>) {}
 
 inline std::string device_name(const Device& d) {
   std::string type = d.type() == torch::headeronly::DeviceType::CUDA ? "cuda"

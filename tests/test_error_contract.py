@@ -1,0 +1,106 @@
+"""One op, one contract (issue 38, item 1): the bad-input matrix and the boundary table walked through every
+path that can serve a call (the Python path, the served library before and after the switch, ``native.use``,
+a built library loaded with ``native.load``, JAX at trace time, the CPU reference) must give the same outcome:
+the same error class and text, or the same acceptance. A library loaded without opsmith gives torch's builtin
+classes (docs/errors.md), a stable-ABI library RuntimeError, each with the same text.
+
+The paths run in processes of their own (``contract_paths.py``), all at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import contract_paths as cp  # noqa: E402
+import error_matrix as em  # noqa: E402
+
+# What each opsmith class arrives as from a library loaded without opsmith (docs/errors.md says the same).
+BUILTIN = {"InputError": "ValueError", "DifferentiationError": "RuntimeError", "LaunchError": "RuntimeError"}
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> dict:
+    cache = tmp_path_factory.mktemp("contract-cache")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+               OPSMITH_CACHE_DIR=str(cache))  # fmt: skip
+    env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
+    modes = ["python", "served", "use", "load", "bare", "stable", "reference"]
+    try:
+        import jax  # noqa: F401
+
+        modes.append("jax")
+    except ImportError:
+        pass
+    procs = {m: subprocess.Popen([sys.executable, str(HERE / "contract_paths.py"), m], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, cwd=str(HERE),
+                                 env={**env, **({"OPSMITH_NATIVE": "dry-run"} if m == "served" else {})})
+             for m in modes}  # fmt: skip
+    out = {}
+    for m, p in procs.items():
+        stdout, stderr = p.communicate(timeout=1500)
+        assert p.returncode == 0, f"{m}: {stderr[-4000:]}"
+        out[m] = json.loads(stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_the_python_path_refuses_each_matrix_row_with_its_documented_error(paths):
+    doc = em.parse(em.DOC.read_text())
+    py = paths["python"]
+    for cid in em.CPU_ARGS:
+        cls, text = doc[cid]
+        assert py[cid] == f"{cls}: {text}", cid
+    boundary = [py[cid] for cid in cp.ROWS if cid not in em.CPU_ARGS]
+    assert boundary.count("ok") >= 15 and len(boundary) - boundary.count("ok") >= 15, boundary
+
+
+@pytest.mark.parametrize("path", ["served-before", "served-after", "use", "load"])
+def test_every_opsmith_path_gives_the_python_paths_outcome_class_and_text(paths, path):
+    got = paths["served"][path.split("-")[1]] if path.startswith("served") else paths[path]
+    assert got, f"{path}: the switch came before the walk ended; nothing compared"
+    assert set(got) == set(paths["python"])
+    mismatched = {cid: (paths["python"][cid], got[cid]) for cid in got if got[cid] != paths["python"][cid]}
+    assert not mismatched, mismatched
+
+
+def test_a_library_loaded_without_opsmith_raises_the_builtin_classes_with_the_same_text(paths):
+    for cid, want in paths["python"].items():
+        cls, _, text = want.partition(": ")
+        expected = want if want == "ok" else f"{BUILTIN[cls]}: {text}"
+        assert paths["bare"][cid] == expected, cid
+
+
+def test_a_stable_abi_library_raises_runtime_error_with_the_same_text(paths):
+    for cid, got in paths["stable"].items():
+        want = paths["python"][cid]
+        assert got == (want if want == "ok" else f"RuntimeError: {want.partition(': ')[2]}"), cid
+
+
+def test_jax_refuses_at_trace_time_what_the_python_path_refuses(paths):
+    if "jax" not in paths:
+        pytest.skip("JAX not installed: pip install 'opsmith[jax]'")
+    compared = {cid: v for cid, v in paths["jax"].items() if v != "not in JAX"}
+    assert len(compared) >= 30, compared
+    mismatched = {cid: (paths["python"][cid], v) for cid, v in compared.items() if v != paths["python"][cid]}
+    assert not mismatched, mismatched
+
+
+def test_the_cpu_reference_refuses_what_the_kernel_refuses(paths):
+    """Every matrix op registered with ``reference=`` runs on CPU tensors: each row the Python path refuses is
+    refused there with the same class and text (the grid rows too, which the Meta kernel cannot see), and the
+    rows it accepts run the reference."""
+    assert paths["reference"] == paths["python"]
+
+
+def test_differentiation_refusals_are_walked_too(paths):
+    for cid in cp.GRAD_ROWS:
+        assert paths["python"][cid].startswith("DifferentiationError: "), paths["python"][cid]
+    assert torch.is_grad_enabled()
