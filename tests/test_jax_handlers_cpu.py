@@ -20,6 +20,9 @@ jax = pytest.importorskip("jax", reason="JAX not installed: pip install 'opsmith
 jnp = pytest.importorskip("jax.numpy")
 
 from opsmith.jax import BatchingError, jax_op  # noqa: E402
+
+# Dry-run handlers record launches; their outputs are poison, which these tests do not read.
+pytestmark = pytest.mark.filterwarnings("ignore::opsmith.jax.DryRunWarning")
 from opsmith.ops.rmsnorm import rmsnorm_ops  # noqa: E402
 
 NS = "t_jax_xla"
@@ -136,7 +139,7 @@ def test_in_place_input_returns_its_new_value_and_keeps_the_callers(ops):
 
 
 def test_cuda_lowering_holds_the_custom_call_with_the_scalar_as_f64(ops):
-    f = jax_op(ops["rmsnorm"])
+    f = jax_op(ops["rmsnorm"], platform="cuda")  # lowered for the GPU on a machine that may have none
     x, w = jax.ShapeDtypeStruct((8, 4096), jnp.bfloat16), jax.ShapeDtypeStruct((4096,), jnp.bfloat16)
     text = jax.jit(lambda x, w: f(x, w, 1e-6)).trace(x, w).lower(lowering_platforms=("cuda",)).as_text()
     calls = [line for line in text.splitlines() if "stablehlo.custom_call" in line]
@@ -165,6 +168,10 @@ def test_a_result_shape_other_than_the_declaration_is_refused_by_the_handler(ops
     call = jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((4,), jnp.float32))
     with pytest.raises(Exception, match=r"output 'y': the declaration gives shape \(5,\) .*XLA allocated shape \(4,\)"):
         jax.block_until_ready(call(jnp.ones(5), a=1.0))
+    # The right input, a result of another dtype: the handler's own binding check refuses it.
+    with pytest.raises(Exception, match=r"output 'y': the declaration gives shape \(5,\) and dtype torch.float32, "
+                       r"XLA allocated shape \(5,\) and dtype torch.float16"):  # fmt: skip
+        jax.block_until_ready(jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((5,), jnp.float16))(jnp.ones(5), a=1.0))
     with pytest.raises(Exception, match=r"argument 'x': expected dtype torch.float32, got torch.float16"):
         jax.block_until_ready(
             jax.ffi.ffi_call(target, jax.ShapeDtypeStruct((5,), jnp.float16))(jnp.ones(5, jnp.float16), a=1.0)
@@ -178,6 +185,7 @@ def test_the_entry_points_take_the_same_arguments():
         kernel_name="scale", inputs=[ok.InputDecl("x", torch.float32), ok.ScalarInput("a", float)],
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
     assert f.op.record.op_name == f"{NS}::entry_scale" and hasattr(torch.ops, NS)
+    f = jax_op(f.op, platform="cuda")
     text = jax.jit(lambda x: f(x, 2.0)).trace(jax.ShapeDtypeStruct((3, 5), jnp.float32)).lower(
         lowering_platforms=("cuda",)).as_text()  # fmt: skip
     assert f"opsmith_xla_{len(NS)}{NS}_entry_scale_" in text and "tensor<3x5xf32>" in text

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from .abstract import abstract_eval, refusal, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
-from .op import BatchingError, JaxOp, cuda_kernel_op, jax_op, ptx_op, triton_op
+from .op import BatchingError, DryRunWarning, JaxOp, cuda_kernel_op, jax_op, ptx_op, triton_op
 
 __all__ = [
     "BatchingError",
+    "DryRunWarning",
     "Handlers",
     "JaxOp",
     "abstract_eval",

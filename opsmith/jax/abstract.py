@@ -1,11 +1,13 @@
 """Abstract evaluation of an opsmith op for JAX, from its declaration.
 
 JAX asks, for each call it traces, the shapes and dtypes of the outputs (``jax.ShapeDtypeStruct``). The op's
-Meta kernel already computes them from the record (``SameAs``, ``ReduceDims``, named dimensions, ``Numel``
-outputs) and refuses what its guards refuse, so the answer here is that kernel run on meta tensors of the
-abstract values' shapes: one definition of an op's shapes for PyTorch, its native library and JAX. A
-declaration whose outputs come from a Python ``meta_fn`` is refused: that function is PyTorch code, and the
-XLA handler must know the shapes from the record alone.
+call plan computes them from the record (``SameAs``, ``ReduceDims``, named dimensions, ``Numel`` outputs) and
+refuses what a launch would refuse, so the answer here is that plan run up to the launch on meta tensors of the
+abstract values' shapes (``eager.make_checks``): one definition of an op's shapes for PyTorch, its native
+library and JAX, and every refusal at trace time with PyTorch's class and text, including those the Meta kernel
+cannot see (a launch grid past CUDA's limits, arithmetic that overflows). Meta tensors are dense and aligned, as
+XLA's buffers are. A declaration whose outputs come from a Python ``meta_fn`` is refused: that function is
+PyTorch code, and the XLA handler must know the shapes from the record alone.
 """
 
 from __future__ import annotations
@@ -64,12 +66,14 @@ def _check(op: Any) -> None:
 def abstract_eval(op: Any, *args: Any, **scalars: Any) -> tuple:
     """``jax.ShapeDtypeStruct`` per output of ``op`` called with ``args`` (abstract values or arrays for its
     tensor inputs, Python numbers for its scalars, in declaration order; scalars may also come by name).
-    Raises what the op's guards raise in PyTorch (an ``InputError`` naming the op, argument and fix)."""
+    Raises what a launch of the op raises in PyTorch (an ``InputError`` naming the op, argument and fix)."""
     import jax
+
+    from ..eager import checks_of
 
     _check(op)
     call = _meta_args(op, args, scalars)
-    out = op(*call)
+    out = checks_of(op)(*call)
     outs = () if out is None else out if isinstance(out, (tuple, list)) else (out,)
     return tuple(jax.ShapeDtypeStruct(tuple(t.shape), to_jax_dtype(t.dtype)) for t in outs)
 

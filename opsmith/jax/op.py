@@ -6,10 +6,14 @@ shapes are the declaration's (``abstract.py``). Around it, from the same record:
 - ``jax.grad``: ``jax.custom_vjp`` with the declared backward, run in JAX: a backward op through its own
   handler, or a backward program (``Buffer`` allocations and ``Step`` calls) step by step, an in-place
   argument of a step taking the step's aliased result;
-- ``jax.vmap``: ``jax.custom_batching.custom_vmap``; the mapped axis joins a leading ``"*B"`` group of every
-  batched input, and each output must carry the group too, else the call is refused (``BatchingError``);
+- ``jax.vmap``: ``jax.custom_batching.custom_vmap``; the mapped axis joins the ``"*B"`` group of every batched
+  input (moved to where the declaration puts the group) and leaves each output from where its declaration puts
+  that group; an input or output whose declaration has no place for it is refused (``BatchingError``). Decided
+  by the declared shapes, never by comparing sizes;
 - in-place inputs (``mutates=True``): XLA input/output aliasing; the call returns their new values after the
-  outputs.
+  outputs;
+- where it runs: JAX's CUDA platform; on another platform the op's CPU ``reference=`` serves the call (through
+  the PyTorch op, under the same checks), and without one the call is refused at trace time with the fix.
 
 Tuning: the first trace of a call signature on a machine with a GPU runs the PyTorch op once on random
 inputs of those shapes, so the tuning decision (and the exact specialization) exist before the handler
@@ -18,19 +22,34 @@ library is built; the decisions are opsmith's persistent ones, shared with PyTor
 
 from __future__ import annotations
 
+import struct
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from ..errors import SpecError
+from ..errors import InputError, SpecError, ToolchainError
 from ..native.build import closure
 from ..record import TensorArg
 from .abstract import _check, abstract_eval, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
 
-__all__ = ["BatchingError", "JaxOp", "cuda_kernel_op", "jax_op", "ptx_op", "triton_op"]
+__all__ = ["BatchingError", "DryRunWarning", "JaxOp", "cuda_kernel_op", "jax_op", "ptx_op", "triton_op"]
+
+
+class DryRunWarning(UserWarning):
+    """A dry-run JaxOp was called: it records launches and makes none, so its outputs hold no results."""
+
+
+def require_jax() -> None:
+    """JAX, or a ToolchainError saying how to install it (``opsmith.jax`` imports without it)."""
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        raise ToolchainError("opsmith.jax needs JAX, which is not installed. Fix: pip install 'opsmith[jax]' (and "
+                             "jax[cuda13] for a GPU).") from None  # fmt: skip
 
 
 class BatchingError(SpecError, NotImplementedError):
@@ -45,16 +64,23 @@ class JaxOp:
     """A JAX callable for an opsmith op: the op's arguments (JAX arrays for tensors, Python numbers for
     scalars, positionally or scalars by name); returns its outputs (one array, or a tuple), then the new
     values of inputs it writes in place. ``dry_run``: handlers for JAX's CPU platform that record launches
-    instead of making them (``handlers(...).take_dry_run()``), for tests without a GPU."""
+    instead of making them (``handlers(...).take_dry_run()``), for tests without a GPU. ``platform``: where
+    calls run, when it is not where JAX would run them now (the arrays' device, ``jax.default_device``, else
+    JAX's default backend): "cuda" to lower for the GPU on a machine without one
+    (``jit(f).trace(...).lower(lowering_platforms=("cuda",))``)."""
 
-    def __init__(self, op: Any, dry_run: bool = False) -> None:
+    def __init__(self, op: Any, dry_run: bool = False, platform: str | None = None) -> None:
+        require_jax()
         _check(op)
-        self.op, self.record, self.dry_run = op, op.record, dry_run
+        if platform is not None and _kind(platform) != "gpu":
+            raise SpecError(op.record.op_name, "platform", f"{platform!r} is not a platform opsmith.jax launches on.",
+                            "pass platform='cuda', or leave it out to run where JAX runs the call.")  # fmt: skip
+        self.op, self.record, self.dry_run, self.platform = op, op.record, dry_run, platform
         self.name = self.record.op_name
         self.tensors = [a for a in self.record.inputs if isinstance(a, TensorArg)]
         self.mutated = [k for k, a in enumerate(self.tensors) if a.mutates]
         self.n_out = len(self.record.outputs)
-        self._backward = _Backward(op, dry_run) if getattr(op, "backward", None) is not None else None
+        self._backward = _Backward(op, dry_run, platform) if getattr(op, "backward", None) is not None else None
         self._closure = closure([op])  # the ops its library holds: it and what its backward calls
         self._fns: dict[tuple, Any] = {}
         self._warmed: set[tuple] = set()
@@ -82,7 +108,7 @@ class JaxOp:
                 v = scalars.pop(decl.name) if decl.name in scalars else next(it, missing)
                 if v is missing:
                     raise TypeError(f"{self.name}: scalar {decl.name!r} is missing.")
-                named[decl.name] = v
+                named[decl.name] = _attribute(decl.py_type, v)
         if scalars or next(it, missing) is not missing:
             raise TypeError(f"{self.name}: unexpected arguments ({sorted(scalars) or 'extra positional'}).")
         return tensors, named
@@ -91,7 +117,7 @@ class JaxOp:
         """The JAX function of the tensor arguments for these scalars (made once per scalar values)."""
         import jax
 
-        key = tuple(sorted(scalars.items()))
+        key = _scalar_key(scalars)
         fn = self._fns.get(key)
         if fn is not None:
             return fn
@@ -104,7 +130,9 @@ class JaxOp:
         fn = call
         if self._backward is not None:
             fn = self._backward.wrap(self, call, scalars)
-        self._fns[key] = fn
+        # Under jit, one function per scalar key: JAX's own cache of an eagerly applied primitive compares its
+        # parameters with ==, so an eager call with -0.0 after one with 0.0 ran 0.0's executable.
+        fn = self._fns[key] = jax.jit(fn)
         return fn
 
     # -- one call ---------------------------------------------------------------------------------------------
@@ -113,7 +141,9 @@ class JaxOp:
         import jax
 
         avals = [jax.ShapeDtypeStruct(tuple(t.shape), t.dtype) for t in tensors]
-        outs = list(abstract_eval(self.op, *avals, **scalars))
+        outs = list(abstract_eval(self.op, *avals, **scalars))  # every refusal, now, at trace time
+        if not self._on_its_platform(tensors):
+            return self._reference(tensors, scalars, outs + [avals[k] for k in self.mutated])
         self._warm(avals, scalars)
         target = self.handlers().targets[self.name]
         results = outs + [avals[k] for k in self.mutated]
@@ -121,6 +151,46 @@ class JaxOp:
         call = jax.ffi.ffi_call(target, results, input_output_aliases=aliases or None)
         attrs = {d.name: _attribute(d.py_type, scalars[d.name]) for d in self.record.inputs if d.name in scalars}
         return list(call(*tensors, **attrs))
+
+    def _on_its_platform(self, tensors: Sequence[Any]) -> bool:
+        """Whether the call runs where the handlers are registered (CUDA; JAX's CPU platform for a dry run);
+        else the CPU reference serves it, or it is refused here, at trace time, before any handler is built."""
+        platform = "gpu" if self.platform is not None else _platform(tensors)
+        want = "cpu" if self.dry_run else "gpu"
+        if platform == want:
+            if self.dry_run and not self.__dict__.get("_warned"):
+                self._warned = True
+                warnings.warn(f"{self.name}: a dry run records its launches and makes none: its outputs hold 0xFF "
+                              "bytes (NaN), not results. Fix: call jax_op(op) without dry_run=True on a GPU for "
+                              "results.", DryRunWarning, stacklevel=4)  # fmt: skip
+            return True
+        if platform == "cpu" and getattr(self.op, "reference", None) is not None:
+            return False
+        name = self.tensors[0].name if self.tensors else "(the call)"
+        if self.dry_run:
+            raise InputError(self.name, name, "an array on JAX's CPU platform (dry-run handlers serve it)",
+                             f"an array on {platform}", "Fix: call it under jax.default_device(jax.devices('cpu')[0]), "
+                             "or drop dry_run=True to launch the kernel on the GPU.")  # fmt: skip
+        raise InputError(self.name, name, "an array on a CUDA device (opsmith.jax launches the kernel on JAX's "
+                         "CUDA platform)", f"an array on {platform}", "Fix: run it on a GPU (jax.devices('gpu')), "
+                         "declare reference= at registration to serve other platforms with it, or pass dry_run=True "
+                         "to record launches on the CPU in tests.")  # fmt: skip
+
+    def _reference(self, tensors: Sequence[Any], scalars: dict, results: list) -> list:
+        """The op's CPU reference as a host callback: the PyTorch op on CPU tensors (its checks, then
+        ``reference=``), its outputs and the written inputs' new values."""
+        import jax
+
+        def host(*arrays: Any) -> tuple:
+            args, it = [], iter(arrays)
+            for decl in self.record.inputs:
+                args.append(_to_torch(next(it)) if isinstance(decl, TensorArg) else scalars[decl.name])
+            out = self.op(*args)
+            outs = () if out is None else out if isinstance(out, tuple | list) else (out,)
+            written = [args[k] for k, d in enumerate(self.record.inputs) if isinstance(d, TensorArg) and d.mutates]
+            return tuple(_to_numpy(t) for t in (*outs, *written))
+
+        return list(jax.pure_callback(host, tuple(results), *tensors, vmap_method="sequential"))
 
     def handlers(self) -> Handlers:
         """The handler library holding this op's kernels and tuning decisions as they stand (rebuilt, or taken
@@ -137,7 +207,7 @@ class JaxOp:
         """Run the PyTorch op once per call signature on a GPU: it tunes and compiles what the call needs."""
         if self.dry_run or not torch.cuda.is_available():
             return
-        key = (tuple((tuple(a.shape), str(a.dtype)) for a in avals), tuple(sorted(scalars.items())))
+        key = (tuple((tuple(a.shape), str(a.dtype)) for a in avals), _scalar_key(scalars))
         if key in self._warmed:
             return
         args, it = [], iter(avals)
@@ -157,50 +227,77 @@ class JaxOp:
 
     # -- jax.vmap ---------------------------------------------------------------------------------------------
     def _vmap(self, size: int, batched: Sequence[bool], tensors: Sequence[Any], scalars: dict) -> tuple:
-        """The mapped axis (leading in the batched inputs, as custom_vmap gives them) joins each one's group; an
-        unbatched input of a group gets the axis by broadcasting; outputs must carry it."""
-        import jax
+        """The mapped axis (leading in the batched inputs, as custom_vmap gives them) joins each one's '*' group,
+        moved to where its declaration puts the group; an unbatched input of a mapped group gets the axis by
+        broadcasting; each output gives it back from where its declaration puts that group. Every decision is
+        the declaration's: an input or output with no place for the axis is refused."""
         import jax.numpy as jnp
 
-        grouped = [bool(a.shape) and str(a.shape[0]).startswith("*") for a in self.tensors]
-        for k, (a, b) in enumerate(zip(self.tensors, batched, strict=True)):
-            if b and not grouped[k]:
-                raise BatchingError(self.name, f"input {a.name!r} is mapped, but its declared shape "
-                                    f"{_shape(a)} does not begin with a '*' group that can take the mapped axis.",
+        groups = [_group(a.shape) for a in self.tensors]
+        for a, b, g in zip(self.tensors, batched, groups, strict=True):
+            if b and g is None:
+                raise BatchingError(self.name, f"input {a.name!r} is mapped, but its declared shape {_shape(a)} has "
+                                    "no '*' group that can take the mapped axis.",
                                     f"declare {a.name} as ('*B', ...), or map only inputs declared so.")  # fmt: skip
-        groups = {a.shape[0] for a, b in zip(self.tensors, batched, strict=True) if b}
+        mapped = {g[0] for g, b in zip(groups, batched, strict=True) if b}
         args = []
-        for k, (a, b, t) in enumerate(zip(self.tensors, batched, tensors, strict=True)):
-            if not b and grouped[k] and a.shape[0] in groups:  # the same group: every member is mapped
-                t = jnp.broadcast_to(t, (size, *t.shape))
-            elif not b and k in self.mutated:
+        for k, (a, b, t, g) in enumerate(zip(self.tensors, batched, tensors, groups, strict=True)):
+            if b:
+                t = jnp.moveaxis(t, 0, g[1])
+            elif g is not None and g[0] in mapped:  # the same group: every member is mapped
+                t = jnp.broadcast_to(jnp.expand_dims(t, g[1]), (*t.shape[: g[1]], size, *t.shape[g[1] :]))
+            elif k in self.mutated:
                 raise BatchingError(self.name, f"input {a.name!r} is written in place, and its declared shape "
                                     f"{_shape(a)} has no group of the mapped inputs: the mapped call would write "
                                     "one value for every mapped element.", "map the call with jax.lax.map, or "
                                     "declare the written input with the mapped inputs' group.")  # fmt: skip
             args.append(t)
-        one = [
-            jax.ShapeDtypeStruct(t.shape[1:] if b else t.shape, t.dtype) for t, b in zip(tensors, batched, strict=True)
-        ]
-        unbatched = abstract_eval(self.op, *one, **scalars)
-        mapped = abstract_eval(self.op, *[jax.ShapeDtypeStruct(t.shape, t.dtype) for t in args], **scalars)
-        for k, (u, m) in enumerate(zip(unbatched, mapped, strict=True)):
-            if tuple(m.shape) != (size, *u.shape):
-                name = self.record.outputs[k].name
-                raise BatchingError(self.name, f"output {name!r} does not carry the mapped axis (shape {m.shape} "
-                                    f"for mapped inputs, {u.shape} for one element).", "declare the output's "
-                                    "shape from a '*' group of the mapped inputs (SameAs, or a shape beginning "
-                                    "with the group).")  # fmt: skip
+        axes = [self._output_axis(k, mapped) for k in range(self.n_out)]
+        for k, ax in enumerate(axes):
+            if ax is None:
+                decl = self.record.outputs[k]
+                raise BatchingError(self.name, f"output {decl.name!r} has no place for the mapped axis: its declared "
+                                    f"shape does not carry the mapped group {sorted('*' + g for g in mapped)}.",
+                                    "declare the output's shape with that group (SameAs of a mapped input, "
+                                    "ReduceDims over other axes, or a shape naming the group), or map the call "
+                                    "with jax.lax.map.")  # fmt: skip
         out = self.apply(args, scalars)
-        written = [b or self.tensors[k].shape[0] in groups if grouped[k] else b
-                   for k, b in enumerate(batched) if k in self.mutated]  # fmt: skip
-        return tuple(out), tuple([True] * self.n_out + written)
+        results = [jnp.moveaxis(o, ax, 0) for o, ax in zip(out[: self.n_out], axes, strict=True)]
+        flags = [True] * self.n_out
+        for j, k in enumerate(self.mutated):  # a written input of a mapped group comes back mapped
+            g = groups[k]
+            carried = g is not None and g[0] in mapped
+            results.append(jnp.moveaxis(out[self.n_out + j], g[1], 0) if carried else out[self.n_out + j])
+            flags.append(carried)
+        return tuple(results), tuple(flags)
+
+    def _output_axis(self, k: int, mapped: set[str]) -> int | None:
+        """Where output ``k`` carries the mapped axis, read from its declaration: the position of a mapped group
+        in its shape (SameAs an input: that input's; ReduceDims: the input's, less the reduced axes before it),
+        or None when it has none (or a reduction reaches into the group)."""
+        o = self.record.outputs[k].shape
+        if "shape" in o:
+            return next((p for p, e in enumerate(o["shape"]) if isinstance(e, list) and e[0] == "group"
+                         and e[1] in mapped), None)  # fmt: skip
+        src = o.get("same_as", o.get("reduce"))
+        if src is None:
+            return None
+        g = _group(self.tensors[src].shape)
+        if g is None or g[0] not in mapped:
+            return None
+        if "same_as" in o:
+            return g[1]
+        after = len(self.tensors[src].shape) - g[1] - 1  # declared axes after the group
+        before = [d for d in o["dims"] if d >= 0]
+        if any(d >= g[1] for d in before) or any(-d > after for d in o["dims"] if d < 0):
+            return None  # a reduced axis inside the group, or counted across it
+        return g[1] if o["keepdim"] else g[1] - len(before)
 
 
 class _Backward:
     """The declared backward in JAX (``jax.custom_vjp``), run as the PyTorch op's autograd runs it."""
 
-    def __init__(self, op: Any, dry_run: bool) -> None:
+    def __init__(self, op: Any, dry_run: bool, platform: str | None) -> None:
         from ..autograd import _program, check_backward
 
         self.spec = op.backward
@@ -209,7 +306,7 @@ class _Backward:
         self.dry_run = dry_run
         fn = self.spec.fn
         steps = [s.op for s in self.program.items if hasattr(s, "op")] if self.program else [fn]
-        self.ops = {s.record.op_name: JaxOp(s, dry_run) for s in steps}
+        self.ops = {s.record.op_name: JaxOp(s, dry_run, platform) for s in steps}
 
     def wrap(self, fwd_op: JaxOp, call: Any, scalars: dict) -> Any:
         import jax
@@ -297,20 +394,73 @@ def _attribute(py_type: str, v: Any) -> Any:
     return {"float": float, "int": int, "bool": bool}[py_type](v)
 
 
+def _group(shape: tuple | None) -> tuple[str, int] | None:
+    """(the group's name, its position) in a declared input shape, or None."""
+    for p, e in enumerate(shape or ()):
+        if isinstance(e, str) and e.startswith("*"):
+            return e[1:], p
+    return None
+
+
+def _scalar_key(scalars: dict) -> tuple:
+    """Scalars as a cache key that tells every distinct value apart: floats by their bits (``-0.0`` is not
+    ``0.0``, and a NaN is itself), and by type (``True`` is not ``1``)."""
+    return tuple((k, type(v).__name__, struct.pack("<d", v) if isinstance(v, float) else v)
+                 for k, v in sorted(scalars.items()))  # fmt: skip
+
+
+def _platform(tensors: Sequence[Any]) -> str:
+    """The platform a call runs on: the concrete arrays' device, else ``jax.default_device``'s, else JAX's
+    default backend ("gpu" for CUDA)."""
+    import jax
+
+    for t in tensors:
+        devices = getattr(t, "devices", None)
+        if devices is not None and not isinstance(t, jax.core.Tracer):
+            return _kind(next(iter(devices())).platform)
+    dev = jax.config.jax_default_device
+    if dev is not None:
+        return _kind(dev if isinstance(dev, str) else dev.platform)
+    return _kind(jax.default_backend())
+
+
+def _kind(platform: str) -> str:
+    return "gpu" if platform.lower() in ("gpu", "cuda") else platform.lower()
+
+
+def _to_torch(a: Any) -> torch.Tensor:
+    import numpy as np
+
+    arr = np.asarray(a)
+    if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch.from_numpy does not take
+        return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(arr.copy())
+
+
+def _to_numpy(t: torch.Tensor) -> Any:
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
 def _shape(a: Any) -> str:
     return "(" + ", ".join(map(str, a.shape)) + ")" if a.shape else "(any shape)"
 
 
-def jax_op(op: Any, *, dry_run: bool = False) -> JaxOp:
+def jax_op(op: Any, *, dry_run: bool = False, platform: str | None = None) -> JaxOp:
     """The JAX function of an opsmith op (``JaxOp``). Raises ``SpecError`` when the op cannot be called from
-    JAX (``refusal``)."""
-    return JaxOp(op, dry_run)
+    JAX (``refusal``), ``ToolchainError`` when JAX is not installed."""
+    return JaxOp(op, dry_run, platform)
 
 
 def cuda_kernel_op(*args: Any, **kw: Any) -> JaxOp:
     """``opsmith.cuda_kernel_op`` (same arguments: the op is registered for PyTorch too) as a JAX function."""
     from .. import api
 
+    require_jax()  # before registering: a missing JAX says so first
     return JaxOp(api.cuda_kernel_op(*args, **kw))
 
 
@@ -318,6 +468,7 @@ def ptx_op(*args: Any, **kw: Any) -> JaxOp:
     """``opsmith.ptx_op`` (same arguments) as a JAX function."""
     from .. import api
 
+    require_jax()
     return JaxOp(api.ptx_op(*args, **kw))
 
 
@@ -325,4 +476,5 @@ def triton_op(*args: Any, **kw: Any) -> JaxOp:
     """``opsmith.triton_op`` (same arguments) as a JAX function."""
     from .. import api
 
+    require_jax()
     return JaxOp(api.triton_op(*args, **kw))
