@@ -47,10 +47,12 @@ def cuda_kernel_op(
     raises.
     ``sharding``: how the op runs on DTensors, where its declaration does not say (``Grid``/``Custom``
     geometry, ``eager_fn``): a function in ``torch.distributed.tensor.experimental.register_sharding``'s
-    format, or "replicate" (run on whole tensors). Otherwise the rule is derived (docs/multi-gpu.md).
+    format, or "replicate" (run on whole tensors). Otherwise the rule is derived (docs/multi-gpu.md), except
+    along axes the declaration cannot justify (an input tied to nothing beside a size taken from a sharded axis),
+    which run replicated unless "derive" says to shard them too (``opsmith check``'s sharding row tests it).
     ``reference``: a Python function of the op's arguments computing its result on CPU tensors; it becomes the
-    op's CPU kernel (after the declaration's guards, its outputs held to the declared shapes and dtypes), so a
-    model using the op runs on CPU, and ``opsmith check`` compares against it when a CheckCase gives none.
+    op's CPU kernel (after the op's checks up to the launch, its outputs held to the declared shapes and dtypes),
+    so a model using the op runs on CPU, and ``opsmith check`` compares against it when a CheckCase gives none.
     ``native``: False keeps the op on the Python path; by default a native library of its kernels takes over
     once built in the background (``op.serving`` says which serves; docs/native.md).
 

@@ -21,7 +21,8 @@ Shape = tuple[int, ...]
 # assert_close tolerances per dtype when the case gives none: float32/float64 follow torch.testing; the
 # half types allow the rounding of one output (bf16 keeps 8 bits: 2^-8 = 0.4% per value, summed over a row).
 _LOWP_TOL = {"atol": 2e-2, "rtol": 2e-2}
-CHECKS = ("opcheck", "numerics", "compile-static", "compile-dynamic", "export", "cuda-graph", "stream", "autograd")
+CHECKS = ("opcheck", "numerics", "compile-static", "compile-dynamic", "export", "cuda-graph", "stream", "autograd",
+          "sharding")  # fmt: skip
 
 
 @dataclass
@@ -99,7 +100,8 @@ class CheckCase:
 
 @dataclass
 class CheckReport:
-    """The rows of one ``check`` run: (check, result, detail), result in pass / FAIL / skip."""
+    """The rows of one ``check`` run: (check, result, detail), result in pass / FAIL / skip / traced. ``pass``:
+    the op's kernel ran and matched; ``traced``: the op traced on fake CUDA tensors, nothing ran (no GPU)."""
 
     label: str
     device: str
@@ -121,8 +123,10 @@ class CheckReport:
             lines.append(f"{c.ljust(w)}  {r.ljust(6)}  {first}")
             lines += [f"{''.ljust(w)}          {x}" for x in rest[:12]]
         failed = len(self.failures)
+        traced = sum(r == "traced" for _, r, _ in self.rows)
         lines.append(f"{sum(r == 'pass' for _, r, _ in self.rows)} passed, {failed} failed, "
-                     f"{sum(r == 'skip' for _, r, _ in self.rows)} skipped")  # fmt: skip
+                     f"{sum(r == 'skip' for _, r, _ in self.rows)} skipped"
+                     + (f", {traced} traced on fake tensors (nothing ran)" if traced else ""))  # fmt: skip
         return "\n".join(lines)
 
 

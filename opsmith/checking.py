@@ -39,7 +39,8 @@ from .check_case import (  # noqa: F401  (CHECKS, noncontiguous, poisoned: read 
     poisoned,
     zero_size,
 )
-from .errors import DifferentiationError, InputError
+from .check_sharding import check_sharding
+from .errors import DifferentiationError, InputError, SpecError
 
 __all__ = ["CheckCase", "CheckReport", "assert_check_passes", "check"]
 
@@ -288,10 +289,112 @@ def _check_autograd(case: CheckCase, device: torch.device) -> str:
     return "; ".join(notes)
 
 
+def _fake_inputs(case: CheckCase, shape: Shape, fake: Any) -> tuple:
+    with fake:
+        try:
+            return case.inputs(tuple(shape), case.dtypes[0], torch.device("cuda"))
+        except Exception as e:
+            raise _Skip(f"the case's inputs() cannot build fake CUDA tensors here ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:100]}); nothing to trace") from None  # fmt: skip
+
+
+def _trace_compile(case: CheckCase, dynamic: bool) -> str:
+    """torch.compile(fullgraph=True) traced on fake CUDA tensors (no GPU here): one graph, no break, the op in
+    it, the traced outputs' shapes the op's own. Nothing runs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    graphs: list = []
+
+    def backend(gm: Any, _inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    fake = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+    fn = torch.compile(lambda *a: case.op(*a), fullgraph=True, dynamic=dynamic, backend=backend)
+    shapes = _grown(case.shapes[0], 3 if dynamic else 1)
+    for s in shapes:
+        args = _fake_inputs(case, s, fake)
+        with fake:
+            got, want = _as_tuple(fn(*args)), _as_tuple(case.op(*args))
+        if [tuple(t.shape) for t in got] != [tuple(t.shape) for t in want]:
+            raise AssertionError(
+                f"traced outputs {[tuple(t.shape) for t in got]}, the op's {[tuple(t.shape) for t in want]}"
+            )
+    ov = case.overload
+    if ov is not None and not any(n.target == ov for g in graphs for n in g.graph.nodes):
+        raise AssertionError(f"no traced graph calls {ov.name()}")
+    return f"traced on fake CUDA tensors (nothing ran): fullgraph, {len(graphs)} graph(s), shapes {shapes}"
+
+
+def _trace_export(case: CheckCase) -> str:
+    """torch.export with dynamic dims, traced on fake CUDA tensors: the graph calls the op and records its
+    outputs with the shapes the op gives."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.export import Dim
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    class _M(torch.nn.Module):
+        def forward(self, *args):
+            return case.op(*args)
+
+    fake = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+    (first,) = _grown(case.shapes[0], 1)
+    args = _fake_inputs(case, first, fake)
+    dyn = tuple({i: Dim.AUTO for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
+    with fake:
+        ep = torch.export.export(_M(), tuple(args), dynamic_shapes=(dyn,))
+        eager_out = case.op(*args)
+    ov = case.overload
+    if ov is not None and not any(n.target is ov for n in ep.graph.nodes):
+        raise AssertionError(f"the exported graph does not call {ov.name()}: {ep.graph}")
+    _check_exported_shapes(ep, eager_out)
+    return f"traced on fake CUDA tensors (nothing ran): dynamic dims, the graph calls the op, shape {first}"
+
+
+def _runner(case: CheckCase, dev: torch.device) -> tuple[str, str]:
+    """What serves the op's calls on ``dev``: ("kernel", "") where its kernel runs (a GPU; Triton's interpreter
+    on CPU); ("reference", why) where its CPU ``reference=`` runs in the kernel's place; ("fake", why) where it
+    runs nowhere here (CUDA only, no GPU): those rows that tracing can show run on fake CUDA tensors."""
+    if dev.type == "cuda":
+        return "kernel", ""
+    gpu = "no GPU here" if not torch.cuda.is_available() else "pass device='cuda'"
+    from .registration import Op
+
+    if isinstance(case.op, Op):
+        if getattr(case.op, "reference", None) is not None:
+            return "reference", (f"on {dev} the op runs its reference= in the kernel's place ({gpu}): nothing of the "
+                                 "kernel ran, so nothing of it is checked here")  # fmt: skip
+        if case.op.record.flavor == "triton" and getattr(case.op.variants.sources[0], "interpreted", False):
+            return "kernel", ""  # TRITON_INTERPRET=1: the interpreter runs the kernel on CPU tensors
+    try:
+        case.op(*case.inputs(tuple(case.shapes[0]), case.dtypes[0], dev))
+    except (InputError, NotImplementedError) as e:
+        # opsmith's guard ("expected a CUDA tensor"), or the dispatcher: no kernel for this device (an eager_fn)
+        if getattr(e, "expected", None) == "a CUDA tensor" or f"from the '{dev.type.upper()}' backend" in str(e):
+            return "fake", f"the op runs on CUDA tensors only and the device is {dev} ({gpu})"
+    except Exception:  # any other failure is the checks' to report
+        return "kernel", ""
+    return "kernel", ""
+
+
 def check(case: CheckCase, *, device: str | torch.device | None = None, examples: int = 25,
           compile_backend: str = "inductor", only: Sequence[str] | None = None) -> CheckReport:  # fmt: skip
     """Run every check (or those named in ``only``, from ``CHECKS``) on ``case``; never raises for a failing
-    check: each failure is a FAIL row with its reason. ``device``: default cuda when available, else cpu."""
+    check: each failure is a FAIL row with its reason. ``device``: default cuda when available, else cpu.
+
+    A row says ``pass`` only where the op's kernel ran and matched. Where it cannot run here (CUDA only, no GPU;
+    or a CPU ``reference=`` serving CPU tensors in its place), the compile and export rows trace the op on fake
+    CUDA tensors (``traced``: nothing ran) and the others skip, saying why."""
+    from .registration import Op
+
+    if not isinstance(case, CheckCase):
+        what = "an opsmith op" if isinstance(case, Op | torch._ops.OpOverload) else type(case).__name__
+        raise SpecError("opsmith check", "case", f"check() takes a CheckCase, not {what}.",
+                        "wrap the op: ok.CheckCase(op, inputs=lambda shape, dtype, device: (torch.randn(shape, "
+                        "device=device, dtype=dtype),), reference=...) (reference= may be left out when the op "
+                        "was registered with one).")  # fmt: skip
     dev = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
@@ -306,43 +409,35 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
         "cuda-graph": lambda: _check_cuda_graph(case, dev),
         "stream": lambda: _check_stream(case, dev),
         "autograd": lambda: _check_autograd(case, dev),
+        "sharding": lambda: check_sharding(case, dev),
     }
     unknown = set(only or ()) - set(runs)
     if unknown:
         raise ValueError(f"check(only=...): unknown checks {sorted(unknown)}. Fix: choose from {list(CHECKS)}.")
-    elsewhere = _runs_elsewhere(case, dev)
+    runner, why = _runner(case, dev)
+    traced: dict[str, Callable[[], str]] = {
+        "compile-static": lambda: _trace_compile(case, False),
+        "compile-dynamic": lambda: _trace_compile(case, True),
+        "export": lambda: _trace_export(case),
+    }
     for c in CHECKS:
         if only is not None and c not in only:
             continue
         torch.manual_seed(0x5EED + len(report.rows))
-        if elsewhere and c not in ("cuda-graph", "stream"):
-            report.rows.append((c, "skip", elsewhere))
+        result, run = "pass", runs[c]
+        if runner != "kernel" and c in traced:
+            result, run = "traced", traced[c]
+        elif runner != "kernel" and c not in ("cuda-graph", "stream"):
+            report.rows.append((c, "skip", why))
             continue
         try:
-            report.rows.append((c, "pass", runs[c]()))
+            report.rows.append((c, result, run()))
         except _Skip as s:
             report.rows.append((c, "skip", str(s)))
         except Exception as e:
             msg = str(e).strip() or type(e).__name__
             report.rows.append((c, "FAIL", f"{type(e).__name__}: {msg}"))
     return report
-
-
-def _runs_elsewhere(case: CheckCase, dev: torch.device) -> str:
-    """Why the op cannot run on ``dev`` at all ("" when it can): an op whose kernels need CUDA tensors, checked
-    on a machine without a GPU, skips its rows rather than failing them."""
-    if dev.type == "cuda":
-        return ""
-    try:
-        case.op(*case.inputs(tuple(case.shapes[0]), case.dtypes[0], dev))
-    except (InputError, NotImplementedError) as e:
-        # opsmith's guard ("expected a CUDA tensor"), or the dispatcher: no kernel for this device (an eager_fn)
-        if getattr(e, "expected", None) == "a CUDA tensor" or f"from the '{dev.type.upper()}' backend" in str(e):
-            gpu = "no GPU here" if not torch.cuda.is_available() else "pass device='cuda'"
-            return f"the op runs on CUDA tensors only and the device is {dev} ({gpu})"
-    except Exception:  # any other failure is the checks' to report
-        return ""
-    return ""
 
 
 def assert_check_passes(case: CheckCase, **kwargs: Any) -> CheckReport:

@@ -28,7 +28,7 @@ class UsageError(Exception):
     """An option's value is wrong; the message says the fix (exit status 2)."""
 
 
-def _load(target: str, what: str, example: str, leaf: type) -> object:
+def _load(target: str, what: str, example: str, leaf: type | tuple[type, ...]) -> object:
     """The object ``MODULE:NAME`` names (the module is imported from the current directory too), called when it
     is a function of no arguments. ``leaf``: the type that is not such a function (an op is callable)."""
     module, sep, name = target.partition(":")
@@ -36,6 +36,8 @@ def _load(target: str, what: str, example: str, leaf: type) -> object:
         raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name {what}, e.g. {example}.")
     if "" not in sys.path:
         sys.path.insert(0, "")
+    from .errors import OpsmithError
+
     try:
         obj = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
@@ -43,12 +45,16 @@ def _load(target: str, what: str, example: str, leaf: type) -> object:
             f"cannot load '{target}': {e}. Fix: name an importable module (run from the directory "
             f"that holds it, or put it on PYTHONPATH) and a name it defines, e.g. {example}."
         ) from None
+    except OpsmithError as e:  # a mistake in the declarations the module registers: opsmith's own message
+        raise TargetError(f"importing '{module}' raised {type(e).__name__}: {e}") from None
     if callable(obj) and not isinstance(obj, leaf):
         try:
             obj = obj()
         except TypeError as e:
             raise TargetError(f"'{target}' is a function that needs arguments ({e}). Fix: point at {what}, a "
                               "list of them or a function of no arguments returning them.") from None  # fmt: skip
+        except OpsmithError as e:
+            raise TargetError(f"calling '{target}' raised {type(e).__name__}: {e}") from None
     return obj
 
 
@@ -58,10 +64,20 @@ def _as_list(obj: object) -> list:
 
 def load_cases(target: str) -> list:
     """The CheckCases named by ``MODULE:NAME``."""
-    from .checking import CheckCase
+    import torch
 
-    obj = _load(target, "a CheckCase", "mypkg.ops:RELU_CASE", CheckCase)
+    from .checking import CheckCase
+    from .registration import Op
+
+    ops = (Op, torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+    obj = _load(target, "a CheckCase", "mypkg.ops:RELU_CASE", (CheckCase, *ops))
     cases = _as_list(obj)
+    if any(isinstance(c, ops) for c in cases):
+        raise TargetError(f"'{target}' is an op, not a CheckCase: a check needs inputs to call it with and a "
+                          "reference to compare with. Fix: define RELU_CASE = opsmith.CheckCase(op, inputs=lambda "
+                          "shape, dtype, device: (torch.randn(shape, device=device, dtype=dtype),), reference=...) "
+                          "beside it (reference= may be left out when the op was registered with one) and run "
+                          f"opsmith check {target.partition(':')[0]}:RELU_CASE.")  # fmt: skip
     if not cases or not all(isinstance(c, CheckCase) for c in cases):
         raise TargetError(f"'{target}' is not a CheckCase, a list of them or a function returning them (got "
                           f"{type(obj).__name__}). Fix: wrap the op as opsmith.CheckCase(op, inputs=..., "

@@ -14,6 +14,7 @@ __all__ = [
     "OpsmithError",
     "RegistrationError",
     "ShardingError",
+    "ShardingWarning",
     "SpecError",
     "ToolchainError",
 ]
@@ -82,3 +83,9 @@ class ShardingError(OpsmithError, NotImplementedError):
     def __init__(self, op_name: str, problem: str, fix: str) -> None:
         self.op_name = op_name
         super().__init__(f"{op_name}: {problem} Fix: {fix}")
+
+
+class ShardingWarning(UserWarning):
+    """DTensor inputs reached an op whose derived rule could shard an axis the declaration cannot justify (an
+    input tied to nothing beside a size taken from a sharded axis): it runs replicated there; the message says
+    how to settle it (``opsmith check``'s sharding row, then ``sharding="derive"``)."""

@@ -52,6 +52,14 @@ def gather_kernel(idx, table, y, n, BLOCK: tl.constexpr = 128):
 
 
 @triton.jit
+def gather_bounded_kernel(idx, table, y, n, BLOCK: tl.constexpr = 128):
+    """n bounds the table read too (a table as long as idx): on a shard of idx, n is the shard's length."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    i = tl.load(idx + offs, mask=offs < n, other=0)
+    tl.store(y + offs, tl.load(table + i, mask=(offs < n) & (i < n), other=0.0), mask=offs < n)
+
+
+@triton.jit
 def rowmax_kernel(x, out, n_cols, BLOCK: tl.constexpr = 64):
     row = tl.program_id(0).to(tl.int64)
     acc = tl.full((BLOCK,), float("-inf"), tl.float32)
@@ -83,10 +91,18 @@ twice_rows = ok.triton_op(f"{NS}::twice_rows", twice_kernel, **grid_kw, sharding
 # axis V is named by nothing else (replicated too), while idx and y share the group.
 gather_kw = {"outputs": [ok.OutputDecl("y", ok.SameAs("idx"), dtype_from="table")], "extras": [ok.Numel("idx", name="n")],
              "geometry": ok.Elementwise(block=("BLOCK",))}  # fmt: skip
-gather_free = ok.triton_op(f"{NS}::gather_free", gather_kernel, inputs=[
-    ok.InputDecl("idx", torch.int64), ok.InputDecl("table", torch.float32)], **gather_kw)  # fmt: skip
-gather_named = ok.triton_op(f"{NS}::gather_named", gather_kernel, inputs=[
-    ok.InputDecl("idx", torch.int64, shape=("*B",)), ok.InputDecl("table", torch.float32, shape=("V",))], **gather_kw)  # fmt: skip
+gather_in = {
+    "free": [ok.InputDecl("idx", torch.int64), ok.InputDecl("table", torch.float32)],
+    "named": [ok.InputDecl("idx", torch.int64, shape=("*B",)), ok.InputDecl("table", torch.float32, shape=("V",))],
+}
+# The declaration cannot show what the kernel does with n = numel(idx) beside a table tied to nothing: by default
+# idx's axis runs replicated (the bounded kernel, the issue's, then gives the right values too); sharding="derive"
+# vouches for the derived rule (right for gather_kernel, which uses n for its loop only).
+gathers = {f"gather_{decl}{'_derive' * derive}": ok.triton_op(
+    f"{NS}::gather_{decl}{'_derive' * derive}", gather_kernel, inputs=gather_in[decl], **gather_kw,
+    **({"sharding": "derive"} if derive else {})) for decl in gather_in for derive in (False, True)}  # fmt: skip
+gathers["gather_bounded"] = ok.triton_op(f"{NS}::gather_bounded", gather_bounded_kernel, inputs=gather_in["free"],
+                                         **gather_kw)  # fmt: skip
 # A max over rows with a backward: the gradient goes to each row's maximum, which a split row does not know.
 rowmax = ok.triton_op(f"{NS}::rowmax", rowmax_kernel, inputs=[ok.InputDecl("x", torch.float32, shape=("R", "C"))],
                       outputs=[ok.OutputDecl("out", ok.ReduceDims("x", (-1,), combine="max"))],
@@ -198,14 +214,27 @@ say("rowsum (combine='sum'): rows stay sharded, a sharded reduced axis gives Par
 
 # -- A gather: the table is replicated whatever placement it arrives with -------------------------------
 table, idx = randn(16), torch.randint(0, 16, (16,)).to(DEV)
-for op in (gather_free, gather_named):
-    for ip, tp in [(Shard(0), Replicate()), (Shard(0), Shard(0)), (Replicate(), Shard(0))]:
-        y = op(distribute_tensor(idx, mesh, [ip]), distribute_tensor(table, mesh, [tp]))
-        tag = f"{op.qualname} idx {ip} table {tp}"
-        if ip.is_shard():  # the table is redistributed to Replicate, never read locally
-            expect(tag, y.placements, [ip])
-        check(tag, y.full_tensor(), table[idx])  # (replicated idx: DTensor may shard it, a free slice)
-say("gather: idx sharded or not, the table is read whole (undeclared and declared with its own dimension)")
+import warnings  # noqa: E402
+
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    for name, op in gathers.items():
+        for ip, tp in [(Shard(0), Replicate()), (Shard(0), Shard(0)), (Replicate(), Shard(0))]:
+            y = op(distribute_tensor(idx, mesh, [ip]), distribute_tensor(table, mesh, [tp]))
+            tag = f"{op.qualname} idx {ip} table {tp}"
+            if ip.is_shard():  # derive: the table is redistributed to Replicate, idx stays sharded; else both whole
+                expect(tag, y.placements, [ip] if name.endswith("_derive") else [Replicate()])
+            check(tag, y.full_tensor(), table[idx])  # (replicated idx: DTensor may shard it, a free slice)
+held = [str(w.message).split(": ")[0] for w in said if issubclass(w.category, ok.ShardingWarning)]
+expect(
+    "ShardingWarning once per held op",
+    sorted(held),
+    sorted(op.qualname for n, op in gathers.items() if "derive" not in n),
+)
+say(
+    "gather: a table tied to nothing beside numel(idx) runs replicated, said once (the bounded kernel right too); "
+    "sharding='derive' shards idx"
+)
 
 # -- A max with a backward: never Partial(max) along the reduced axis ------------------------------------
 x, dy = randn(6, 50), randn(6)

@@ -87,10 +87,11 @@ def test_a_correct_op_passes_every_check_that_runs_on_cpu():
     assert {c for c, (r, _) in rows.items() if r == "pass"} == {
         "opcheck", "numerics", "compile-static", "compile-dynamic", "export", "autograd"}  # fmt: skip
     assert rows["cuda-graph"] == ("skip", "needs a CUDA device") and rows["stream"][0] == "skip"
+    assert rows["sharding"] == ("skip", "not an opsmith op: no rule derived from a declaration to check")
     assert "gradcheck float64" in rows["autograd"][1]
     table = report.table()
     assert (
-        table.splitlines()[0] == "opsmith check: t_check_cpu::good on cpu" and "6 passed, 0 failed, 2 skipped" in table
+        table.splitlines()[0] == "opsmith check: t_check_cpu::good on cpu" and "6 passed, 0 failed, 3 skipped" in table
     )
 
 
@@ -146,6 +147,18 @@ def test_the_cli_prints_one_table_per_case_and_exits_nonzero_on_failure():
     assert r.returncode == 1, r.stdout + r.stderr
     assert "opsmith check: t_check_cpu::good on cpu" in r.stdout and "t_check_cpu::bad_grad" in r.stdout
     assert "2 passed, 0 failed, 0 skipped" in r.stdout and "1 passed, 1 failed, 0 skipped" in r.stdout
+
+
+CLI_FIRST_FAILS = [_case("bad_grad"), _case("good")]
+
+
+def test_the_cli_fails_when_the_first_case_fails_and_the_last_passes():
+    """The exit status is every case's, not the last one's (a failing op followed by a passing one exits 1)."""
+    r = subprocess.run([sys.executable, "-m", "opsmith", "check", "test_check_cpu:CLI_FIRST_FAILS", "--device", "cpu",
+                        "--backend", "aot_eager", "--examples", "3", "--only", "autograd"],
+                       capture_output=True, text=True, cwd=HERE, env=ENV, timeout=300)  # fmt: skip
+    assert "0 passed, 1 failed" in r.stdout and "1 passed, 0 failed" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 1
 
 
 def test_the_cli_explains_a_bad_target():

@@ -114,7 +114,7 @@ def test_the_cli_checks_the_shipped_rmsnorm_ops():
     r = subprocess.run([sys.executable, "-m", "opsmith", "check", "opsmith.ops.rmsnorm:check_cases", "--examples", "5"],
                        capture_output=True, text=True, timeout=900)  # fmt: skip
     print(r.stdout[-6000:], r.stderr[-3000:])
-    assert r.returncode == 0 and r.stdout.count("8 passed, 0 failed, 0 skipped") == 2
+    assert r.returncode == 0 and r.stdout.count("9 passed, 0 failed, 0 skipped") == 2
 
 
 needs_sanitizer = pytest.mark.skipif(find_compute_sanitizer() is None, reason="compute-sanitizer not found")

@@ -66,9 +66,11 @@ def cases(draw: Any) -> tuple[Case, list[tuple[int, ...]]]:
     geometry = ok.Elementwise() if kind == "elementwise" else ok.Reduction(dims)
     _N[0] += 1
     src, kname = (SRC, "k") if len(outs) == 2 else (SRC1, "k1")
+    # sharding="derive": the semantics below vouch for what the declaration cannot show (o is read anywhere, and
+    # n = numel(x) only bounds x's loop); without it those axes are held back (test below).
     op = ok.cuda_kernel_op(f"{NS}::op{_N[0]}", ok.KernelSpec(
         kernel_source=src, kernel_name=kname, inputs=[ok.InputDecl("x"), ok.InputDecl("o"), ok.InputDecl("w", shape=w_decl)],
-        outputs=outs_decl, extras=[ok.Numel("x")], geometry=geometry))  # fmt: skip
+        outputs=outs_decl, extras=[ok.Numel("x")], geometry=geometry), sharding="derive")  # fmt: skip
     o_shape = draw(st.sampled_from([shape, shape[:1] + (3,) * (rank - 1) if rank > 1 else (5,)]))
     return Case(op, kind, dims, outs, tuple(w_axes)), [shape, o_shape, w_shape]
 
@@ -179,3 +181,42 @@ def test_an_axis_a_precondition_reads_is_never_sharded():
     assert sharded_dims(op("req_div", ok.Divisible("C", 8))) == [0]
     assert sharded_dims(op("req_most", ok.AtMost("C", 4096))) == [0, 1]
     assert sharded_dims(op("req_numel", ok.Divisible("numel(w)", 8))) == [0]
+
+
+def test_axes_a_size_extra_reads_beside_an_untied_input_run_replicated_unless_derive():
+    """A gather: out[i] = table[idx[i]] for i < n = numel(idx), the table tied to nothing. Sharding idx is sound
+    only if the kernel uses n for nothing but its loop (a kernel bounding the table read by n reads wrong rows on
+    a shard), which the declaration cannot say: the rule holds it back (replicated) and says so once, unless
+    sharding="derive". Without the extra reading idx, or with the table's axes tied, nothing is held back."""
+    import warnings
+
+    src = 'extern "C" __global__ void g(const float* table, const long long* idx, int n, float* out) {}'
+
+    def gather(name, extras, table=None, **kw):
+        return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(
+            kernel_source=src, kernel_name="g", inputs=[table or ok.InputDecl("table"), ok.InputDecl("idx")],
+            outputs=[ok.OutputDecl("out", ok.SameAs("idx"), dtype_from="table")], extras=extras,
+            geometry=ok.Elementwise()), **kw)  # fmt: skip
+
+    specs = [SimpleNamespace(shape=(50,)), SimpleNamespace(shape=(16,))]
+
+    def sharded(op):
+        return [outs for outs, _ in strategies(op.sharding_plan, *specs) if not outs[0].is_replicate()]
+
+    held = gather("gather_held", [ok.Numel("idx")])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert sharded(held) == []
+        assert sharded(held) == []
+    said = [w for w in seen if issubclass(w.category, ok.ShardingWarning)]
+    assert len(said) == 1 and "runs replicated where its derived rule would shard" in str(said[0].message)
+    assert "sharding='derive'" in str(said[0].message) and "opsmith check" in str(said[0].message)
+    assert len(sharded(gather("gather_derive", [ok.Numel("idx")], sharding="derive"))) == 1
+    assert len(sharded(gather("gather_const", [ok.Const(16, name="n")]))) == 1  # no size from a sharded axis
+    tied = ok.InputDecl("table", shape=ok.SameAs("idx"))
+    assert len(sharded(gather("gather_tied", [ok.Numel("idx")], table=tied))) == 1
+    with pytest.raises(ok.SpecError, match="'derive' asks for the rule derived from the declaration, but none"):
+        ok.cuda_kernel_op(f"{NS}::derive_grid", ok.KernelSpec(
+            kernel_source=src, kernel_name="g", inputs=[ok.InputDecl("table"), ok.InputDecl("idx")],
+            outputs=[ok.OutputDecl("out", ok.SameAs("idx"), dtype_from="table")], extras=[ok.Numel("idx")],
+            geometry=ok.Grid(grid=("cdiv(numel(idx), 256)",), block=(256,))), sharding="derive")  # fmt: skip

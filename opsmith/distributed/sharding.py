@@ -17,6 +17,12 @@ along its ``reduce_dims``. So the op may run on shards of identity X when
 Every rule also lists the all-``Replicate`` strategy. DTensor picks the listed strategy with the least
 redistribution, and redistributes mismatched inputs to it, so inputs are never computed on the wrong shards.
 
+What a declaration cannot prove: an input with an axis tied to nothing (a gather's table) beside an extra that
+takes a size from a sharded axis (``Numel(idx)``). The kernel may use that size for more than the sharded
+loop: a gather that bounds its table read by ``numel(idx)`` reads the wrong rows on a shard. Such axes are
+not sharded unless the op says ``sharding="derive"``; the first DTensor call says so once (``ShardingWarning``),
+pointing to ``opsmith check``'s sharding row, which runs the kernel on simulated shards to settle it.
+
 Not derivable, so refused on DTensor input unless ``sharding=`` is given: ``Grid`` and ``Custom`` geometries
 (the launch says nothing about which element reads what), ``eager_fn`` overrides, outputs allocated by a
 ``meta_fn``. Refused always: ops that write an input in place (DTensor would redistribute it into a copy and
@@ -37,7 +43,17 @@ from ..errors import ShardingError, SpecError
 from ..record import KernelRecord, TensorArg
 from ..spec import Custom, Elementwise, Grid, Reduction
 
-__all__ = ["ShardingPlan", "attach", "derive_plan", "identities", "rule_for", "rule_of", "strategies"]
+__all__ = [
+    "ShardingPlan",
+    "attach",
+    "derive_plan",
+    "derived",
+    "identities",
+    "rule_for",
+    "rule_of",
+    "strategies",
+    "unjustified",
+]
 
 _DTENSOR_MODULE = "torch.distributed.tensor"
 
@@ -72,6 +88,12 @@ class ShardingPlan:
     bound: tuple[tuple[str, int, int], ...] = ()  # names bound on an undeclared tensor: (name, k, axis)
     pinned: tuple[tuple[int, int | None], ...] = ()  # axes a precondition reads: (k, axis), (k, None) = all
     mutates: bool = False  # writes an input in place: refused on DTensors whatever the rule
+    #: Inputs with an axis tied to nothing, and the axes extras take sizes from (``(k, axis)``, ``(k, None)``:
+    #: all): together, axes the declaration cannot justify sharding (module docstring) unless ``derive``.
+    untied: tuple[str, ...] = ()
+    sized: tuple[tuple[int, int | None], ...] = ()
+    sized_by: tuple[str, ...] = ()  # the extras' labels, for the message
+    derive: bool = False  # sharding="derive": the user vouches for the derived rule (opsmith check tests it)
 
 
 def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | None = None,
@@ -88,14 +110,18 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
                             "drop sharding=; call the op on local tensors (t.to_local()) where it meets DTensors.")  # fmt: skip
         return ShardingPlan(**base, mutates=True, refusal=f"it writes {written} in place, and DTensor would "
                             "redistribute them into copies that take the writes")  # fmt: skip
-    if sharding is not None:
+    if sharding is not None and sharding != "derive":
         if not (callable(sharding) or sharding == "replicate"):
-            raise SpecError(op, "sharding", f"{sharding!r} is neither a rule nor 'replicate'.",
+            raise SpecError(op, "sharding", f"{sharding!r} is neither a rule, 'replicate' nor 'derive'.",
                             "pass a function taking the op's arguments (DTensorSpec for tensors) and returning "
-                            "[(output placements, input placements), ...], or 'replicate'.")  # fmt: skip
+                            "[(output placements, input placements), ...], 'replicate', or 'derive' (the rule "
+                            "derived from the declaration, every axis of it).")  # fmt: skip
         return ShardingPlan(**base, user=sharding)
     why = _underivable(record, geometry, eager_fn)
     if why:
+        if sharding == "derive":
+            raise SpecError(op, "sharding", f"'derive' asks for the rule derived from the declaration, but none can "
+                            f"be derived: {why}.", "pass a rule function, or 'replicate'.")  # fmt: skip
         return ShardingPlan(**base, refusal=why)
     if isinstance(geometry, Reduction):
         ref, mixing = 0, tuple(geometry.reduce_dims)
@@ -120,8 +146,35 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
     no_split = ("max", "min") if has_backward else ()
     bound = tuple((n, k, a) for n, k, a in record.dims if record.tensor_inputs[k].shape is None)
     pinned = tuple(dict.fromkeys(p for r in record.requires if r["kind"] != "at_most" for p in _axes_read(r["expr"])))
+    untied = _untied(record, inputs, outputs, ref, bound)
+    reading = [e for e in record.extras if _axes_read(e.expr)]
+    sized = tuple(dict.fromkeys(p for e in reading for p in _axes_read(e.expr)))
     return ShardingPlan(**base, ref=ref, inputs=tuple(inputs), mixing=mixing, outputs=tuple(outputs),
-                        no_split=no_split, bound=bound, pinned=pinned)  # fmt: skip
+                        no_split=no_split, bound=bound, pinned=pinned, untied=untied, sized=sized,
+                        sized_by=tuple(e.label for e in reading), derive=sharding == "derive")  # fmt: skip
+
+
+def _untied(record: KernelRecord, inputs: list, outputs: list, ref: int, bound: tuple) -> tuple[str, ...]:
+    """The inputs the kernel may read anywhere: besides the geometry's reference (what the launch iterates over),
+    an input undeclared, or with an axis of its own (an int, None, an expression) or a dimension or group that
+    neither the reference nor an output names (a table's "V")."""
+
+    def ids(pat: tuple) -> set:
+        return (
+            {e for e in pat if e[0] in ("dim", "group")} if pat[:1] not in (("ref",), ("free",), ("like",)) else set()
+        )
+
+    tied = ids(inputs[ref]) | {("dim", n) for n, _, _ in bound}
+    for o in outputs:
+        tied |= {e for e in o[1] if e[0] in ("dim", "group")} if o[0] == "shape" else ids(inputs[o[1]])
+    out = []
+    for k, (a, pat) in enumerate(zip(record.tensor_inputs, inputs, strict=True)):
+        pat = inputs[pat[1]] if pat[:1] == ("like",) else pat
+        if k != ref and (
+            pat == ("free",) or (pat[:1] != ("ref",) and any(e == ("own",) or e not in tied for e in pat))
+        ):
+            out.append(a.name)
+    return tuple(out)
 
 
 def _axes_read(e: Any) -> list[tuple[int, int | None]]:
@@ -229,7 +282,8 @@ def identities(plan: ShardingPlan, shapes: list[tuple]) -> tuple[list[list], lis
 
 def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
     """The acceptable placements on one mesh dimension: ``[(output placements, input placements), ...]``
-    with None for non-tensor arguments (``register_sharding``'s format); sharded strategies first."""
+    with None for non-tensor arguments (``register_sharding``'s format); sharded strategies first. Those the
+    declaration cannot justify are left out (said once: ``_warn_held``) unless the op says ``sharding="derive"``."""
     from torch.distributed.tensor import Replicate
 
     replicate = (
@@ -238,18 +292,59 @@ def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
     )
     if plan.user == "replicate":
         return [replicate]
+    got = derived(plan, *args)
+    if not all(applied for _, applied in got):
+        _warn_held(plan)
+    return [s for s, applied in got if applied] + [replicate]
+
+
+def derived(plan: ShardingPlan, *args: Any) -> list[tuple[tuple[list, list], bool]]:
+    """Every sharded strategy the declaration derives for these arguments (tensors, or anything with a
+    ``shape``), each with whether the rule applies it: False for an axis the declaration cannot justify
+    (``unjustified``), held back unless ``sharding="derive"``. ``opsmith check`` runs them all."""
     shapes = [tuple(args[k].shape) for k in plan.tensor_pos]
     ins, outs, lost = identities(plan, shapes)
     ref = ins[plan.ref] if ins else []
     mixing = {ref[a % len(ref)] for a in plan.mixing} if ref else set()
     pinned = {x for k, a in plan.pinned for j, x in enumerate(ins[k]) if a is None or a % len(ins[k]) == j}
+    held = set() if plan.derive else unjustified(plan, ins)
     candidates: list = []
     for ids in (*outs, *lost):
         for x in ids:
             if x not in candidates and x[1] != "own" and x not in pinned and any(x in i for i in ins):
                 candidates.append(x)
-    found = [s for x in candidates if (s := _sharded(plan, ins, outs, lost, x, x in mixing)) is not None]
-    return [*found, replicate]
+    return [
+        (s, x not in held) for x in candidates if (s := _sharded(plan, ins, outs, lost, x, x in mixing)) is not None
+    ]
+
+
+def unjustified(plan: ShardingPlan, ins: list) -> set:
+    """The identities the declaration cannot justify sharding: those an extra takes a size from, where an input
+    has an axis tied to nothing (module docstring)."""
+    if not plan.untied:
+        return set()
+    return {x for k, a in plan.sized for j, x in enumerate(ins[k]) if a is None or a % max(len(ins[k]), 1) == j}
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_held(plan: ShardingPlan) -> None:
+    """Once per op: why an axis the derived rule could shard runs replicated, and how to settle it."""
+    if plan.op_name in _WARNED:
+        return
+    _WARNED.add(plan.op_name)
+    import warnings
+
+    from ..errors import ShardingWarning
+
+    warnings.warn(f"{plan.op_name}: runs replicated where its derived rule would shard: input(s) "
+                  f"{list(plan.untied)} have axes tied to no other input, and extra(s) {list(plan.sized_by)} take a "
+                  "size from a sharded axis, so the declaration cannot show the kernel reads them right on a shard "
+                  "(a gather bounded by numel(idx) reads the wrong rows). Fix: run opsmith check on the op (its "
+                  "sharding row runs the kernel on simulated shards of every placement) and, where it passes, "
+                  "register with sharding='derive'; or tie the inputs' axes with named dimensions, or pass a rule.",
+                  ShardingWarning, stacklevel=3)  # fmt: skip
 
 
 def _sharded(plan: ShardingPlan, ins: list, outs: list, lost: list, x: tuple, mixing: bool) -> tuple | None:

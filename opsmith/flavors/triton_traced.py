@@ -167,7 +167,10 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
             def keep_whole() -> bool:
                 return False
 
-        if keep_whole():
+        # Only CUDA tensors decompose: Inductor compiles the visible kernel for the device it runs on, and on CPU
+        # tensors the op's CPU kernel (its reference=, or the interpreter) is what runs, kept whole.
+        on_cpu = any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args)
+        if keep_whole() or on_cpu:
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented

@@ -231,7 +231,21 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
                                         binaries[0].jit))  # fmt: skip
         fallback = not serve and any(kind in ("align", "int") for kind, _ in v.spec_layout)
         natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, target))
+    empty = [(n.record.op_name, *_no_kernels(n.op, skipped)) for n in natives if not n.variants]
+    if empty:  # a library that would refuse every call of an op: said now, not at its first call
+        raise NativeBuildError(empty)
     return natives, list(images.values()), skipped
+
+
+def _no_kernels(op: Any, skipped: list[str]) -> tuple[str, str]:
+    """(why, fix) for an op none of whose kernels could be collected."""
+    mine = [line.split(": ", 1)[1] for line in skipped if line.startswith(op.record.op_name + " ")]
+    if mine:
+        return (f"none of its kernels compiled for the dtypes tried ({mine[0]}).",
+                "call the op with the dtypes you deploy before building, or pass dtypes= those it compiles for.")  # fmt: skip
+    return ("it holds no compiled kernel: its kernels are compiled per call (sizes compiled in), and this process "
+            "has not called it.", "call the op with the shapes and dtypes you deploy (on a GPU) before building, "
+            "in the same process (opsmith build MODULE:NAME may name a function that does).")  # fmt: skip
 
 
 # -- the compile --------------------------------------------------------------------------------------------
