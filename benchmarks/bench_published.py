@@ -1,6 +1,7 @@
 """Published kernels benchmark (issue: Published kernels, unchanged), side by side in one run, medians.
 
-The official tutorial's ``@triton.autotune`` matmul, registered unchanged (``catalog_published.py``):
+An ``@triton.autotune`` matmul written in the official tutorial's style (``catalog/kernels/published_triton.py``),
+registered unchanged (``catalog/published.py``):
 
 1. per shape, the config opsmith's tuner chose vs the best found by timing every config of the decorator by
    hand with ``triton.testing.do_bench`` (same op, decision forced), as a ratio (target <= 1.05);

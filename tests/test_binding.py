@@ -16,7 +16,7 @@ from opsmith import OutputDecl as O
 from opsmith.layout import addressable
 
 sys.path.insert(0, str(Path(__file__).parent))
-import ported_kernels as pk
+import styled_kernels as pk
 
 NS = "t_bind"
 
@@ -32,7 +32,7 @@ def _params(op):
 def test_outputs_first_with_cpp_linkage_binds_by_name():
     op = pk.register_gelu(NS)
     assert _params(op) == [("out", "output", 0, "ptr"), ("inp", "input", 0, "ptr"), ("N", "extra", 0, "i32")]
-    assert op.record.symbol == "_Z20gelu_forward_kernel1PfPKfi"  # found by its C++ name
+    assert op.record.symbol == "_Z17gelu_tanh_forwardPfPKfi"  # found by its C++ name
     assert "x_ptr" not in op.impl_source and "_pack(_pb, 0, _o0.data_ptr(), inp.data_ptr(), _n0)" in op.impl_source
     with FakeTensorMode():
         assert op(_cuda(3, 5)).shape == (3, 5)
@@ -55,6 +55,19 @@ def test_triton_kernel_with_ptr_suffixes_a_shared_stride_and_sizes_compiled_in()
     with FakeTensorMode():
         a = _cuda(4, 96)
         assert op(a, _cuda(4, 96), 1.0).shape == (4, 96)
+
+
+def test_liger_kernels_own_swiglu_from_its_package_binds_the_same_way():
+    """The published kernel itself, from the installed liger-kernel package: the declaration that binds the
+    kernel written in its style binds it too, every parameter by name."""
+    pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
+    pytest.importorskip("liger_kernel", reason="liger-kernel is not installed here: pip install '.[test]'")
+    mine, theirs = pk.register_swiglu(f"{NS}_styled"), pk.register_liger_swiglu(NS)
+    assert _params(theirs) == _params(mine) == [
+        ("a_ptr", "input", 0, "ptr"), ("b_ptr", "input", 1, "ptr"), ("c_ptr", "output", 0, "ptr"),
+        ("stride", "extra", 0, "i32"), ("gate_multiplier", "input", 2, "f32")]  # fmt: skip
+    with FakeTensorMode():
+        assert theirs(_cuda(4, 96), _cuda(4, 96), 1.0).shape == (4, 96)
 
 
 def test_positional_convention_still_binds_kernels_whose_names_only_partly_match():

@@ -1,7 +1,7 @@
-"""Kernels from public projects, their source as published (tests/ported_kernels.py names the commits and
-licenses), declared for opsmith unchanged: each passes ``opsmith check`` (opcheck, numerics against PyTorch
-over drawn shapes with outputs in poisoned memory, torch.compile static and dynamic, torch.export, CUDA graph
-capture and replay, the side-stream check)."""
+"""Kernels in the styles of public projects (tests/styled_kernels.py: opsmith's own text) and Liger-Kernel's
+own SwiGLU kernel from the installed package, declared for opsmith as they stand: each passes ``opsmith check``
+(opcheck, numerics against PyTorch over drawn shapes with outputs in poisoned memory, torch.compile static and
+dynamic, torch.export, CUDA graph capture and replay, the side-stream check)."""
 
 import sys
 from pathlib import Path
@@ -12,7 +12,7 @@ import torch
 import opsmith as ok
 
 sys.path.insert(0, str(Path(__file__).parent))
-import ported_kernels as pk
+import styled_kernels as pk
 
 pytestmark = pytest.mark.gpu
 NS = "t_gpu_ported"
@@ -49,8 +49,12 @@ def test_llmc_norm_template_in_place_accumulator():
     )
 
 
-def test_liger_swiglu_strides_scalar_and_sizes_compiled_in():
-    op = pk.register_swiglu(NS)
+@pytest.mark.parametrize("which", ["styled", "liger"])
+def test_liger_swiglu_strides_scalar_and_sizes_compiled_in(which):
+    if which == "liger":
+        pytest.importorskip("liger_kernel", reason="liger-kernel is not installed here (pip install '.[test]'; the "
+                            "GPU suite carries its wheel)")  # fmt: skip
+    op = pk.register_swiglu(NS) if which == "styled" else pk.register_liger_swiglu(NS)
 
     def inputs(shape, dtype, device):
         fused = torch.randn(shape[0], 2 * shape[1], device=device).to(dtype)  # a fused gate/up projection

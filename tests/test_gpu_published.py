@@ -1,5 +1,5 @@
-"""Published Triton kernels on the GPU: the fused-softmax tutorial (a ``num_stages`` constexpr) passes
-``opsmith check`` (opcheck, compile with dynamic shapes, export); the autotuned tutorial matmul matches
+"""Triton kernels in the tutorials' published styles on the GPU: a fused softmax with a ``num_stages`` constexpr
+passes ``opsmith check`` (opcheck, compile with dynamic shapes, export); an autotuned matmul matches
 torch.matmul and a second process tunes nothing; an accumulating kernel under ``reset_to_zero`` gives one sum
 after tuning timed every config many times; heuristics agree with their Python meaning, eagerly, compiled and
 from a native library."""

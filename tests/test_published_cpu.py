@@ -32,7 +32,7 @@ def ex():
 def test_autotune_decorator_becomes_the_ops_tuning(ex):
     rec = ex["matmul"].op.record
     want = [{"params": {**c.kwargs, "ACTIVATION": ""}, "num_warps": c.num_warps, "num_stages": c.num_stages,
-             "num_ctas": 1} for c in pt.get_cuda_autotune_config()]  # fmt: skip
+             "num_ctas": 1} for c in pt.matmul_configs()]  # fmt: skip
     assert [dict(c, params=dict(sorted(c["params"].items()))) for c in rec.configs] == \
         [dict(c, params=dict(sorted(c["params"].items()))) for c in want]  # fmt: skip
     names = [e.name for e in rec.extras]

@@ -1,5 +1,5 @@
-"""Published Triton kernels, declared as a newcomer would declare them: the tutorials' fused softmax and
-autotuned matmul, a split-K style sum under ``@triton.autotune(reset_to_zero=...)`` and ``@triton.heuristics``,
+"""Triton kernels in the styles the tutorials publish, declared as a newcomer would declare them: a fused softmax
+and an autotuned matmul, a split-K style sum under ``@triton.autotune(reset_to_zero=...)`` and ``@triton.heuristics``,
 and a row max whose block size a heuristic picks (``kernels/published_triton.py``).
 
 ``register_published(ns)`` returns ``{name: CheckCase}`` like ``catalog.register_all`` (empty without Triton).

@@ -1,8 +1,9 @@
-"""Triton kernels as they are published: the official tutorials' fused softmax (a ``num_stages`` constexpr, a
-persistent loop) and matmul (``@triton.autotune`` over ``triton.Config``s keyed on ``M, N, K``, a string
-``ACTIVATION`` constexpr), and a split-K style reduction that accumulates with atomics under ``@triton.autotune``
-with ``reset_to_zero`` and a ``@triton.heuristics`` value. The kernel bodies are the tutorials' own; only the
-tutorial's Python launchers are left out, since opsmith's declaration replaces them (``catalog_published.py``).
+"""Triton kernels in the styles Triton's own tutorials publish, written for opsmith (the tutorials ship in no
+package, so their text is not used here): a fused softmax with a ``num_stages`` constexpr and a persistent loop
+over rows, and a matmul under ``@triton.autotune`` over ``triton.Config``s keyed on ``M, N, K`` with a string
+``ACTIVATION`` constexpr; and a split-K style reduction that accumulates with atomics under ``@triton.autotune``
+with ``reset_to_zero`` and a ``@triton.heuristics`` value. No Python launchers: opsmith's declaration replaces
+them (``catalog/published.py``).
 """
 
 import triton
@@ -12,107 +13,54 @@ import triton.language as tl
 @triton.jit
 def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n_rows, n_cols,
                    BLOCK_SIZE: tl.constexpr, num_stages: tl.constexpr):  # fmt: skip
-    # starting row of the program
-    row_start = tl.program_id(0)
-    row_step = tl.num_programs(0)
-    for row_idx in tl.range(row_start, n_rows, row_step, num_stages=num_stages):
-        # The stride represents how much we need to increase the pointer to advance 1 row
-        row_start_ptr = input_ptr + row_idx * input_row_stride
-        col_offsets = tl.arange(0, BLOCK_SIZE)
-        input_ptrs = row_start_ptr + col_offsets
-        mask = col_offsets < n_cols
-        row = tl.load(input_ptrs, mask=mask, other=-float("inf"))
-        row_minus_max = row - tl.max(row, axis=0)
-        numerator = tl.exp(row_minus_max)
-        denominator = tl.sum(numerator, axis=0)
-        softmax_output = numerator / denominator
-        output_row_start_ptr = output_ptr + row_idx * output_row_stride
-        output_ptrs = output_row_start_ptr + col_offsets
-        tl.store(output_ptrs, softmax_output, mask=mask)
+    """Row-wise softmax; each program walks rows first, first + programs, ... (a persistent grid), the loop
+    software-pipelined over ``num_stages`` rows. The row's math in float32."""
+    cols = tl.arange(0, BLOCK_SIZE)
+    inside = cols < n_cols
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=num_stages):
+        x = tl.load(input_ptr + row * input_row_stride + cols, mask=inside, other=-float("inf")).to(tl.float32)
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(output_ptr + row * output_row_stride + cols, e / tl.sum(e, axis=0), mask=inside)
 
 
-def get_cuda_autotune_config():
-    return [
-        triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}, num_stages=3,
-                      num_warps=8),
-        triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=4,
-                      num_warps=4),
-        triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5,
-                      num_warps=2),
-        triton.Config({"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}, num_stages=5,
-                      num_warps=2),
-    ]  # fmt: skip
+def matmul_configs() -> list:
+    """Tile shapes for an H100/H200-class GPU: large tiles for large problems, small ones for thin ones."""
+    tiles = [(128, 256, 64, 3, 8), (128, 128, 32, 4, 4), (64, 128, 32, 4, 4), (128, 64, 32, 4, 4), (64, 64, 32, 4, 4),
+             (128, 32, 32, 4, 4), (32, 64, 32, 5, 2)]  # fmt: skip
+    return [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8},
+                          num_stages=stages, num_warps=warps) for m, n, k, stages, warps in tiles]  # fmt: skip
 
 
-@triton.autotune(
-    configs=get_cuda_autotune_config(),
-    key=["M", "N", "K"],
-)
+@triton.autotune(configs=matmul_configs(), key=["M", "N", "K"])
 @triton.jit
-def matmul_kernel(
-        # Pointers to matrices
-        a_ptr, b_ptr, c_ptr,
-        # Matrix dimensions
-        M, N, K,
-        # The stride variables represent how much to increase the ptr by when moving by 1
-        # element in a particular dimension. E.g. `stride_am` is how much to increase `a_ptr`
-        # by to get the element one row down (A has M rows).
-        stride_am, stride_ak,  #
-        stride_bk, stride_bn,  #
-        stride_cm, stride_cn,
-        # Meta-parameters
-        BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,  #
-        GROUP_SIZE_M: tl.constexpr,  #
-        ACTIVATION: tl.constexpr  #
-):  # fmt: skip
-    """Kernel for computing the matmul C = A x B.
-    A has shape (M, K), B has shape (K, N) and C has shape (M, N)
-    """
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
-    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_SIZE_K * stride_ak
-        b_ptrs += BLOCK_SIZE_K * stride_bk
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
+                  GROUP_SIZE_M: tl.constexpr, ACTIVATION: tl.constexpr):  # fmt: skip
+    """C = A @ B in float16 with float32 accumulation. Programs visit output tiles in groups of GROUP_SIZE_M
+    tile rows, so programs running together share rows of A in L2. ACTIVATION "leaky_relu" applies one to the
+    accumulator; "" applies none."""
+    pid = tl.program_id(0)
+    tiles_n = tl.cdiv(N, BLOCK_SIZE_N)
+    in_group = GROUP_SIZE_M * tiles_n
+    first_row = (pid // in_group) * GROUP_SIZE_M
+    rows_here = min(tl.cdiv(M, BLOCK_SIZE_M) - first_row, GROUP_SIZE_M)
+    tile_m = first_row + (pid % in_group) % rows_here
+    tile_n = (pid % in_group) // rows_here
+    rm = tile_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    rn = tile_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    rk = tl.arange(0, BLOCK_SIZE_K)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_SIZE_K):
+        ks = k0 + rk
+        a = tl.load(a_ptr + rm[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0)  # fmt: skip
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + rn[None, :] * stride_bn,
+                    mask=(ks[:, None] < K) & (rn[None, :] < N), other=0.0)  # fmt: skip
+        acc = tl.dot(a, b, acc)
     if ACTIVATION == "leaky_relu":
-        accumulator = leaky_relu(accumulator)
-    c = accumulator.to(tl.float16)
-
-    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, c, mask=c_mask)
-
-
-@triton.jit
-def leaky_relu(x):
-    return tl.where(x >= 0, x, 0.01 * x)
+        acc = tl.where(acc >= 0, acc, 0.01 * acc)
+    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(tl.float16),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))  # fmt: skip
 
 
 @triton.autotune(
