@@ -10,6 +10,9 @@ outcome as "ErrorClass: first line" (or "ok"), printed as JSON on the last line.
                                             torch's builtin classes (ValueError, RuntimeError)
     python tests/contract_paths.py stable   the same rows through a stable-ABI dry-run library (RuntimeError)
     python tests/contract_paths.py reference  every op registered with a CPU reference=, called on CPU tensors
+    python tests/contract_paths.py fake     the op's fake (Meta) implementation on fake CUDA tensors of the rows'
+                                            shapes and strides, as torch.compile traces them
+    python tests/contract_paths.py xla      the rows JAX can express, straight into the XLA dry-run handlers
     python tests/contract_paths.py jax      the rows JAX can express, traced through opsmith.jax for the GPU:
                                             refused at trace time as PyTorch refuses them
 
@@ -140,6 +143,57 @@ def child(how: str, lib: str, names: dict[str, str]) -> dict[str, str]:
     return walk(call, grads=how != "stable")  # a stable library has no Autograd kernels
 
 
+def fake() -> dict[str, str]:
+    """The rows as torch.compile and torch.export trace them: fake CUDA tensors of the rows' shapes and strides
+    through the op's fake (Meta) implementation. Refusals that need data pointers or the launch (alignment, the
+    grid) are not the fake's to make."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    out = {}
+    for cid, (kind, args) in ROWS.items():
+        real = args("cpu")
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            strided = [torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device="cuda") if isinstance(a, torch.Tensor)
+                       else a for a in real]  # fmt: skip
+            out[cid] = outcome(lambda k=kind, c=strided: em.op(k)(*c))
+    return out
+
+
+def xla() -> dict[str, str]:
+    """The rows JAX can express and the Meta kernel accepts, straight into the XLA dry-run handlers (a hand-made
+    ffi_call with the declared results, as a caller that skips opsmith.jax's trace-time checks would make): the
+    handler's own C++ checks (the launch's among them), with the same text."""
+    import jax
+
+    from opsmith.jax import jax_op
+
+    out = {}
+    with jax.default_device(jax.devices("cpu")[0]):
+        for cid, (kind, args) in ROWS.items():
+            call = args("cpu")
+            tensors = [a for a in call if isinstance(a, torch.Tensor)]
+            if not all(_in_jax(t, em.op(kind)) and t.numel() <= 1 << 24 for t in tensors):
+                out[cid] = "not in JAX"
+                continue
+            call = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in call]  # a broadcast materialized
+            tensors = [a for a in call if isinstance(a, torch.Tensor)]
+            op = em.op(kind)
+            try:  # the result shapes the Meta kernel gives (it does not see launch refusals: the handler must)
+                planned = op(*[a.to("meta") if isinstance(a, torch.Tensor) else a for a in call])
+                planned = planned if isinstance(planned, tuple) else (planned,)
+                results = [jax.ShapeDtypeStruct(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in planned]
+            except Exception:  # no declared results to give: opsmith.jax refuses it at trace time ("jax" mode)
+                out[cid] = "not reached"
+                continue
+            target = jax_op(op, dry_run=True).handlers().targets[op.record.op_name]
+            attrs = {d.name: a for d, a in zip(op.record.inputs, call, strict=True) if not isinstance(a, torch.Tensor)}
+            arrays = [jax.numpy.asarray(t.numpy()) if t.dtype != torch.bfloat16 else
+                      jax.numpy.asarray(t.float().numpy()).astype("bfloat16") for t in tensors]  # fmt: skip
+            out[cid] = outcome(lambda t=target, r=results, a=arrays, k=attrs: jax.block_until_ready(
+                jax.ffi.ffi_call(t, r)(*a, **k)))  # fmt: skip
+    return out
+
+
 def reference() -> dict[str, str]:
     """The matrix ops registered with a CPU ``reference=`` (returning empty outputs of the shapes the op's Meta
     kernel gives: a reference checks nothing itself), called on CPU tensors: the reference path must refuse what
@@ -175,13 +229,19 @@ def jax_trace() -> dict[str, str]:
     for cid, (kind, args) in ROWS.items():
         call = args("cpu")
         tensors = [a for a in call if isinstance(a, torch.Tensor)]
-        dense = all(t.is_contiguous() and t.storage_offset() == 0 and t.data_ptr() % 64 == 0 for t in tensors)
-        if not dense:
+        if not all(_in_jax(t, em.op(kind)) for t in tensors):
             out[cid] = "not in JAX"
             continue
         shapes = [jax.ShapeDtypeStruct(tuple(t.shape), str(t.dtype).removeprefix("torch.")) for t in tensors]
         out[cid] = outcome(lambda f=fns[kind], c=call, s=shapes: jax.jit(_positional(f, c)).trace(*s))
     return out
+
+
+def _in_jax(t: torch.Tensor, op: object) -> bool:
+    """Whether a JAX array can stand for ``t``: dense and aligned (a broadcast view stands for its values unless
+    the op reads strides; a slice past the start or a transposed view is a layout JAX never hands a kernel)."""
+    reads_strides = any("stride(" in e.label for e in op.record.extras)
+    return t.storage_offset() == 0 and (t.is_contiguous() or (0 in t.stride() and not reads_strides))
 
 
 def _positional(f: Callable, call: tuple) -> Callable:
@@ -198,7 +258,15 @@ def main(argv: list[str]) -> object:
     mode = argv[0]
     if mode == "child":
         return child(argv[1], argv[2], json.loads(argv[3]))
-    modes = {"python": python_path, "served": served, "use": use, "jax": jax_trace, "reference": reference}
+    modes = {
+        "python": python_path,
+        "served": served,
+        "use": use,
+        "jax": jax_trace,
+        "reference": reference,
+        "fake": fake,
+        "xla": xla,
+    }
     return modes.get(mode, lambda: loaded(mode))()
 
 

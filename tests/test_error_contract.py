@@ -33,11 +33,11 @@ def paths(tmp_path_factory) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
                OPSMITH_CACHE_DIR=str(cache))  # fmt: skip
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
-    modes = ["python", "served", "use", "load", "bare", "stable", "reference"]
+    modes = ["python", "served", "use", "load", "bare", "stable", "reference", "fake"]
     try:
         import jax  # noqa: F401
 
-        modes.append("jax")
+        modes += ["jax", "xla"]
     except ImportError:
         pass
     procs = {m: subprocess.Popen([sys.executable, str(HERE / "contract_paths.py"), m], stdout=subprocess.PIPE,
@@ -91,6 +91,32 @@ def test_jax_refuses_at_trace_time_what_the_python_path_refuses(paths):
     assert len(compared) >= 30, compared
     mismatched = {cid: (paths["python"][cid], v) for cid, v in compared.items() if v != paths["python"][cid]}
     assert not mismatched, mismatched
+
+
+# Refusals the fake (Meta) implementation cannot make, so torch.compile's trace accepts and the eager kernel
+# refuses at run time: a data pointer's alignment, the launch grid, and contiguous="require" (a compiled graph may
+# give an intermediate another layout than the trace saw).
+FAKE_BLIND = ("not-contiguous", "grid-", "align")
+
+
+def test_the_fake_implementation_refuses_what_the_python_path_refuses(paths):
+    for cid, got in paths["fake"].items():
+        want = paths["python"][cid]
+        if got != want:
+            assert got == "ok" and cid.startswith(FAKE_BLIND), (cid, want, got)
+    blind = [cid for cid in paths["fake"] if cid.startswith(FAKE_BLIND) and paths["python"][cid] != "ok"]
+    assert len(blind) >= 8, blind
+
+
+def test_the_xla_handlers_own_checks_refuse_with_the_same_text(paths):
+    if "xla" not in paths:
+        pytest.skip("JAX not installed: pip install 'opsmith[jax]'")
+    walked = {cid: v for cid, v in paths["xla"].items() if v not in ("not in JAX", "not reached")}
+    assert len(walked) >= 12 and sum(v != "ok" for v in walked.values()) >= 2, walked
+    for cid, got in walked.items():
+        want = paths["python"][cid]
+        assert got == want if want == "ok" else (got.startswith("JaxRuntimeError: INVALID_ARGUMENT: ")
+                                                 and got.endswith(want.partition(": ")[2])), (cid, want, got)  # fmt: skip
 
 
 def test_the_cpu_reference_refuses_what_the_kernel_refuses(paths):

@@ -128,3 +128,37 @@ def test_a_stable_library_says_which_backwards_it_leaves_behind(tmp_path):
     assert "no Autograd kernels, so opsmith::rmsnorm_cuda do not differentiate" in report.summary()
     aten = native.build([fwd], tmp_path / "libaten.so", object_only=True)
     assert aten.without_autograd == []
+
+
+_ALIGN_CHILD = """
+import json, sys, torch
+torch.ops.load_library(sys.argv[1])
+x = torch.randn(1028).narrow(0, 1, 1024)  # 4 bytes past an aligned allocation
+y = torch.ops.stabcpu_align.copy16(x)
+(launch,) = json.loads(torch.ops.opsmith_dry_run.take())
+print(json.dumps({"view": x.data_ptr(), "passed": int.from_bytes(bytes.fromhex(launch["args"][:16]), "little")}))
+"""
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["aten", "stable"])
+def test_an_align_make_input_reaches_the_kernel_as_an_aligned_copy_on_every_path(stable, tmp_path):
+    """InputDecl(align=16) with contiguous="make": a misaligned view is copied before the launch, by the Python
+    path and by both native targets (the stable one passed the view itself when its copy was left out)."""
+    import opsmith as ok
+    from opsmith.eager import make_dry_run
+
+    src = 'extern "C" __global__ void copy16(const float* x, int n, float* y) {}'
+    op = ok.cuda_kernel_op("stabcpu_align::copy16", ok.KernelSpec(
+        kernel_source=src, kernel_name="copy16", inputs=[ok.InputDecl("x", align=16)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
+    x = torch.randn(1028).narrow(0, 1, 1024)
+    dry, _ = make_dry_run(op)
+    dry(x)
+    passed = int.from_bytes(bytes.fromhex(dry.launches[-1]["args"][:16]), "little")
+    assert passed % 16 == 0 and passed != x.data_ptr()  # the Python path's copy
+    lib = tmp_path / "libalign.so"
+    native.build([op], lib, dry_run=True, stable=stable)
+    proc = subprocess.run([sys.executable, "-c", _ALIGN_CHILD, str(lib)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["view"] % 16 == 4 and got["passed"] % 16 == 0 and got["passed"] != got["view"], got

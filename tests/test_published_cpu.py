@@ -334,3 +334,51 @@ def test_do_not_specialize_is_honoured():
                           geometry=ok.Grid(grid=("cdiv(numel(x), BLOCK)",)),
                           autotune=ok.Autotune([ok.Config(params={"BLOCK": 128})]))  # fmt: skip
     assert op.variants.spec_layout == [("dtype", 0)]
+
+
+_STACKED = """
+import torch, triton, triton.language as tl, opsmith as ok
+
+@triton.heuristics(values={"A": lambda args: args["n"] // 4})      # outer: Triton runs it first
+@triton.heuristics(values={"B": lambda args: args["A"] * 2 + 1})  # inner: sees A
+@triton.jit
+def k(x_ptr, n, out_ptr, A: tl.constexpr, B: tl.constexpr):
+    tl.store(out_ptr + tl.arange(0, 2), tl.where(tl.arange(0, 2) == 0, A, B))
+
+op = ok.triton_op("t_pub_stack::k", k, inputs=[ok.InputDecl("x", dtype=torch.float32)],
+                  outputs=[ok.OutputDecl("out", shape=(2,), dtype=torch.int32)], extras=[ok.Numel("x", name="n")],
+                  geometry=ok.Grid(grid=(1,)))
+theirs = torch.zeros(2, dtype=torch.int32)
+k[(1,)](torch.randn(40), 40, theirs)  # Triton's own launch, in the interpreter
+print("opsmith", op(torch.randn(40)).tolist(), "triton", theirs.tolist())
+"""
+
+
+def test_stacked_heuristics_run_in_triton_s_order():
+    """The outer ``@triton.heuristics`` runs first and the inner one sees its value (Triton's order); opsmith's
+    traced heuristics give what Triton's own launch gives (in the interpreter: A = 40 // 4, B = 2A + 1)."""
+    pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TRITON_INTERPRET": "1", "OPSMITH_NATIVE": "off"}
+    r = subprocess.run([sys.executable, "-c", _STACKED], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "opsmith [10, 21] triton [10, 21]" in r.stdout, r.stdout
+
+
+def test_perf_model_pruning_keeps_the_configs_it_estimates_fastest():
+    """``prune_configs_by={"perf_model": ..., "top_k": ...}`` as Triton's autotuner applies it: the top_k configs
+    with the lowest estimated time, an int count or a fraction of the candidates, after early_config_prune."""
+    pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
+    from opsmith.flavors.triton_decorators import make_pruner
+
+    configs = [ok.Config({"BLOCK": b}) for b in (512, 64, 256, 128, 1024)]
+    model = lambda **kw: kw["BLOCK"] * kw["n"]  # noqa: E731  (time grows with the block)
+    assert make_pruner({"perf_model": model, "top_k": 2}, configs)({"n": 10}, {}) == [1, 3]
+    assert make_pruner({"perf_model": model, "top_k": 0.4}, configs)({"n": 10}, {}) == [1, 3]
+    slow_first = lambda **kw: -kw["BLOCK"]  # noqa: E731
+    assert make_pruner({"perf_model": slow_first, "top_k": 1}, configs)({"n": 10}, {}) == [4]
+    early = lambda cs, named, **kw: [c for c in cs if c.kwargs["BLOCK"] >= 256]  # noqa: E731
+    assert make_pruner({"early_config_prune": early, "perf_model": model, "top_k": 2}, configs)({"n": 1}, {}) == [2, 0]

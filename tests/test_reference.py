@@ -56,7 +56,12 @@ def ops():
         inputs=[ok.InputDecl("x", shape=("R", "C"), dtype=torch.float32), ok.InputDecl("w", shape=("R",))],
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Dim("R", name="rows"), ok.Dim("C", name="cols")],
         geometry=ok.Grid(grid=("R",), block=(128,))), reference=lambda x, w: x.t().contiguous())  # fmt: skip
-    return {"scale": scale, "relu": relu, "axpy": axpy, "wrong": wrong}
+    wrong_dtype = ok.cuda_kernel_op(f"{NS}::wrong_dtype", ok.KernelSpec(
+        kernel_source=SRC, kernel_name="scale_rows",
+        inputs=[ok.InputDecl("x", shape=("R", "C"), dtype=torch.float32), ok.InputDecl("w", shape=("R",))],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Dim("R", name="rows"), ok.Dim("C", name="cols")],
+        geometry=ok.Grid(grid=("R",), block=(128,))), reference=lambda x, w: (x * w[:, None]).double())  # fmt: skip
+    return {"scale": scale, "relu": relu, "axpy": axpy, "wrong": wrong, "wrong_dtype": wrong_dtype}
 
 
 def test_a_model_with_opsmith_ops_runs_on_cpu(ops):
@@ -82,12 +87,18 @@ def test_the_declaration_guards_cpu_calls(ops):
 def test_a_reference_must_return_what_the_op_declares(ops):
     with pytest.raises(ok.SpecError, match=r"t_ref::wrong: reference: the CPU reference returned \[\(\(10, 6\)"):
         ops["wrong"](torch.randn(6, 10), torch.rand(6))
+    # The right shape in another dtype is as wrong: a model's next op would get float64.
+    with pytest.raises(ok.SpecError, match=r"returned \[\(\(6, 10\), torch.float64\)\]; the op declares "
+                       r"\[\(\(6, 10\), torch.float32\)\]"):  # fmt: skip
+        ops["wrong_dtype"](torch.randn(6, 10), torch.rand(6))
 
 
 def test_check_compares_with_the_ops_reference(ops):
     case = ok.CheckCase(ops["relu"], inputs=lambda s, d, dev: (torch.randn(s, dtype=d, device=dev),), shapes=[(33,)])
     assert case.reference is torch.relu
-    report = ok.check(case, device="cpu", examples=3, only=["numerics"])
-    assert report.ok, report.table()
+    if not torch.cuda.is_available():  # on CPU the op runs that very reference: nothing of the kernel is compared
+        report = ok.check(case, device="cpu", examples=3, only=["numerics"])
+        assert report.rows == [("numerics", "skip", "on cpu the op runs its reference= in the kernel's place (no GPU "
+                                "here): nothing of the kernel ran, so nothing of it is checked here")], report.table()  # fmt: skip
     with pytest.raises(ok.SpecError, match=r"reference: neither the case nor the op has a reference"):
         ok.CheckCase(torch.neg, inputs=lambda s, d, dev: ())

@@ -214,3 +214,61 @@ print("serving:", a.serving, "|", a.serving_why, "| native launches:", len(nativ
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "serving: native | served-" in r.stdout and "native launches: 1" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_calls_first_met_after_the_rebuild_cap_stay_on_the_python_path(tmp_path):
+    """The cap (here 1 rebuild per op): float64 rebuilds the library; int32, met after the cap, is served by the
+    Python path on every call, and never by a library."""
+    r = _run(
+        """
+from opsmith.native import serving
+serving.REBUILDS = 1
+assert native.wait(600)
+a(x.double())
+assert native.wait(600)
+before = len(python_path)
+a(x.double())
+print("float64 rebuilt: python", len(python_path) - before, "native", len(native_path()))
+a(x.int())
+assert native.wait(600)
+before = len(python_path)
+a(x.int()); a(x.int())
+print("int32 after the cap: python", len(python_path) - before, "native", len(native_path()))
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "float64 rebuilt: python 0 native 1" in r.stdout, r.stdout
+    assert "int32 after the cap: python 2 native 0" in r.stdout, r.stdout
+    assert "calls first met after 1 native rebuilds stay on the Python path" in r.stderr, r.stderr[-2000:]
+
+
+def test_a_served_tuned_op_meeting_a_new_tuning_key_runs_its_decision_not_the_default(tmp_path):
+    """A tuning key the library holds no decision for goes to the Python path (which tunes it on a GPU; a dry run
+    looks decisions up and never tunes), never to the library's default config: with no decision yet the Python
+    path launches the default (0); once a decision (1) exists, the Python path launches it until the rebuilt
+    library, which then launches config 1 itself."""
+    r = _run(
+        """
+T = 'template <int BLOCK> __global__ void kt(const float* x, int n, float* y) {}'
+t = ok.cuda_kernel_op("t_serving::tuned", ok.KernelSpec(kernel_source=T, kernel_name="kt<{BLOCK}>",
+    inputs=[ok.InputDecl("x", torch.float32)], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=("BLOCK",)), autotune=ok.Autotune([ok.Config({"BLOCK": b}) for b in (128, 256)],
+    key=[ok.TuneDim("x", -1)])))
+t_python = t.cpu_kernel.launches
+assert native.wait(600) and t.serving == "native"
+t(torch.randn(3000))
+print("no decision: python configs", [r["config"] for r in t_python], "native", [r["config"] for r in native_path()])
+t.tuner.decisions[(torch.float32, 4096)] = 1  # as if a tuning of this key chose config 1
+t(torch.randn(3000))
+print("decided: python configs", [r["config"] for r in t_python], "native", [r["config"] for r in native_path()])
+assert native.wait(600)
+t(torch.randn(3000))
+print("rebuilt: native configs", [r["config"] for r in native_path()])
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "no decision: python configs [0] native []" in r.stdout, r.stdout
+    assert "decided: python configs [0, 1] native []" in r.stdout, r.stdout
+    assert "rebuilt: native configs [1]" in r.stdout, r.stdout

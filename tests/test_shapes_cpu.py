@@ -187,3 +187,30 @@ def test_examples_agree_between_the_python_path_and_a_native_library(tmp_path):
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got == want
     assert sum(v.startswith("ok") for v in want.values()) == 2 and len(want) == 6  # 4 refusals, 4 kinds
+
+
+def test_torch_export_keeps_every_declared_precondition():
+    """An exported program refuses what the op refuses: Divisible and AtMost become guards on the dynamic size
+    (traced on fake CUDA tensors), so a program exported at N = 64 refuses N = 66 and N = 8192 and takes 128."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.export import Dim
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
+    op = ok.cuda_kernel_op("t_shapes_export::v4", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x", shape=("N",))],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise(),
+        requires=[ok.Divisible("N", 4), ok.AtMost("N", 4096), ok.AtLeast("N", 8)]))  # fmt: skip
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return op(x)
+
+    fake = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+    with fake:
+        ep = torch.export.export(M(), (torch.empty(64, device="cuda"),), dynamic_shapes=({0: Dim.AUTO},))
+        run = ep.module()
+        assert run(torch.empty(128, device="cuda")).shape == (128,)
+        for n, guard in ((66, "% 4 == 0"), (8192, "<= 4096"), (4, ">= 8")):
+            with pytest.raises(AssertionError, match=f"Guard failed: .*{guard}"):
+                run(torch.empty(n, device="cuda"))
