@@ -8,29 +8,20 @@ from pathlib import Path
 
 import pytest
 import torch
+from doc_blocks import PAGES, script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-# The guide has its own test (test_guide.py, with its gpu blocks); errors.md is generated and walked by
-# test_error_matrix.py.
-RUN = ["README.md", "docs/declaration.md", "docs/flavors.md", "docs/autograd.md", "docs/multi-gpu.md",
-       "docs/native.md", "docs/checking.md", "docs/rmsnorm.md"]  # fmt: skip
+RUN = [p for p in PAGES if p not in ("docs/adding-a-kernel.md", "docs/jax.md")]  # test_guide.py, the JAX suite
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
 def _run_blocks(page: str, tmp_path: Path, monkeypatch) -> dict:
-    """A page's python blocks in order, as one file (later blocks use earlier imports; @triton.jit reads its
-    kernel's source from a real file). Without a GPU, lines that touch one are left out."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), re.S)
-    assert blocks, f"{page} has no python block"
-    code = "\n".join(blocks)
-    if not torch.cuda.is_available():
-        code = "\n".join(
-            line for line in code.splitlines() if not any(t in line.split("#")[0] for t in ('"cuda"', "backward()"))
-        )
-    monkeypatch.chdir(tmp_path)  # the native library example writes libmyops.so here
+    """A page's python blocks in order, as one file (@triton.jit reads its kernel's source from a real file);
+    the ``gpu`` blocks only where there is a GPU."""
+    monkeypatch.chdir(tmp_path)  # the native library example writes libmyops.so here, flavors.md scale.ptx
     path = tmp_path / (Path(page).stem + "_example.py")
-    path.write_text(code)
+    path.write_text(script(page, torch.cuda.is_available()))
     return runpy.run_path(str(path))
 
 
@@ -179,3 +170,14 @@ def test_architecture_page_names_every_module():
     missing = [str(p.relative_to(ROOT / "opsmith")) for p in (ROOT / "opsmith").rglob("*.py")
                if str(p.relative_to(ROOT / "opsmith")) not in text and f"`{p.name}`" not in text]  # fmt: skip
     assert not missing, f"modules docs/architecture.md does not place: {missing}"
+
+
+# Paths the pages, the changelog and pyproject name in code spans: each must exist in the repository.
+_PATH = re.compile(r"`((?:docs|tests|examples|benchmarks|scripts|opsmith)/[\w./-]+)`")
+
+
+def test_every_path_the_pages_name_exists():
+    texts = {str(p.relative_to(ROOT)): p.read_text() for p in [*_pages(), ROOT / "pyproject.toml"]}
+    dead = [f"{page}: {path}" for page, text in texts.items() for path in _PATH.findall(text)
+            if not (ROOT / path.rstrip(".")).exists() and not any(c in path for c in "*<>")]  # fmt: skip
+    assert not dead, "\n".join(dead)

@@ -8,13 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import blocks as _blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "adding-a-kernel.md"
-
-
-def _blocks(text: str) -> list[tuple[bool, str]]:
-    return [(tag.strip() == "gpu", code) for tag, code in re.findall(r"```python([^\n]*)\n(.*?)```", text, re.S)]
 
 
 def _run(tmp_path: Path, with_gpu: bool) -> dict:
