@@ -167,10 +167,14 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
             def keep_whole() -> bool:
                 return False
 
-        # Only CUDA tensors decompose: Inductor compiles the visible kernel for the device it runs on, and on CPU
-        # tensors the op's CPU kernel (its reference=, or the interpreter) is what runs, kept whole.
+        # On CPU tensors the op stays whole where its CPU kernel can run: its reference=, or Triton's interpreter.
+        # Decomposed there, Inductor would compile the Triton kernel for a CPU ("0 active drivers"), or trace a
+        # kernel defined for the interpreter. (Without either, CPU tensors only ever trace: the graph shows the
+        # kernel, as on CUDA.)
+        import triton
+
         on_cpu = any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args)
-        if keep_whole() or on_cpu:
+        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)):
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
