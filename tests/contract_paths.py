@@ -2,6 +2,7 @@
 outcome as "ErrorClass: first line" (or "ok"), printed as JSON on the last line.
 
     python tests/contract_paths.py python   the Python path's dry run (everything but the launch), in process
+                                            (OPSMITH_NATIVE=dry-run and OPSMITH_CXX naming no compiler)
     python tests/contract_paths.py served   OPSMITH_NATIVE=dry-run: the rows before the switch (the Python path
                                             serves) and after it (the served library), in one process
     python tests/contract_paths.py use      opsmith.native.use(ops, dry_run=True)
@@ -78,17 +79,12 @@ def ops() -> list:
 
 
 def python_path() -> dict[str, str]:
-    """The Python path's own guards on CPU tensors (its dry run); autograd rows through the op's Autograd kernel
-    (the Python refusal node), whose forward is the dry run too."""
-    from opsmith.eager import make_dry_run
-
-    dry = {k: make_dry_run(em.op(k))[0] for k in KINDS}
-    out = walk(lambda kind, args: dry[kind](*args), grads=False)
-    os.environ["OPSMITH_NATIVE"] = "off"
-    with torch.library._scoped_library("errm", "IMPL") as lib:  # the Python kernels on CPU: the dry run
-        for k in ("plain", "inplace"):
-            lib.impl(em.op(k).record.op_name.split("::")[1], dry[k], "CPU")
-        out.update({cid: outcome(lambda fn=fn: fn(em.op)) for cid, fn in GRAD_ROWS.items()})
+    """The Python path's own guards on CPU tensors: run with OPSMITH_NATIVE=dry-run and no C++ compiler, so each
+    op's CPU kernel is its Python dry run (everything but the launch) and no library ever takes over; the
+    autograd rows go through the op's Python refusal node into it."""
+    assert os.environ.get("OPSMITH_NATIVE") == "dry-run" and not os.path.exists(os.environ.get("OPSMITH_CXX", "/"))
+    out = walk(lambda kind, args: em.op(kind)(*args))
+    assert all(em.op(k).serving == "python" for k in KINDS), [em.op(k).serving_why for k in KINDS]
     return out
 
 

@@ -27,6 +27,12 @@ import error_matrix as em  # noqa: E402
 BUILTIN = {"InputError": "ValueError", "DifferentiationError": "RuntimeError", "LaunchError": "RuntimeError"}
 
 
+# The served path builds a dry-run library; the Python path's CPU kernel is its dry run, with no compiler to build
+# a library with.
+_MODE_ENV = {"served": {"OPSMITH_NATIVE": "dry-run"},
+             "python": {"OPSMITH_NATIVE": "dry-run", "OPSMITH_CXX": "/nonexistent/c++"}}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory) -> dict:
     cache = tmp_path_factory.mktemp("contract-cache")
@@ -42,7 +48,7 @@ def paths(tmp_path_factory) -> dict:
         pass
     procs = {m: subprocess.Popen([sys.executable, str(HERE / "contract_paths.py"), m], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, cwd=str(HERE),
-                                 env={**env, **({"OPSMITH_NATIVE": "dry-run"} if m == "served" else {})})
+                                 env={**env, **_MODE_ENV.get(m, {})})
              for m in modes}  # fmt: skip
     out = {}
     for m, p in procs.items():

@@ -429,20 +429,22 @@ def _kind(platform: str) -> str:
 
 
 def _to_torch(a: Any) -> torch.Tensor:
-    import numpy as np
+    """A host callback's array as a CPU tensor (a copy: the callback's buffers are JAX's)."""
+    import jax
 
-    arr = np.asarray(a)
+    arr = jax.device_get(a)  # a NumPy array (JAX hands callbacks its own arrays or NumPy ones, by version)
     if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16, which torch.from_numpy does not take
-        return torch.from_numpy(arr.view(np.uint16).copy()).view(torch.bfloat16)
+        return torch.from_numpy(arr.view("uint16").copy()).view(torch.bfloat16)
     return torch.from_numpy(arr.copy())
 
 
 def _to_numpy(t: torch.Tensor) -> Any:
+    """A CPU tensor as the NumPy array a host callback returns (bfloat16 as JAX's, ml_dtypes')."""
+    import jax.numpy as jnp
+
     t = t.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
-        import ml_dtypes
-
-        return t.view(torch.uint16).numpy().view(ml_dtypes.bfloat16)
+        return t.view(torch.uint16).numpy().view(jnp.bfloat16)
     return t.numpy()
 
 
