@@ -4,6 +4,8 @@
     opsmith build MODULE:NAME -o libops.so      NAME: an op, a list of ops (or CheckCases), or a function
                                                 returning them (it may run the ops first: see opsmith.native)
     opsmith tuning export|import FILE [--op ns::name]   move tuning decisions between machines as JSON
+    opsmith serving SCRIPT [ARGS...]            run a Python script, then print which path served each op's
+                                                calls (native or Python, and why) and the libraries built
 
 Exit status: 0 on success (every check passed, the library built), 1 when a check failed or a build was
 refused or a decision rejected, 2 for a mistake in the command (a bad target, file, option or value), with a
@@ -223,12 +225,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     t.add_argument("action", choices=("export", "import"))
     t.add_argument("file", help="the decisions file to write (export) or read (import)")
     t.add_argument("--op", action="append", help="export only this op (ns::name; repeatable)")
+    sv = sub.add_parser("serving", help="run a script, then show what served each op's calls",
+                        description="Run SCRIPT (with ARGS) as __main__, then print every op's serving table: calls "
+                        "the native library ran, calls the Python path ran and why, the libraries built.")  # fmt: skip
+    sv.add_argument("script", help="the Python script to run")
+    sv.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     args = p.parse_args(argv)
     try:
-        return {"check": _check, "build": _build, "tuning": _tuning}[args.command](args)
+        return {"check": _check, "build": _build, "tuning": _tuning, "serving": _serving}[args.command](args)
     except (TargetError, UsageError) as e:
         print(f"opsmith {args.command}: {e}", file=sys.stderr)
         return 2
+
+
+def _serving(args: argparse.Namespace) -> int:
+    import runpy
+    from pathlib import Path
+
+    if not Path(args.script).is_file():
+        raise UsageError(f"{args.script!r} is not a file. Fix: pass the path of the Python script to run.")
+    sys.argv = [args.script, *args.args]
+    sys.path.insert(0, str(Path(args.script).resolve().parent))
+    code = 0
+    try:
+        runpy.run_path(args.script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        from .native.serving import table
+
+        print(f"\nopsmith serving: {args.script}\n{table()}", file=sys.stderr)
+    return code
 
 
 def _tuning(args: argparse.Namespace) -> int:

@@ -56,8 +56,9 @@ class Op(torch._ops.OpOverload):
     specialization). ``variants``: every kernel of the op. ``tuner``: its autotuning decisions (None when
     not tuned). ``impl_source``: the generated eager implementation. ``overload``: the OpOverload itself.
     ``impl_lib``: the torch.library.Library holding its implementations (None once ``opsmith.native.use``
-    replaced them); ``native``: the path of the native library serving it, or None. ``serving``: "python" or
-    "native", and ``serving_why`` why (``native/serving.py``). ``sharding_plan``: how its tensors shard as
+    replaced them); ``native``: the path of the native library serving it, or None. ``serving``: "python",
+    "native" or "mixed" (some calls on the Python path), and ``serving_why`` why; ``serving_counts()`` the calls
+    each path served (``native/serving.py``). ``sharding_plan``: how its tensors shard as
     DTensors (``opsmith/distributed/sharding.py``).
 
     Why an OpOverload subclass: ``OpOverload.__call__`` is a Python frame that only forwards to the C++
@@ -87,6 +88,13 @@ class Op(torch._ops.OpOverload):
         self.tuner: Tuner | None = variants.tuner
         self.impl_source, self.fingerprint, self._lib = impl_source, fingerprint, lib
         self.schema = str(overload._schema)
+
+    def serving_counts(self) -> Any:
+        """What served this op's calls: a ``native.serving.ServingCounts`` (calls the native library ran, calls
+        it handed to the Python path and why, the libraries built for it and their time)."""
+        from .native.serving import counts
+
+        return counts(self)
 
     def __eq__(self, other: object) -> bool:
         return other is self or other is self.overload

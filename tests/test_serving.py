@@ -272,3 +272,73 @@ print("rebuilt: native configs", [r["config"] for r in native_path()])
     assert "no decision: python configs [0] native []" in r.stdout, r.stdout
     assert "decided: python configs [0, 1] native []" in r.stdout, r.stdout
     assert "rebuilt: native configs [1]" in r.stdout, r.stdout
+
+
+def test_serving_counts_every_path_and_why_and_says_mixed_until_the_rebuild(tmp_path):
+    """Counters of issue 39: calls the library ran, calls it handed to the Python path by why (a dtype, a
+    compiled-in size, a tuning key; after the rebuild cap), each kind logged once; ``serving`` says "mixed"
+    while a miss waits for its rebuild, "native" after; the rebuilds and their times; one table for the process."""
+    r = _run(
+        """
+from opsmith.native import serving
+serving.REBUILDS = 3
+S = 'template <int N> __global__ void ks(const float* x, int n, float* y) {}'
+sized = ok.cuda_kernel_op("t_serving::sized", ok.KernelSpec(kernel_source=S, kernel_name="ks<{N}>",
+    inputs=[ok.InputDecl("x", torch.float32, ndim=2)], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+    extras=[ok.Numel("x"), ok.DimSize("x", -1, name="N")], geometry=ok.Elementwise(block=(128,))))
+T = 'template <int BLOCK> __global__ void kt(const float* x, int n, float* y) {}'
+tuned = ok.cuda_kernel_op("t_serving::tuned_counts", ok.KernelSpec(kernel_source=T, kernel_name="kt<{BLOCK}>",
+    inputs=[ok.InputDecl("x", torch.float32)], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=("BLOCK",)), autotune=ok.Autotune([ok.Config({"BLOCK": b}) for b in (128, 256)],
+    key=[ok.TuneDim("x", -1)])))
+sized(torch.randn(4, 8)); tuned(torch.randn(100))  # first calls, on the Python path: compiled, decided
+tuned.tuner.decisions[(torch.float32, 128)] = 0
+assert native.wait(600)
+print("first:", a.serving, sized.serving, tuned.serving)
+for _ in range(3):
+    a(x)
+print("native only:", a.serving_counts().native, a.serving_counts().python)
+a(x.double())
+print("after a float64 call:", a.serving, "|", a.serving_counts().python)
+sized(torch.randn(4, 16)); tuned(torch.randn(1000))
+print("size and key:", sized.serving_counts().python, "|", tuned.serving_counts().python)
+assert native.wait(600)
+c = a.serving_counts()
+print("rebuilt:", a.serving, c.native, len(c.rebuilds), all(s > 0 for s, _, _ in c.rebuilds), [w for _, _, w in c.rebuilds])
+a(x.double())
+print("served now:", a.serving_counts().native - c.native, a.serving_counts().python_calls)
+print("TABLE")
+print(native.serving_table())
+""",
+        tmp_path,
+        OPSMITH_LOG="info",
+        COLUMNS="400",  # rich's log lines unwrapped
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "first: native native native" in out, out
+    assert "native only: 3 {}" in out, out
+    assert "after a float64 call: mixed | {'a dtype the library lacks': 1}" in out, out
+    assert ("size and key: {'a compiled-in size the library lacks': 1} | {'a tuning key the library lacks': 1}"
+            in out), out  # fmt: skip
+    assert "rebuilt: native 3 2 True ['registration', 'calls the last one lacked']" in out, out
+    assert "served now: 1 1" in out, out
+    table = out.split("TABLE\n")[1]
+    assert table.splitlines()[0].split() == ["op", "serving", "native", "calls", "Python-path", "calls", "(why)",
+                                             "libraries", "(s)"]  # fmt: skip
+    assert any(line.startswith("t_serving::a ") and " native " in line for line in table.splitlines()), table
+    logged = [line for line in r.stderr.splitlines() if "a call went to the Python path" in line]
+    assert len(logged) == 3 and sum("t_serving::a:" in line for line in logged) == 1, logged
+
+
+def test_the_serving_command_runs_a_script_and_prints_the_table(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(_PRELUDE + "assert native.wait(600)\nfor _ in range(5): a(x)\nprint('ran', a.serving)\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(tmp_path / "cache"), OPSMITH_NATIVE="dry-run")
+    env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
+    r = subprocess.run([sys.executable, "-m", "opsmith", "serving", str(script)], capture_output=True, text=True,
+                       env=env, timeout=900)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ran native" in r.stdout
+    row = next(line for line in r.stderr.splitlines() if line.startswith("t_serving::a "))
+    assert row.split()[1:4] == ["native", "5", "0"], row

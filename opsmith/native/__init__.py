@@ -26,9 +26,21 @@ from ..errors import SpecError
 from ..progress import step
 from . import error_bridge
 from .build import DEFAULT_DTYPES, BuildReport, NativeBuildError, build_source, closure, compile_library, library_key
-from .serving import wait
+from .serving import ServingCounts, table, wait
 
-__all__ = ["BuildReport", "NativeBuildError", "build", "load", "source", "use", "wait"]
+__all__ = [
+    "BuildReport",
+    "NativeBuildError",
+    "ServingCounts",
+    "build",
+    "load",
+    "serving_table",
+    "source",
+    "use",
+    "wait",
+]
+
+serving_table = table  # every registered op's serving, as one table (native/serving.py)
 
 
 def _archs(archs: Sequence[str] | None) -> list[str]:

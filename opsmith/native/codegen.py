@@ -391,16 +391,18 @@ def _launch(pr: _Printer) -> list[str]:
         L.append(f"const std::array<int64_t, {len(key)}> key = {{{', '.join(key)}}};")
         L.append(f"const int c = opsmith::lookup(key, decisions, {-1 if pr.n.serve else launch.tune_default});")
         if pr.n.serve:
-            L.append(f"if (c < 0) return python_path({_passed(pr)});")
+            L.append(f"if (c < 0) return miss(opsmith::kKey), python_path({_passed(pr)});")
     else:
         L.append("const int c = 0;")
     spec = _spec(pr)
     if pr.n.serve:
-        L.append(f"const Variant* found = find(c, {{{', '.join(spec) or '0'}}});")
-        L.append(f"if (found == nullptr) return python_path({_passed(pr)});")
+        L.append(f"const std::array<int64_t, {max(len(spec), 1)}> spec = {{{', '.join(spec) or '0'}}};")
+        L.append("const Variant* found = find(c, spec);")
+        L.append("if (found == nullptr)")
+        L.append(f"  return miss(dtypes_held(spec) ? opsmith::kSize : opsmith::kDtype), python_path({_passed(pr)});")
         L.append("const Variant& v = *found;")
         L.append("#ifndef OPSMITH_DRY_RUN")
-        L.append(f"if (!opsmith::ready(*v.kernel, dev)) return python_path({_passed(pr)});")
+        L.append(f"if (!opsmith::ready(*v.kernel, dev)) return miss(opsmith::kCapture), python_path({_passed(pr)});")
         L.append("#endif")
     else:
         L.append(f"const Variant& v = *find(c, {{{', '.join(spec) or '0'}}});")
@@ -465,11 +467,31 @@ def _tables(n: NativeOp) -> list[str]:
         L.append("  spec = asked;")
     if n.serve:
         L += ["  return nullptr;", "}"]
-        return L + _decisions(n)
+        return L + _served_counts(n, width) + _decisions(n)
     held = ", ".join(("[" + ", ".join(v.spec) + "]") if v.spec else "[]" for v in n.variants[:8])
     L.append(f"  opsmith::missing_variant({op}, c, spec, {cpp_str(held)});")
     L.append("}")
     return L + _decisions(n)
+
+
+def _served_counts(n: NativeOp, width: int) -> list[str]:
+    """A served op's counters (``native/serving.py`` reads them through ``opsmith_served_counters``): the calls
+    this library took, and those it handed to the Python path, by why. Relaxed atomics: ~1 ns a call."""
+    dtypes = [k for k, (kind, _) in enumerate(n.spec_layout) if kind == "dtype"]
+    same = " && ".join(f"v.spec[{k}] == spec[{k}]" for k in dtypes) or "true"
+    return [
+        "std::atomic<int64_t> served[opsmith::kServedCounts] = {};",
+        "inline int miss(int why) {",
+        "  served[why].fetch_add(1, std::memory_order_relaxed);",
+        "  return 0;",
+        "}",
+        "// A spec no variant holds: a dtype the library lacks, or (the dtypes held) a compiled-in size or alignment.",
+        f"bool dtypes_held(const std::array<int64_t, {width}>& spec) {{",
+        "  for (const auto& v : variants)",
+        f"    if ({same}) return true;",
+        "  return false;",
+        "}",
+    ]
 
 
 def _decisions(n: NativeOp) -> list[str]:
@@ -525,6 +547,8 @@ def _function(n: NativeOp, meta: bool) -> list[str]:
     if pr.xla:  # the buffers XLA allocated for the outputs
         params += "".join(f", {pr.tensor} r{k}" for k in range(len(n.plan.outputs)))
     body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
+    if n.serve:
+        body.append("served[opsmith::kCalls].fetch_add(1, std::memory_order_relaxed);")
     body += [f"{pr.tensor} {t} = {t}_in;" for t in pr.t]
     body += pr.steps() + ([] if pr.nodevice else _launch(pr)) + [pr.ret()]
     return [f"{ret} {'meta' if meta else 'cuda'}_impl({params}) {{", *("  " + x for x in body), "}"]

@@ -93,7 +93,16 @@ def _served_registrations(ops: Sequence[NativeOp], backend: str, only: set[str] 
           "c10::DispatchKey::CompositeExplicitAutograd, __FILE__, __LINE__);",
           '  dry.impl("take", TORCH_FN(opsmith::dry_run_take));',
           "#endif"]  # fmt: skip
-    return [*L, "}", "const int served = (register_served(), 0);"]
+    L += ["}", "const int served_registered = (register_served(), 0);", "}  // namespace", "",
+          "// Every served op's counters, in the order serving.py built the library: kServedCounts numbers each.",
+          'extern "C" __attribute__((visibility("default"))) void opsmith_served_counters(int64_t* out, int64_t n) {',
+          "  int64_t k = 0;"]  # fmt: skip
+    for op in ops:
+        L += [
+            f"  for (const auto& c : {op.scope}::served)",
+            "    if (k < n) out[k++] = c.load(std::memory_order_relaxed);",
+        ]
+    return [*L, "}", "namespace {"]
 
 
 def _registrations(ops: Sequence[NativeOp], stable: bool = False) -> list[str]:
@@ -153,6 +162,9 @@ inline at::ScalarType accumulate_dtype(at::ScalarType t) {  // Buffer(dtype="acc
 
 _TABLES = """
 namespace opsmith {
+// A served op's counters (serving.py): the calls the library took, then those handed to the Python path, by why.
+enum ServedCount { kCalls, kDtype, kSize, kKey, kCapture, kServedCounts };
+
 // The tuning decision for a key: one made before the build, else the declared default config.
 template <size_t N>
 int lookup(const std::array<int64_t, N>& key, const std::vector<std::pair<std::array<int64_t, N>, int>>& decisions,

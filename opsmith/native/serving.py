@@ -17,7 +17,11 @@ compiled-in size or a tuning key first met after the build) reaches the Python p
 (``REBUILDS`` times per op and process at most; after that such calls stay on the Python path).
 
 ``OPSMITH_NATIVE=off`` (or ``native=False`` at registration) keeps the Python path. ``op.serving`` says which
-path serves and ``op.serving_why`` why; ``wait()`` returns once every library under way is serving.
+path serves: "python", "native", or "mixed" while some calls go to the Python path (a miss, until the rebuild
+that holds it lands; for good past the rebuild cap); ``op.serving_why`` why. ``op.serving_counts()`` counts the
+calls each path served and why a call went to the Python path (the library counts its own, ``codegen.py``),
+and the rebuilds with their times; ``table()`` is every op's, ``wait()`` returns once every library under way
+is serving. Each kind of miss is logged once per op (``OPSMITH_LOG=info``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import shutil
 import subprocess
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +55,7 @@ from .build import (
 )
 from .codegen import python_path_op
 
-__all__ = ["attach", "python_cpu_kernel", "served_backend", "wait"]
+__all__ = ["MISSES", "ServingCounts", "attach", "counts", "python_cpu_kernel", "served_backend", "table", "wait"]
 
 log = logging.getLogger("opsmith.native")
 
@@ -60,6 +65,98 @@ EXIT_WAIT_S = 10.0  # at exit, how long to wait for a queued library's compile t
 # or tuning key can cost one (a benchmark over 8 shapes of the two RMSNorm kernels met 8 in a global count);
 # the specialization limit and tuning's power-of-two buckets bound them anyway.
 REBUILDS = 16
+
+
+#: Why a served op's call went to the Python path, in the order the library counts them (``library.py``'s
+#: ServedCount, after its first entry: the calls the library took).
+MISSES = ("a dtype the library lacks", "a compiled-in size the library lacks", "a tuning key the library lacks",
+          "a capture-time call (the kernel's module was not loaded yet)")  # fmt: skip
+
+
+@dataclass
+class ServingCounts:
+    """What served an op's calls since registration. ``native``: calls the native libraries ran; ``python``:
+    calls they handed to the Python path, by why (``MISSES``); ``capped``: those of them met after the rebuild
+    cap (they stay on the Python path); ``rebuilds``: each library built or loaded for the op, as (seconds,
+    how: "compiled", "from the cache" or "compiled by an earlier process", what it was built for)."""
+
+    native: int = 0
+    python: dict[str, int] = field(default_factory=dict)
+    capped: int = 0
+    rebuilds: list[tuple[float, str, str]] = field(default_factory=list)
+
+    @property
+    def python_calls(self) -> int:
+        return sum(self.python.values())
+
+
+class _Stats:
+    """An op's serving state besides its counters in C++: the libraries that serve it, the rebuilds, the misses
+    already logged."""
+
+    def __init__(self) -> None:
+        self.libraries: list[tuple[Path, int, int]] = []  # (library, the op's index in it, ops in it)
+        self.rebuilds: list[tuple[float, str, str]] = []
+        self.capped = 0
+        self.logged: set[int] = set()
+
+
+def _stats(op: Any) -> _Stats:
+    st = op.__dict__.get("_serving_stats")
+    if st is None:
+        st = op.__dict__["_serving_stats"] = _Stats()
+    return st
+
+
+def _library_counts(path: Path, index: int, n_ops: int) -> list[int]:
+    """An op's counters in one served library: [calls, then one per MISSES entry]."""
+    import ctypes
+
+    width = len(MISSES) + 1
+    buf = (ctypes.c_int64 * (width * n_ops))()
+    _handle(path).opsmith_served_counters(buf, ctypes.c_int64(len(buf)))
+    return list(buf[index * width : (index + 1) * width])
+
+
+_HANDLES: dict[Path, Any] = {}
+
+
+def _handle(path: Path) -> Any:
+    """The loaded library's own handle (dlopen of a loaded library returns it; no second copy loads)."""
+    import ctypes
+
+    h = _HANDLES.get(path)
+    if h is None:
+        h = _HANDLES[path] = ctypes.CDLL(str(path))
+    return h
+
+
+def counts(op: Any) -> ServingCounts:
+    """``op``'s ``ServingCounts``: summed over every library that has served it in this process."""
+    st = _stats(op)
+    calls, misses = 0, [0] * len(MISSES)
+    for path, index, n_ops in list(st.libraries):
+        got = _library_counts(path, index, n_ops)
+        calls += got[0]
+        misses = [a + b for a, b in zip(misses, got[1:], strict=True)]
+    python = {why: n for why, n in zip(MISSES, misses, strict=True) if n}
+    return ServingCounts(native=calls - sum(misses), python=python, capped=st.capped, rebuilds=list(st.rebuilds))
+
+
+def table() -> str:
+    """Every registered op's serving, as one table: what serves it, the calls each path ran, why calls went
+    to the Python path, the libraries built for it and their time."""
+    from ..registration import registered_ops
+
+    rows = [("op", "serving", "native calls", "Python-path calls (why)", "libraries (s)")]
+    for name, op in sorted(registered_ops().items()):
+        c = counts(op)
+        why = "; ".join(f"{n} {reason}" for reason, n in c.python.items()) + (f" ({c.capped} after the rebuild cap)"
+                                                                              if c.capped else "")  # fmt: skip
+        libs = f"{len(c.rebuilds)} ({sum(s for s, _, _ in c.rebuilds):.1f})" if c.rebuilds else "0"
+        rows.append((name, op.serving, str(c.native), f"{c.python_calls}" + (f": {why}" if why else ""), libs))
+    widths = [max(len(r[k]) for r in rows) for k in range(5)]
+    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def served_backend() -> str | None:
@@ -133,10 +230,28 @@ def _define_python_path(op: Any, backend: str) -> None:
         # capture because the library's module could not load there: the library holds what it needs.
         if not capturing():
             _SERVER.missed(op)
+        _said(op)
         return out
 
     lib.impl(name, python_path, backend)
     op.python_path_lib = lib
+
+
+def _said(op: Any) -> None:
+    """After a miss: ``op.serving`` says "mixed", and each kind of miss is logged once for the op."""
+    st = _stats(op)
+    if op.serving == "native":
+        op.serving = "mixed"
+        op.serving_why = (f"{op.native.name if op.native else 'its library'} serves it; calls it holds no kernel or "
+                          "decision for run on the Python path until the library rebuilt for them lands")  # fmt: skip
+    if len(st.logged) == len(MISSES) or not st.libraries:
+        return
+    got = counts(op).python
+    for k, why in enumerate(MISSES):
+        if got.get(why) and k not in st.logged:
+            st.logged.add(k)
+            log.info("opsmith: %s: a call went to the Python path: %s%s", op.record.op_name, why,
+                     "" if k == 3 else "; a rebuild that holds it is queued")  # fmt: skip
 
 
 def wait(timeout: float | None = None) -> bool:
@@ -175,12 +290,17 @@ class _Server:
         name = op.record.op_name
         if name in self._pending:  # queued already: one dict lookup per such call until the build starts
             return
+        if name in self._capped:
+            _stats(op).capped += 1
+            return
         with self._cond:
             if name in self._pending or name in self._capped:
                 return
             if self._rebuilds.get(name, 0) >= REBUILDS:
                 self._capped.add(name)
                 log.warning("%s: calls first met after %d native rebuilds stay on the Python path", name, REBUILDS)
+                op.serving_why = (f"calls first met after {REBUILDS} native rebuilds stay on the Python path (the "
+                                  "rebuild cap); the library serves the rest")  # fmt: skip
                 return
             self._rebuilds[name] = self._rebuilds.get(name, 0) + 1
         self.submit(op)
@@ -256,9 +376,13 @@ def _serve(batch: list[Any]) -> None:
             cache.path_for(key).unlink(missing_ok=True)
         raise
     took = time.perf_counter() - t0
-    for op in ops:
-        if op.record.op_name in served:
-            op.native = path
+    order = [op for op in ops if op.record.op_name in served]  # the library's counter order (library.py)
+    for k, op in enumerate(order):
+        st = _stats(op)
+        st.libraries.append((path, k, len(order)))
+        st.rebuilds.append((took, how, "registration" if not st.rebuilds else "calls the last one lacked"))
+        op.native = path
+        if op.record.op_name not in _SERVER._capped:
             op.serving, op.serving_why = "native", f"{path.name} ({how} in {took:.1f} s)"
     log.info("opsmith: %s served natively by %s (%s in %.1f s)", ", ".join(sorted(served)), path.name, how, took)
 
