@@ -1,18 +1,21 @@
-"""Host time per call on the default path (issue 26, item 5), side by side in one run, medians of
-interleaved rounds:
+"""Host time per call on the default path (issues 26 and 39), side by side, medians of interleaved rounds, in
+several fresh processes (the first may compile the native libraries, later ones load them from the cache):
 
 - default: the op as registered, after ``opsmith.native.wait()`` (the native library built in the background);
 - python: the same op registered with ``OPSMITH_NATIVE=off`` (the Python path);
-- native: registered off, then ``opsmith.native.use`` (the explicit build of issue 22);
+- native: registered off, then ``opsmith.native.use`` (the explicit build);
 - aten: ``torch.relu`` / ``torch.nn.functional.rms_norm``.
 
 Ops: relu on 1,024 floats in CUDA C++ and in Triton; RMSNorm (64, 4096) bf16 forward and forward+backward
 (CUDA C++ and Triton kernels). A CuTe DSL op cannot be native (its launch is the DSL's host code), so its
-default path is its Python path; it joins when CuTe DSL is importable. Then the backward at (8, 4096, 4096)
-bf16 (item 2): forward+backward per step on each path, the Python path's backward on autograd's worker
-thread and on the calling thread.
+default path is its Python path; it joins when CuTe DSL is importable. Each row prints min / median / max over
+the processes of each path's ratio to aten (one process's median each), and beside the default path the
+serving counters of its timed rounds (``op.serving_counts()``: calls the native library ran, calls the Python
+path ran and why), so a row that ran on the Python path shows as such. The first process also times the
+backward at (8, 4096, 4096) bf16: forward+backward per step on each path, the Python path's backward on
+autograd's worker thread and on the calling thread.
 
-    python benchmarks/bench_host.py [--out bench-results/host.json] [--rounds 30]
+    python benchmarks/bench_host.py [--out bench-results/host.json] [--rounds 15] [--processes 3]
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -121,6 +127,19 @@ def _fwd_bwd(fwd: Callable, x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor) 
     return step
 
 
+def _counts(ops: list) -> dict[str, int]:
+    """The default path's serving counters over ``ops`` (each op and the ops its backward calls)."""
+    from opsmith.native.build import closure
+
+    total: dict[str, int] = {"native": 0}
+    for op in closure(ops):
+        c = op.serving_counts()
+        total["native"] += c.native
+        for why, n in c.python.items():
+            total[why] = total.get(why, 0) + n
+    return total
+
+
 def host_table(paths: dict, rounds: int) -> dict:
     x = torch.randn(1024, device="cuda")
     h = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
@@ -132,11 +151,15 @@ def host_table(paths: dict, rounds: int) -> dict:
         "relu (CUDA C++), 1,024 floats": {"aten": lambda: torch.relu(x)},
         "relu (Triton), 1,024 floats": {"aten": lambda: torch.relu(x)},
     }
+    served = {"relu (CUDA C++), 1,024 floats": [paths["default"]["relu (CUDA C++)"]],
+              "relu (Triton), 1,024 floats": [paths["default"]["relu (Triton)"]]}  # fmt: skip
     for impl in ("cuda", "triton"):
         rows[f"rmsnorm {impl} forward (64, 4096) bf16"] = {"aten": lambda: F.rms_norm(h, (4096,), w, EPS)}
         rows[f"rmsnorm {impl} forward+backward (64, 4096) bf16"] = {
             "aten": _fwd_bwd(lambda a, b: F.rms_norm(a, (4096,), b, EPS), hg, wg, dy)
         }
+        for row in (f"rmsnorm {impl} forward (64, 4096) bf16", f"rmsnorm {impl} forward+backward (64, 4096) bf16"):
+            served[row] = [paths["default"][f"rmsnorm {impl}"]]
     for path, ops in paths.items():
         rows["relu (CUDA C++), 1,024 floats"][path] = lambda op=ops["relu (CUDA C++)"]: op(x)
         rows["relu (Triton), 1,024 floats"][path] = lambda op=ops["relu (Triton)"]: op(x)
@@ -149,9 +172,12 @@ def host_table(paths: dict, rounds: int) -> dict:
     out = {}
     for row, fns in rows.items():
         calls = 100 if "backward" in row else 1000
+        before = _counts(served[row])
         res = _rounds(fns, calls, rounds)
+        after = _counts(served[row])
         out[row] = {k: {"median_us": statistics.median(v), "quartiles": statistics.quantiles(v)[::2]}
                     for k, v in res.items()}  # fmt: skip
+        out[row]["default"]["serving"] = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     return out
 
 
@@ -175,31 +201,59 @@ def backward_table(paths: dict, rounds: int) -> dict:
     return {k: {"median_us": statistics.median(v), "quartiles": statistics.quantiles(v)[::2]} for k, v in res.items()}
 
 
+def child(args: argparse.Namespace) -> int:
+    """One fresh process's measurements, as JSON to ``args.out``."""
+    paths, serving, waited = _paths()
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seconds_to_native": waited,
+               "serving": serving, "host": host_table(paths, args.rounds)}  # fmt: skip
+    if args.backward:
+        results["backward_8x4096x4096"] = backward_table(paths, args.rounds)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+def _spread(values: list[float]) -> str:
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}x"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench-results/host.json")
-    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--processes", type=int, default=3, help="fresh processes, each measuring every row")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    dev = torch.cuda.get_device_name()
-    paths, serving, waited = _paths()
-    results = {"device": dev, "torch": torch.__version__, "seconds_to_native": waited, "serving": serving,
-               "host": host_table(paths, args.rounds), "backward_8x4096x4096": backward_table(paths, args.rounds)}  # fmt: skip
+    if args.child:
+        return child(args)
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(args.processes):
+            out = Path(tmp) / f"{k}.json"
+            cmd = [sys.executable, __file__, "--child", "--rounds", str(args.rounds), "--out", str(out),
+                   *(["--backward"] if k == 0 else [])]  # fmt: skip
+            subprocess.run(cmd, check=True)
+            runs.append(json.loads(out.read_text()))
+    dev = runs[0]["device"]
+    results = {"device": dev, "torch": runs[0]["torch"], "runs": runs}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
-    print(
-        f"\n== host time per call on {dev} (torch {torch.__version__}), medians of {args.rounds} interleaved rounds =="
-    )
-    print(f"registration to native serving (cold cache): {waited:.1f} s; default path: "
-          + ", ".join(f"{n}: {s}" for n, (s, _) in serving.items()))  # fmt: skip
-    for row, r in results["host"].items():
-        a = r["aten"]["median_us"]
-        cells = ", ".join(
-            f"{k} {v['median_us']:.2f} us ({v['median_us'] / a:.2f}x)" for k, v in r.items() if k != "aten"
-        )
-        print(f"  {row}: aten {a:.2f} us; {cells}")
-    b = results["backward_8x4096x4096"]
-    print("forward+backward (8, 4096, 4096) bf16 per step: " + ", ".join(f"{k} {v['median_us']:.1f} us"
-                                                                      for k, v in b.items()))  # fmt: skip
+    print(f"\n== host time per call on {dev} (torch {runs[0]['torch']}), {args.processes} fresh processes, medians "
+          f"of {args.rounds} interleaved rounds each; min / median / max over the processes of the ratio to aten ==")  # fmt: skip
+    print("registration to native serving: " + ", ".join(f"{r['seconds_to_native']:.1f} s" for r in runs)
+          + "; default path: " + ", ".join(f"{n}: {s}" for n, (s, _) in runs[-1]["serving"].items()))  # fmt: skip
+    for row in runs[0]["host"]:
+        per = [r["host"][row] for r in runs]
+        aten = [p["aten"]["median_us"] for p in per]
+        cells = [f"aten {statistics.median(aten):.2f} us"]
+        for path in ("default", "python", "native"):
+            cells.append(f"{path} {_spread([p[path]['median_us'] / a for p, a in zip(per, aten, strict=True)])}")
+        counters = " | ".join(", ".join(f"{k} {v}" for k, v in p["default"]["serving"].items() if v or k == "native")
+                              for p in per)  # fmt: skip
+        print(f"  {row}: {'; '.join(cells)}\n      default path's timed calls per process: {counters}")
+    b = runs[0]["backward_8x4096x4096"]
+    print("forward+backward (8, 4096, 4096) bf16 per step (first process): " + ", ".join(
+        f"{k} {v['median_us']:.1f} us" for k, v in b.items()))  # fmt: skip
     for impl in ("cuda", "triton"):
         print(f"  {impl}: default / native {b[f'{impl} default']['median_us'] / b[f'{impl} native']['median_us']:.3f}; "
               f"python / native {b[f'{impl} python']['median_us'] / b[f'{impl} native']['median_us']:.3f}")  # fmt: skip

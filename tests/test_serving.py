@@ -342,3 +342,24 @@ def test_the_serving_command_runs_a_script_and_prints_the_table(tmp_path):
     assert "ran native" in r.stdout
     row = next(line for line in r.stderr.splitlines() if line.startswith("t_serving::a "))
     assert row.split()[1:4] == ["native", "5", "0"], row
+
+
+def test_what_the_python_path_compiled_during_the_first_build_is_in_the_library_wait_returns(tmp_path):
+    """A float64 call made while the first library compiles (it had collected its kernels) compiles float64 on
+    the Python path; wait() returns once a library holding it serves, so the next float64 call is native (it
+    was a miss in the middle of bench_host's timed rounds: every call of a row on the Python path)."""
+    r = _run(
+        """
+time.sleep(1.5)  # the first build has collected its kernels and is compiling
+a(x.double())
+assert native.wait(600)
+before = a.serving_counts()
+a(x.double())
+after = a.serving_counts()
+print("after wait:", a.serving, after.native - before.native, after.python_calls - before.python_calls,
+      len(after.rebuilds))
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "after wait: native 1 0 2" in r.stdout, r.stdout

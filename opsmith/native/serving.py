@@ -362,6 +362,7 @@ def _serve(batch: list[Any]) -> None:
     dry = backend == "CPU"
     ops = closure(batch)
     served = {op.record.op_name for op in ops if getattr(op, "python_path_lib", None) is not None}
+    collected = {op.record.op_name: _held(op) for op in ops}
     text, images, _, _ = build_source(ops, _archs(None), DEFAULT_DTYPES, served=backend, served_ops=served)
     key = library_key(text, images, dry_run=dry)
     data, how = _library_bytes(key, text, images, dry)
@@ -385,6 +386,18 @@ def _serve(batch: list[Any]) -> None:
         if op.record.op_name not in _SERVER._capped:
             op.serving, op.serving_why = "native", f"{path.name} ({how} in {took:.1f} s)"
     log.info("opsmith: %s served natively by %s (%s in %.1f s)", ", ".join(sorted(served)), path.name, how, took)
+    # Calls the Python path served while this library was built compiled or tuned what it does not hold (the
+    # first calls after registration do): a library that holds them is queued now, not at their first miss,
+    # which came in the middle of a user's timed loop (H100, bench_host: every call of a row on the Python path).
+    for op in order:
+        if _held(op) != collected[op.record.op_name]:
+            _SERVER.missed(op)
+
+
+def _held(op: Any) -> tuple[int, int]:
+    """What a library built now would hold of ``op``: its compiled kernels and its tuning decisions."""
+    v = op.variants
+    return len(v.kernels), len(v.tuner.decisions) if v.tuner is not None else 0
 
 
 def _library_bytes(key: str, text: str, images: list, dry: bool) -> tuple[bytes, str]:
