@@ -254,6 +254,10 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
     idents: dict[tuple, str] = {}
 
     def rec(c: int, spec: tuple, grid: tuple, values: tuple) -> None:
+        if variants.host_launched:  # a CuTe DSL host function: it decides its own launches
+            launches.append({"config": c, "symbol": record.kernel_name, "spec": [str(v) for v in spec],
+                             "args": [v if isinstance(v, int | float) else str(v) for v in values]})  # fmt: skip
+            return
         kd = variants.kernel(c, spec)
         binary = kd.binary_for(record.arch)
         ident = idents.get((c, spec))
@@ -267,7 +271,11 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
                  "_chosen": variants.tuner.decisions if variants.tuner else {}})  # fmt: skip
     L, vals = _pointer_locals(pr)
     L += _spec(pr, variants, vals)
-    if record.tuned:
+    if variants.host_launched:  # no grid of ours to compute or check
+        L += [f"_tk = {_tune_key(pr)}" if record.tuned else "", "_c = _chosen.get(_tk, _default)" if record.tuned
+              else "_c = 0", "_g0 = _g1 = _g2 = 0"]  # fmt: skip
+        L = [x for x in L if x]
+    elif record.tuned:
         geo = _grid_functions(pr)
         L += [f"_tk = {_tune_key(pr)}", "_c = _chosen.get(_tk, _default)",
               f"_g0, _g1, _g2 = {geo.replace('@C@', '_c')}"]  # fmt: skip

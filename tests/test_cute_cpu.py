@@ -171,3 +171,17 @@ def test_direct_call_only_on_its_device_and_failures_are_launch_errors(monkeypat
     k._fast = (1, bufs, stream, [], Executor(fail=True))
     with pytest.raises(ok.LaunchError, match="t::op: the CuTe DSL host function failed: cudaErrorLaunchFailure"):
         k.launch(1, 32)
+
+
+def test_a_cute_op_with_a_cpu_reference_runs_on_cpu_under_its_checks():
+    """reference= serves CPU tensors after the op's checks up to the launch, which for a host-launched kernel
+    (no grid of opsmith's to compute) are the guards and the specialization; registering such an op built those
+    checks and failed on the grid the CuTe DSL host function decides itself."""
+    op = ok.cute_op(f"{NS}::scale_ref", scale, inputs=[ok.InputDecl("x"), ok.ScalarInput("alpha", float)],
+                    outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                    autotune=ok.Autotune([ok.Config({"BLOCK": b}) for b in (128, 256)]),
+                    reference=lambda x, a: x * a)  # fmt: skip
+    x = torch.randn(10)
+    torch.testing.assert_close(op(x, 2.0), 2 * x)
+    with pytest.raises(ok.InputError, match=r"scale_ref: argument 'alpha': expected a value in"):
+        op(x, 1e39)
