@@ -7,15 +7,14 @@ several fresh processes (the first may compile the native libraries, later ones 
 - aten: ``torch.relu`` / ``torch.nn.functional.rms_norm``.
 
 Ops: relu on 1,024 floats in CUDA C++ and in Triton; RMSNorm (64, 4096) bf16 forward and forward+backward
-(CUDA C++ and Triton kernels). A CuTe DSL op cannot be native (its launch is the DSL's host code), so its
-default path is its Python path; it joins when CuTe DSL is importable. Each row prints min / median / max over
+(CUDA C++ and Triton kernels, and CuTe DSL's when it is importable: its library links the DSL's export). Each row prints min / median / max over
 the processes of each path's ratio to aten (one process's median each), and beside the default path the
 serving counters of its timed rounds (``op.serving_counts()``: calls the native library ran, calls the Python
 path ran and why), so a row that ran on the Python path shows as such. The first process also times the
 backward at (8, 4096, 4096) bf16: forward+backward per step on each path, the Python path's backward on
 autograd's worker thread and on the calling thread.
 
-    python benchmarks/bench_host.py [--out bench-results/host.json] [--rounds 15] [--processes 3]
+    python benchmarks/bench_host.py [--out bench-results/host.json] [--rounds 15] [--processes 3] [--impls cute]
 """
 
 from __future__ import annotations
@@ -41,6 +40,21 @@ from opsmith import native
 from opsmith.ops.rmsnorm import rmsnorm_ops
 
 EPS = 1e-6
+
+
+_IMPLS: tuple[str, ...] = ()  # --impls
+
+
+def _impls() -> tuple[str, ...]:
+    """The RMSNorm flavors measured: CUDA C++ and Triton, and CuTe DSL where it is importable (or those
+    ``--impls`` names)."""
+    if _IMPLS:
+        return _IMPLS
+    try:
+        import cutlass  # noqa: F401
+    except ImportError:
+        return ("cuda", "triton")
+    return ("cuda", "triton", "cute")
 
 
 @contextlib.contextmanager
@@ -74,12 +88,12 @@ def _paths() -> tuple[dict, dict, float]:
     registration until ``wait()`` returned."""
     t0 = time.perf_counter()
     default = _relus("hdef")
-    for impl in ("cuda", "triton"):
+    for impl in _impls():
         default[f"rmsnorm {impl}"] = rmsnorm_ops(impl, "hdef")[0]
     with _native_mode("off"):
         python = _relus("hpy")
         explicit = _relus("hnat")
-        for impl in ("cuda", "triton"):
+        for impl in _impls():
             python[f"rmsnorm {impl}"] = rmsnorm_ops(impl, "hpy")[0]
             explicit[f"rmsnorm {impl}"] = rmsnorm_ops(impl, "hnat")[0]
     x = torch.randn(1024, device="cuda")
@@ -153,7 +167,7 @@ def host_table(paths: dict, rounds: int) -> dict:
     }
     served = {"relu (CUDA C++), 1,024 floats": [paths["default"]["relu (CUDA C++)"]],
               "relu (Triton), 1,024 floats": [paths["default"]["relu (Triton)"]]}  # fmt: skip
-    for impl in ("cuda", "triton"):
+    for impl in _impls():
         rows[f"rmsnorm {impl} forward (64, 4096) bf16"] = {"aten": lambda: F.rms_norm(h, (4096,), w, EPS)}
         rows[f"rmsnorm {impl} forward+backward (64, 4096) bf16"] = {
             "aten": _fwd_bwd(lambda a, b: F.rms_norm(a, (4096,), b, EPS), hg, wg, dy)
@@ -163,7 +177,7 @@ def host_table(paths: dict, rounds: int) -> dict:
     for path, ops in paths.items():
         rows["relu (CUDA C++), 1,024 floats"][path] = lambda op=ops["relu (CUDA C++)"]: op(x)
         rows["relu (Triton), 1,024 floats"][path] = lambda op=ops["relu (Triton)"]: op(x)
-        for impl in ("cuda", "triton"):
+        for impl in _impls():
             op = ops[f"rmsnorm {impl}"]
             rows[f"rmsnorm {impl} forward (64, 4096) bf16"][path] = lambda op=op: op(h, w, EPS)
             rows[f"rmsnorm {impl} forward+backward (64, 4096) bf16"][path] = _fwd_bwd(
@@ -188,7 +202,7 @@ def backward_table(paths: dict, rounds: int) -> dict:
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     dy = torch.randn(8, 4096, 4096, device="cuda", dtype=torch.bfloat16)
     fns: dict[str, Callable] = {"aten": _fwd_bwd(lambda a, b: F.rms_norm(a, (4096,), b, EPS), x, w, dy)}
-    for impl in ("cuda", "triton"):
+    for impl in _impls():
         for path, ops in paths.items():
             fns[f"{impl} {path}"] = _fwd_bwd(lambda a, b, op=ops[f"rmsnorm {impl}"]: op(a, b, EPS), x, w, dy)
 
@@ -221,9 +235,12 @@ def main() -> int:
     ap.add_argument("--out", default="bench-results/host.json")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--processes", type=int, default=3, help="fresh processes, each measuring every row")
+    ap.add_argument("--impls", help="RMSNorm flavors, comma-separated (cuda,triton,cute); default: all importable")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--backward", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global _IMPLS
+    _IMPLS = tuple(args.impls.split(",")) if args.impls else ()
     if args.child:
         return child(args)
     runs = []
@@ -231,7 +248,7 @@ def main() -> int:
         for k in range(args.processes):
             out = Path(tmp) / f"{k}.json"
             cmd = [sys.executable, __file__, "--child", "--rounds", str(args.rounds), "--out", str(out),
-                   *(["--backward"] if k == 0 else [])]  # fmt: skip
+                   *(["--backward"] if k == 0 else []), *(["--impls", args.impls] if args.impls else [])]  # fmt: skip
             subprocess.run(cmd, check=True)
             runs.append(json.loads(out.read_text()))
     dev = runs[0]["device"]
@@ -254,7 +271,7 @@ def main() -> int:
     b = runs[0]["backward_8x4096x4096"]
     print("forward+backward (8, 4096, 4096) bf16 per step (first process): " + ", ".join(
         f"{k} {v['median_us']:.1f} us" for k, v in b.items()))  # fmt: skip
-    for impl in ("cuda", "triton"):
+    for impl in _impls():
         print(f"  {impl}: default / native {b[f'{impl} default']['median_us'] / b[f'{impl} native']['median_us']:.3f}; "
               f"python / native {b[f'{impl} python']['median_us'] / b[f'{impl} native']['median_us']:.3f}")  # fmt: skip
     return 0

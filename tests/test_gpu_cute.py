@@ -90,3 +90,70 @@ def test_direct_call_after_the_first_launch():
             y = op(x, alpha)
         side.synchronize()
         torch.testing.assert_close(y, x * alpha, atol=0, rtol=0)
+
+
+def test_served_natively_on_the_current_stream_and_in_cuda_graphs(monkeypatch):
+    """The served library (the DSL's export linked in) takes the calls: bit for bit the Python path's results,
+    on a side stream, replayed from a CUDA graph, every call counted native."""
+    from examples.cute.scale_op import scale
+    from opsmith import native
+
+    monkeypatch.setenv("OPSMITH_NATIVE", "auto")  # (the tests' default is off: conftest.py)
+    op = ok.cute_op("t_gpu_cute_served::scale", scale, inputs=[ok.InputDecl("x"), ok.ScalarInput("alpha", float)],
+                    outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")])  # fmt: skip
+    x = torch.randn(10_000, device="cuda", dtype=torch.bfloat16)
+    want = op(x, 1.75)  # the Python path, while the library builds
+    assert native.wait(900) and op.serving == "native", (op.serving, op.serving_why)
+    before = op.serving_counts().native
+    torch.testing.assert_close(op(x, 1.75), want, atol=0, rtol=0)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        side.wait_stream(torch.cuda.current_stream())
+        y = op(x, 1.75)
+    side.synchronize()
+    torch.testing.assert_close(y, want, atol=0, rtol=0)
+    g = torch.cuda.CUDAGraph()
+    xs = torch.randn_like(x)
+    with torch.cuda.graph(g):
+        yg = op(xs, -2.0)
+    xs.copy_(x)
+    yg.fill_(float("nan"))  # poisoned: the replay must write every element
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(yg, (x.float() * -2.0).to(x.dtype), atol=0, rtol=0)
+    c = op.serving_counts()
+    assert c.native - before == 3 and not c.python, c
+
+
+def test_built_library_runs_without_opsmith_or_the_dsl(tmp_path):
+    """``opsmith build`` of the tuned op, loaded with torch.ops.load_library in a process that imports neither
+    opsmith nor the DSL: the tuned config, bit for bit, on the current stream; a CPU tensor refused by name."""
+    from opsmith import native
+
+    op = scale_op("t_gpu_cute_built")
+    x = torch.randn(5000, device="cuda")
+    op(x, 2.0)  # tunes this key: the library holds the decision
+    rep = native.build([op], tmp_path / "libcute.so")
+    assert rep.kernels["t_gpu_cute_built::scale"] >= 1, rep.summary()
+    code = f"""
+import sys, torch
+torch.ops.load_library({str(tmp_path / "libcute.so")!r})
+x = torch.randn(5000, device="cuda")
+y = torch.ops.t_gpu_cute_built.scale(x, -3.5)
+s = torch.cuda.Stream()
+with torch.cuda.stream(s):
+    s.wait_stream(torch.cuda.current_stream())
+    z = torch.ops.t_gpu_cute_built.scale(x, 0.5)
+s.synchronize()
+print("equal:", torch.equal(y, x * -3.5), torch.equal(z, x * 0.5))
+try:
+    torch.ops.t_gpu_cute_built.scale(x.cpu(), 1.0)
+except (ValueError, RuntimeError) as e:
+    print("cpu:", str(e).splitlines()[0])
+print("imported:", sorted(m for m in ("opsmith", "cutlass") if m in sys.modules))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "equal: True True" in r.stdout and "imported: []" in r.stdout, r.stdout
+    assert "cpu: t_gpu_cute_built::scale: argument 'x': expected a CUDA tensor" in r.stdout, r.stdout

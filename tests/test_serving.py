@@ -363,3 +363,43 @@ print("after wait:", a.serving, after.native - before.native, after.python_calls
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "after wait: native 1 0 2" in r.stdout, r.stdout
+
+
+def test_an_op_whose_sizes_are_compiled_in_is_served_before_its_first_call(tmp_path):
+    """A kernel with a size compiled in (a constexpr row length) has nothing compiled at registration: the first
+    library serves the op anyway, handing its calls to the Python path (a compiled-in size the library lacks)
+    until the rebuild holding the size compiled. Before, that build failed ("holds no compiled kernel") and the
+    op stayed on the Python path for the process's life: on an H100, bench_host's CuTe DSL RMSNorm in the one
+    process whose warm cache made the first build instant."""
+    pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
+    (tmp_path / "rowsum_kernel.py").write_text(  # Triton reads a kernel's source from its file
+        "import triton, triton.language as tl\n@triton.jit\ndef rowsum(x_ptr, y_ptr, N: tl.constexpr):\n"
+        "    offs = tl.arange(0, N)\n"
+        "    tl.store(y_ptr + tl.program_id(0), tl.sum(tl.load(x_ptr + tl.program_id(0) * N + offs), axis=0))\n"
+    )
+    r = _run(
+        f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+from rowsum_kernel import rowsum
+op = ok.triton_op("t_serving_static::rowsum", rowsum, inputs=[ok.InputDecl("x", dtype=torch.float32, ndim=2)],
+    outputs=[ok.OutputDecl("y", ok.ReduceDims("x", (-1,)))], extras=[ok.DimSize("x", -1, name="N")],
+    geometry=ok.Grid(grid=("size(x, 0)",)))
+assert not op.variants.kernels
+assert native.wait(600)
+print("first library:", op.serving, "|", op.serving_why.split(" (")[0].startswith("served-"))
+x = torch.randn(4, 64)
+op(x)
+print("first call:", sorted(op.serving_counts().python.items()))
+assert native.wait(600)
+op(x)
+c = op.serving_counts()
+print("after the rebuild:", op.serving, c.native, len(c.rebuilds), len(native_path()))
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    assert "first library: native | True" in out, out
+    assert "first call: [('a compiled-in size the library lacks', 1)]" in out, out
+    assert "after the rebuild: native 1 2 1" in out, out

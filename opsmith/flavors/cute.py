@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from ..signature import KernelParam
 from ..spec import Config
 from .base import constexpr_values, param_roles
 
-__all__ = ["CuteKernel", "CuteSource", "cutlass_version"]
+__all__ = ["CuteExport", "CuteKernel", "CuteSource", "cutlass_version"]
 
 _DTYPES = {torch.float32: "Float32", torch.float16: "Float16", torch.bfloat16: "BFloat16", torch.float64: "Float64",
            torch.int8: "Int8", torch.uint8: "Uint8", torch.int16: "Int16", torch.int32: "Int32", torch.int64: "Int64",
@@ -189,18 +190,57 @@ class CuteSource:
                 types.append(_SCALARS[ctype])
         return types, aligned, static
 
+    def _key(self, arch: str, spec: tuple) -> tuple[str, str, list[str], dict, dict]:
+        """(the compile's content key, the GPU arch, the runtime parameters' types, their alignments, the
+        constexpr values) of one specialization."""
+        cutlass, _, _ = _dsl()
+        types, aligned, static = self._types(spec)
+        base = arch.rstrip("af")  # sm_90, sm_90a, sm_100f: the DSL compiles for the arch-specific target from 90 on
+        gpu_arch = base + ("a" if int(base.removeprefix("sm_")) >= 90 else "")
+        constexprs = {**self.constexprs, **static}
+        key = make_key({"flavor": "cute", "source": self.fingerprint(), "types": types,
+                        "aligned": sorted(aligned.items()), "constexprs": constexprs, "arch": gpu_arch,
+                        "cutlass": cutlass.__version__})  # fmt: skip
+        return key, gpu_arch, types, aligned, constexprs
+
+    def _compile(self, gpu_arch: str, types: list[str], aligned: dict, constexprs: dict) -> Any:
+        """``cute.compile`` of the host function for these argument types and constexprs."""
+        cutlass, cute, driver = _dsl()
+        args = []
+        for name in self.order:
+            if name == self.stream_param:
+                args.append(driver.CUstream(0))
+            elif name in constexprs:
+                args.append(constexprs[name])
+            else:
+                p = self.runtime_params.index(name)
+                args.append(_placeholder(cutlass, cute, types[p], aligned.get(p, 0)))
+        # The DSL compiles for the GPU it detects (sm_100a where there is none); another arch goes in the
+        # options. CuTe DSL 4.8.1 cannot export an object compiled with --gpu-arch as the process's first
+        # compile ("Failed to dump object file with PIC relocation"): one compile for the detected arch first.
+        opts = {} if _detected_arch() == gpu_arch else {"options": f"--gpu-arch={gpu_arch}"}
+        try:
+            with _LOCK:  # the DSL's compiler keeps global state
+                if opts and not _COMPILED:
+                    cute.compile(self.fn, *args)
+                compiled = cute.compile(self.fn, *args, **opts)
+                _COMPILED.append(True)
+        except Exception as e:
+            raise CompileError(self.op_name, self.kernel_name, _ANSI.sub("", str(e)) or type(e).__name__,
+                               "") from None  # fmt: skip
+        return compiled
+
+    @property
+    def stream_at(self) -> int:
+        """The stream's position among the compiled function's arguments (constexprs are not arguments)."""
+        return [n for n in self.order if n not in self.constexpr].index(self.stream_param)
+
     def compile(self, arch: str, spec: tuple) -> CuteKernel:
         """The compiled host function for one specialization: from memory, the disk cache, or cute.compile."""
         hit = self._compiled.get(spec)
         if hit is not None:
             return hit
-        cutlass, cute, driver = _dsl()
-        types, aligned, static = self._types(spec)
-        gpu_arch = arch + ("a" if int(arch.removeprefix("sm_").rstrip("af")) >= 90 else "")
-        constexprs = {**self.constexprs, **static}
-        key = make_key({"flavor": "cute", "source": self.fingerprint(), "types": types,
-                        "aligned": sorted(aligned.items()), "constexprs": constexprs, "arch": gpu_arch,
-                        "cutlass": cutlass.__version__})  # fmt: skip
+        key, gpu_arch, types, aligned, constexprs = self._key(arch, spec)
         prefix = f"opsmith_{key[:16]}"
         cache = compile_cache()
         fn = None
@@ -208,35 +248,60 @@ class CuteSource:
         if entry is not None:
             fn = _load(entry[1], prefix)
         if fn is None:
-            args = []
-            for name in self.order:
-                if name == self.stream_param:
-                    args.append(driver.CUstream(0))
-                elif name in constexprs:
-                    args.append(constexprs[name])
-                else:
-                    p = self.runtime_params.index(name)
-                    args.append(_placeholder(cutlass, cute, types[p], aligned.get(p, 0)))
-            # The DSL compiles for the GPU it detects (sm_100a where there is none); another arch goes in the
-            # options. (Only where they differ: CuTe DSL 4.8.1 cannot export an object compiled with
-            # --gpu-arch as the process's first compile, so on a GPU the export to the disk cache works.)
-            opts = {} if _detected_arch() == gpu_arch else {"options": f"--gpu-arch={gpu_arch}"}
             t0 = time.perf_counter()
-            try:
-                with _LOCK:  # the DSL's compiler keeps global state
-                    compiled = cute.compile(self.fn, *args, **opts)
-            except Exception as e:
-                raise CompileError(self.op_name, self.kernel_name, _ANSI.sub("", str(e)) or type(e).__name__,
-                                   "") from None  # fmt: skip
-            log_seconds = time.perf_counter() - t0
-            fn = compiled
+            fn = self._compile(gpu_arch, types, aligned, constexprs)
             if cache:  # an export the DSL cannot do only costs a recompile in the next process
                 with contextlib.suppress(Exception):
-                    cache.put(key, {"op": self.op_name, "kind": "cute", "seconds": log_seconds},
-                              compiled.dump_to_object(prefix))  # fmt: skip
-        stream_at = [n for n in self.order if n not in self.constexpr].index(self.stream_param)
-        kernel = self._compiled[spec] = CuteKernel(self.op_name, fn, types, aligned, stream_at)
+                    cache.put(key, {"op": self.op_name, "kind": "cute", "seconds": time.perf_counter() - t0},
+                              fn.dump_to_object(prefix))  # fmt: skip
+        kernel = self._compiled[spec] = CuteKernel(self.op_name, fn, types, aligned, self.stream_at)
         return kernel
+
+    def export_c(self, arch: str, spec: tuple) -> CuteExport:
+        """One specialization as C for a native library (``export_to_c``, the DSL's ahead-of-time export): its
+        object (host launch code with the cubin inside) and the C symbols to load and call it. From the disk
+        cache, or compiled and exported now."""
+        key, gpu_arch, types, aligned, constexprs = self._key(arch, spec)
+        ckey = make_key({"export": "c", "compile": key})
+        prefix = f"opsmith_cute_{key[:16]}"
+        cache = compile_cache()
+        hit = cache.get(ckey) if cache else None
+        if hit is not None and hit[0].get("entry", "").startswith(f"_mlir_{prefix}_"):
+            return CuteExport(hit[1], prefix, hit[0]["entry"], self.stream_at, len(types) + 1)
+        compiled = self._compile(gpu_arch, types, aligned, constexprs)
+        with tempfile.TemporaryDirectory(prefix="opsmith-cute-export-") as d:
+            try:
+                compiled.export_to_c(d, "kernel", prefix)
+            except Exception as e:
+                raise CompileError(self.op_name, self.kernel_name, "the CuTe DSL's export_to_c failed: "
+                                   + (_ANSI.sub("", str(e)) or type(e).__name__), "") from None  # fmt: skip
+            obj = (Path(d) / "kernel.o").read_bytes()
+            header = (Path(d) / "kernel.h").read_text()
+        found = re.search(rf"\bvoid (_mlir_{prefix}__mlir_ciface_\w+)\(void \*\*args, int32_t num_args\);", header)
+        if found is None:
+            raise CompileError(self.op_name, self.kernel_name, "the CuTe DSL's export_to_c wrote a header without "
+                               "the entry this opsmith version reads (void <entry>(void **args, int32_t num_args)).",
+                               header[:2000])  # fmt: skip
+        if cache:
+            cache.put(ckey, {"op": self.op_name, "kind": "cute-export", "entry": found.group(1)}, obj)
+        return CuteExport(obj, prefix, found.group(1), self.stream_at, len(types) + 1)
+
+
+@dataclass(frozen=True)
+class CuteExport:
+    """A specialization exported for a native library: ``object`` (the host launch code, its cubin inside),
+    the symbol ``prefix`` (``_mlir_<prefix>_cuda_init`` and ``_cuda_load_to_device`` load it per device),
+    ``entry`` (``void entry(void** args, int32_t n)``: pointers to each argument, then to an int32 the launch's
+    cudaError is written to), where the stream goes among the ``n_args`` arguments."""
+
+    object: bytes
+    prefix: str
+    entry: str
+    stream_at: int
+    n_args: int
+
+
+_COMPILED: list[bool] = []  # whether this process has compiled with CuTe DSL (see _compile)
 
 
 def _source_digest(fn: Any) -> Any:

@@ -54,7 +54,7 @@ def refusal(op: Any) -> tuple[str, str] | None:
     host function) is refused here with the same reason. In-place inputs are served by input/output aliasing."""
     from ..native.build import refusal as native_refusal
 
-    return native_refusal(op)
+    return native_refusal(op, target="xla")
 
 
 def _check(op: Any) -> None:

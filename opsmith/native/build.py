@@ -85,21 +85,20 @@ class BuildReport:
         return text
 
 
-def refusal(op: Any) -> tuple[str, str] | None:
-    """(why, fix) when ``op`` cannot be native."""
+def refusal(op: Any, target: str = "aten") -> tuple[str, str] | None:
+    """(why, fix) when ``op`` cannot be native (in a library written against ``target``)."""
     r: KernelRecord = op.record
     if getattr(op, "impl_source", None) is None:
         return ("its implementation is a Python eager_fn.", "declare a geometry (Elementwise, Reduction or Grid) "
                 "instead of eager_fn, so the launch is data.")  # fmt: skip
-    if r.flavor == "cute":
-        return ("it is a CuTe DSL host function: its launch is compiled host code that needs CuTe DSL's runtime "
-                "library and per-call tensor descriptors, which the generated C++ does not build.",
-                "serve it from Python (it still works under torch.compile, export and CUDA graphs), or port the "
-                "kernel to CUDA C++ or Triton for a native library.")  # fmt: skip
+    if r.flavor == "cute" and target != "aten":
+        return (f"it is a CuTe DSL host function, which a {'stable-ABI' if target == 'stable' else 'XLA'} library "
+                "does not hold yet (its exported launch code links the CUDA runtime; only the ATen target links "
+                "it).", "build an ATen library (opsmith build without stable=), or serve it from Python.")  # fmt: skip
     if "-G" in r.compile_options:
         return ("it was compiled with -G: unoptimized device code, for a debugger, which a shipped library must not "
                 "hold.", "drop '-G' from its options ('-lineinfo' keeps source lines for profilers).")  # fmt: skip
-    if r.launch is None:
+    if r.launch is None and r.flavor != "cute":  # (a CuTe DSL host function launches itself: no geometry)
         return ("its Custom geometry is a Python function.", "write the launch as Grid(grid=(...), block=(...)) "
                 "with size expressions ('cdiv(numel(x), 256)').")  # fmt: skip
     if r.outputs and "meta" in r.outputs[0].shape:
@@ -193,7 +192,7 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
     op that cannot be native. ``serve``: for a library serving this process (``serving.py``); ``target``: what
     the library is written against (``NativeOp.target``)."""
     order = closure(ops)
-    refusals = [(op.record.op_name, *why) for op in order if (why := refusal(op)) is not None]
+    refusals = [(op.record.op_name, *why) for op in order if (why := refusal(op, target)) is not None]
     if refusals:
         raise NativeBuildError(refusals)
     images: dict[str, Image] = {}
@@ -211,6 +210,18 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
         variants = []
         for c in configs:
             for spec in specs:
+                if r.flavor == "cute":  # the DSL's export: host launch code with its cubin, linked in
+                    try:
+                        ex = v.sources[c].export_c(archs[0], spec)
+                    except (CompileError, SpecError) as e:
+                        if spec not in guessed:
+                            raise
+                        skipped.append(f"{r.op_name} config {c} {spec}: {str(e).splitlines()[0]}")
+                        continue
+                    im = Image(ex.object, link=True)
+                    images.setdefault(im.digest, im)
+                    variants.append(Variant(c, _spec_cpp(v.spec_layout, spec), ex.entry, [], (0, 0, 0), 0, cute=ex))
+                    continue
                 try:
                     kd = v.kernel(c, spec)
                     binaries = [kd.binary_for(a) for a in archs]
@@ -231,8 +242,11 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
                                         binaries[0].jit))  # fmt: skip
         fallback = not serve and any(kind in ("align", "int") for kind, _ in v.spec_layout)
         natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, target))
-    empty = [(n.record.op_name, *_no_kernels(n.op, skipped)) for n in natives if not n.variants]
-    if empty:  # a library that would refuse every call of an op: said now, not at its first call
+    # A library that would refuse every call of an op: said now, not at its first call. (A served library
+    # hands such an op's calls to the Python path, whose compiles queue the next library: sizes compiled in per
+    # call leave nothing to hold before the first call, and the first library is built at registration.)
+    empty = [(n.record.op_name, *_no_kernels(n.op, skipped)) for n in natives if not n.variants and not serve]
+    if empty:
         raise NativeBuildError(empty)
     return natives, list(images.values()), skipped
 
@@ -340,6 +354,8 @@ def library_key(source: str, images: Sequence[Image], *, object_only: bool = Fal
                 target: str = "aten") -> str:  # fmt: skip
     """The content address of a library: its source, images, flags, compiler and torch."""
     flags, link = compile_flags(object_only, dry_run, target)
+    if any(i.link for i in images) and not object_only:  # linked with the DSL's runtime: its version is an input
+        link = [*link, *_cute_link(), _cute_version()]
     return make_key({"source": hashlib.sha256(source.encode()).hexdigest(), "images": sorted(i.digest for i in images),
                      "compile": flags, "link": link, "compiler": _compiler_version(compiler()),
                      "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
@@ -354,7 +370,38 @@ def compile_command(source: str, images: Sequence[Image], workdir: Path, out: Pa
     src.write_text(source)
     for im in images:
         (workdir / im.file).write_bytes(im.data)
-    return [cxx, *flags, *_assembler("-I", str(workdir)), str(src), "-o", str(out), *link]
+    objects = [str(workdir / im.file) for im in images if im.link]
+    if objects and not object_only:
+        link = [*link, *_cute_link()]
+    return [cxx, *flags, *_assembler("-I", str(workdir)), str(src), *([] if object_only else objects), "-o",
+            str(out), *link]  # fmt: skip
+
+
+def _cute_link() -> list[str]:
+    """What a CuTe DSL kernel's exported object links against: the DSL's small static runtime (``_cuda*``
+    wrappers over the CUDA runtime) and the CUDA runtime itself, found where the installed toolkit wheels (or
+    torch's) put it; an already-loaded ``libcudart.so`` (torch's) satisfies it wherever the library moves."""
+    try:
+        from cutlass.cute.export import aot_config
+    except ImportError:
+        raise ToolchainError("opsmith build: a CuTe DSL op's native library links the DSL's runtime. Fix: pip "
+                             "install 'opsmith[cute]'.") from None  # fmt: skip
+    runtime = Path(aot_config.get_libdir()) / "libcuda_dialect_runtime_static.a"
+    from cuda.pathfinder import load_nvidia_dynamic_lib
+
+    cudart = Path(load_nvidia_dynamic_lib("cudart").abs_path)
+    return [str(runtime), str(cudart), *_linker("-rpath", str(cudart.parent))]
+
+
+def _cute_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base"):
+        try:
+            return f"{dist}=={version(dist)}"
+        except PackageNotFoundError:
+            continue
+    return "cutlass-dsl (version unknown)"
 
 
 def compile_failed(cmd: Sequence[str], returncode: int, log: str) -> ToolchainError:

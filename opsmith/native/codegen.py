@@ -42,6 +42,7 @@ class Variant:
     shared_mem: int
     dropped: int = 0  # bit p: the kernel does not take user parameter p (compiled in: ``Binary.dropped``)
     jit: tuple[tuple[str, int], ...] = ()  # the driver JIT's options for a PTX image (``Binary.jit``)
+    cute: Any = None  # a CuTe DSL host function's export (``flavors/cute.py`` CuteExport): it launches itself
 
 
 @dataclass
@@ -383,6 +384,10 @@ def _launch(pr: _Printer) -> list[str]:
     launch = pr.plan.launch
     assert launch is not None
     L = _values(pr)
+    if pr.n.serve and not pr.n.variants:
+        return [*L, "// No kernel yet: they are compiled per call (sizes compiled in) and none was when this library",
+                "// was built. The Python path compiles the call's; the next library holds it.",
+                f"return miss(opsmith::kSize), python_path({_passed(pr)});"]  # fmt: skip
     if launch.tuned:
         key = [f"static_cast<int64_t>({t}.scalar_type())" for t in pr.t]
         for e, pow2 in launch.tune_key:
@@ -401,11 +406,16 @@ def _launch(pr: _Printer) -> list[str]:
         L.append("if (found == nullptr)")
         L.append(f"  return miss(dtypes_held(spec) ? opsmith::kSize : opsmith::kDtype), python_path({_passed(pr)});")
         L.append("const Variant& v = *found;")
-        L.append("#ifndef OPSMITH_DRY_RUN")
-        L.append(f"if (!opsmith::ready(*v.kernel, dev)) return miss(opsmith::kCapture), python_path({_passed(pr)});")
-        L.append("#endif")
+        if pr.n.record.flavor != "cute":  # (a host function's own check, with its stream: _cute_launch)
+            L.append("#ifndef OPSMITH_DRY_RUN")
+            L.append(
+                f"if (!opsmith::ready(*v.kernel, dev)) return miss(opsmith::kCapture), python_path({_passed(pr)});"
+            )
+            L.append("#endif")
     else:
         L.append(f"const Variant& v = *find(c, {{{', '.join(spec) or '0'}}});")
+    if pr.n.record.flavor == "cute":
+        return L + _cute_launch(pr)
     L.append("int64_t g0 = 1, g1 = 1, g2 = 1;")
     if len(launch.grids) == 1:
         L += pr.grid(0)
@@ -432,6 +442,37 @@ def _launch(pr: _Printer) -> list[str]:
     return L
 
 
+def _cute_launch(pr: _Printer) -> list[str]:
+    """A CuTe DSL host function's call: its arguments in its own order, the stream among them, then the status
+    it writes (``cute_cpp.py``); loaded on the device first, which a CUDA graph capture does not allow."""
+    launch = pr.plan.launch
+    assert launch is not None
+    v0 = pr.n.variants[0].cute
+    n = len(launch.params)
+    user = [f"&a{k}" for k in range(n)]
+    args = [*user[: v0.stream_at], "&stream", *user[v0.stream_at :], "&status"]
+    sizes = ", ".join(str(_SIZE[p.ctype]) for p in launch.params) or "0"
+    if pr.n.serve:
+        not_ready = f"return miss(opsmith::kCapture), python_path({_passed(pr)});"
+    else:
+        not_ready = ('opsmith::launch_error(opsmith::cat(op, ": first use on cuda:", dev.index(), " happened during '
+                     'CUDA graph capture, where modules cannot be loaded. Fix: run the op once before capturing (the '
+                     'usual warm-up)."));')  # fmt: skip
+    return [
+        "#ifdef OPSMITH_DRY_RUN",
+        f"void* user[] = {{{', '.join(user) or 'nullptr'}}};",
+        f"const uint8_t sizes[] = {{{sizes}}};",
+        f"opsmith::cute_launch(*v.kernel, dev, c, user, sizes, {n});",
+        "#else",
+        "CUstream stream = opsmith::current_stream(dev);",
+        f"if (!v.kernel->ready(dev.index(), stream)) {not_ready}",
+        "int32_t status = 0;",
+        f"void* args[] = {{{', '.join(args)}}};",
+        f"opsmith::cute_launch(*v.kernel, dev, c, args, nullptr, {n + 1});",
+        "#endif",
+    ]
+
+
 _SIZE = {"ptr": 8, "f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, "i64": 8, "u64": 8, "i16": 2,
          "u16": 2, "i8": 1, "u8": 1, "bool": 1}  # fmt: skip
 
@@ -439,16 +480,24 @@ _SIZE = {"ptr": 8, "f32": 4, "f64": 8, "f16": 2, "bf16": 2, "i32": 4, "u32": 4, 
 def _tables(n: NativeOp) -> list[str]:
     """The kernels, the variant table and its lookup, the tuning decisions known at build time."""
     L, op = [], cpp_str(n.record.op_name)
+    width = max(len(n.spec_layout), 1)
+    if n.serve and not n.variants:  # every call goes to the Python path until a rebuild (_launch)
+        return _served_counts(n)
     if n.record.compile_options:
         L.append(f"// Compiled with {' '.join(n.record.compile_options)}.")
-    width = max(len(n.spec_layout), 1)
     for k, v in enumerate(n.variants):
+        if v.cute is not None:  # the DSL's exported host function (cute_cpp.py)
+            p = v.cute.prefix
+            L.append(f"opsmith::CuteEntry kernel{k}({op}, {cpp_str(v.symbol)}, &_mlir_{p}_cuda_init, "
+                     f"&_mlir_{p}_cuda_load_to_device, &{v.cute.entry});")  # fmt: skip
+            continue
         imgs = ", ".join(f"{{{arch}, {sym}, static_cast<size_t>({sym}_end - {sym})}}" for arch, sym in v.images)
         jit = dict(v.jit)
         opts = f", {{{jit.get('max_registers', 0)}, {jit.get('line_info', 0)}, {jit.get('debug', 0)}}}" if jit else ""
         L.append(f"opsmith::Kernel kernel{k}({op}, {cpp_str(v.symbol)}, {{{imgs}}}, {v.shared_mem}{opts});")
     drops = any(v.dropped for v in n.variants)
-    L += ["struct Variant {", "  int config;", f"  std::array<int64_t, {width}> spec;", "  opsmith::Kernel* kernel;",
+    kernel_type = "opsmith::CuteEntry" if n.record.flavor == "cute" else "opsmith::Kernel"
+    L += ["struct Variant {", "  int config;", f"  std::array<int64_t, {width}> spec;", f"  {kernel_type}* kernel;",
           "  int64_t bx, by, bz, smem;", *(["  uint64_t dropped;  // parameters compiled in"] if drops else []),
           "};", "const Variant variants[] = {"]  # fmt: skip
     for k, v in enumerate(n.variants):
@@ -467,24 +516,32 @@ def _tables(n: NativeOp) -> list[str]:
         L.append("  spec = asked;")
     if n.serve:
         L += ["  return nullptr;", "}"]
-        return L + _served_counts(n, width) + _decisions(n)
-    held = ", ".join(("[" + ", ".join(v.spec) + "]") if v.spec else "[]" for v in n.variants[:8])
-    L.append(f"  opsmith::missing_variant({op}, c, spec, {cpp_str(held)});")
+        return L + _served_counts(n) + _dtypes_held(n, width) + _decisions(n)
+    L += ["  std::string held;  // what it holds, in the numbers the asked specialization is printed in",
+          "  for (const auto& v : variants)",
+          "    held += (held.empty() ? \"\" : \", \") + opsmith::list_str(v.spec, false);",
+          "  opsmith::missing_variant(" + op + ", c, spec, held.c_str());"]  # fmt: skip
     L.append("}")
     return L + _decisions(n)
 
 
-def _served_counts(n: NativeOp, width: int) -> list[str]:
+def _served_counts(n: NativeOp) -> list[str]:
     """A served op's counters (``native/serving.py`` reads them through ``opsmith_served_counters``): the calls
     this library took, and those it handed to the Python path, by why. Relaxed atomics: ~1 ns a call."""
-    dtypes = [k for k, (kind, _) in enumerate(n.spec_layout) if kind == "dtype"]
-    same = " && ".join(f"v.spec[{k}] == spec[{k}]" for k in dtypes) or "true"
     return [
         "std::atomic<int64_t> served[opsmith::kServedCounts] = {};",
         "inline int miss(int why) {",
         "  served[why].fetch_add(1, std::memory_order_relaxed);",
         "  return 0;",
         "}",
+    ]
+
+
+def _dtypes_held(n: NativeOp, width: int) -> list[str]:
+    """Whether a spec's dtypes are among the variants' (a miss is then a size or alignment the library lacks)."""
+    dtypes = [k for k, (kind, _) in enumerate(n.spec_layout) if kind == "dtype"]
+    same = " && ".join(f"v.spec[{k}] == spec[{k}]" for k in dtypes) or "true"
+    return [
         "// A spec no variant holds: a dtype the library lacks, or (the dtypes held) a compiled-in size or alignment.",
         f"bool dtypes_held(const std::array<int64_t, {width}>& spec) {{",
         "  for (const auto& v : variants)",

@@ -362,8 +362,10 @@ def _serve(batch: list[Any]) -> None:
     dry = backend == "CPU"
     ops = closure(batch)
     served = {op.record.op_name for op in ops if getattr(op, "python_path_lib", None) is not None}
-    collected = {op.record.op_name: _held(op) for op in ops}
     text, images, _, _ = build_source(ops, _archs(None), DEFAULT_DTYPES, served=backend, served_ops=served)
+    # What the library holds, read after the collect: it compiles the dtypes it guesses itself, which must not
+    # look like kernels the library lacks (a kernel a call compiles during the collect is caught at its miss).
+    collected = {op.record.op_name: _held(op) for op in ops}
     key = library_key(text, images, dry_run=dry)
     data, how = _library_bytes(key, text, images, dry)
     _SERVER.started()
@@ -380,7 +382,8 @@ def _serve(batch: list[Any]) -> None:
     order = [op for op in ops if op.record.op_name in served]  # the library's counter order (library.py)
     for k, op in enumerate(order):
         st = _stats(op)
-        st.libraries.append((path, k, len(order)))
+        if (path, k, len(order)) not in st.libraries:  # the same contents again: one loaded copy, one counter set
+            st.libraries.append((path, k, len(order)))
         st.rebuilds.append((took, how, "registration" if not st.rebuilds else "calls the last one lacked"))
         op.native = path
         if op.record.op_name not in _SERVER._capped:
