@@ -7,7 +7,10 @@ are medians of ``triton.testing.do_bench`` (L2 flushed before each run). Bandwid
 forward reads x and writes y (2 passes); backward reads x and dy and writes dx (3 passes); weights and the
 dweight partials are not counted. At the main shape the forwards are also timed back to back without the
 flush (``back_to_back``). The backward is timed alone (one graph differentiated repeatedly, with
-dweight's reduction and autograd's own work); forward+backward is timed whole. The copy bandwidth of a tensor of the same size is measured in the same run.
+dweight's reduction and autograd's own work); forward+backward is timed whole. The copy bandwidth of a tensor
+of the same size is measured before and after each row, and a 1 GiB copy at the run's start and end: a row the
+device slowed by more than 5 % while it ran says so on the table, and the summary lists it first (a throttled
+run is reported, never silently compared).
 Short rows are host-bound in eager mode (the GPU work of a 64 MB backward is ~60 us), so ``host_times``
 also reports each implementation's host time per call at a tiny shape.
 
@@ -145,7 +148,27 @@ def measure(shape: tuple, dtype: torch.dtype, impls: dict, reps: int) -> dict:
             "fwd_frac_copy": (2 * nbytes / (fwd * 1e-3) / 1e9) / copy_gbs,
             "bwd_frac_copy": (3 * nbytes / (bwd * 1e-3) / 1e9) / copy_gbs,
         }  # fmt: skip
+    # The same copy after the row: a device that slowed while the row ran (an H100 sweep once fell from 2,944 to
+    # 1,879-2,128 GB/s mid-run) makes its fractions of copy meaningless; the row says so (slowed()).
+    row["copy_end_GBps"] = 2 * nbytes / (bench(lambda: dst.copy_(src), reps) * 1e-3) / 1e9
     return row
+
+
+SLOWED = 0.05  # a copy more than 5 % slower at a row's end than at its start: the device throttled
+
+
+def slowed(start_gbs: float, end_gbs: float) -> float | None:
+    """How much slower the device copied at the end than at the start, when past SLOWED; else None."""
+    drop = 1 - end_gbs / start_gbs
+    return drop if drop > SLOWED else None
+
+
+def copy_check() -> float:
+    """Copy bandwidth of a fixed 1 GiB tensor (GB/s): the run's start and end figures."""
+    src = torch.empty(1 << 29, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    ms = bench(lambda: dst.copy_(src), 50)
+    return 2 * (1 << 30) / (ms * 1e-3) / 1e9
 
 
 def warm_up(impls: dict, x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor) -> None:
@@ -216,8 +239,9 @@ def host_times(impls: dict, shape: tuple = HOST_SHAPE, calls: int = 300, rounds:
     return out
 
 
-def table(row: dict) -> str:
-    lines = [f"RMSNorm {tuple(row['shape'])} {row['dtype']} on {torch.cuda.get_device_name()}: copy "
+def table(row: dict, device: str | None = None) -> str:
+    device = device or torch.cuda.get_device_name()
+    lines = [f"RMSNorm {tuple(row['shape'])} {row['dtype']} on {device}: copy "
              f"{row['copy_GBps']:.0f} GB/s",
              f"  {'implementation':28s} {'fwd us':>8s} {'GB/s':>6s} {'%copy':>6s} {'fwd+bwd us':>11s} {'bwd us':>8s} "
              f"{'GB/s':>6s} {'%copy':>6s} {'max err':>8s}"]  # fmt: skip
@@ -225,6 +249,11 @@ def table(row: dict) -> str:
         lines.append(f"  {name:28s} {r['fwd_ms'] * 1e3:8.1f} {r['fwd_GBps']:6.0f} {r['fwd_frac_copy']:6.1%} "
                      f"{r['fwd_bwd_ms'] * 1e3:11.1f} {r['bwd_ms'] * 1e3:8.1f} {r['bwd_GBps']:6.0f} "
                      f"{r['bwd_frac_copy']:6.1%} {r['max_abs_err_vs_fp32']:8.1e}")  # fmt: skip
+    drop = slowed(row["copy_GBps"], row.get("copy_end_GBps", row["copy_GBps"]))
+    if drop is not None:
+        lines.append(f"  !! THE DEVICE SLOWED during this row: copy {row['copy_GBps']:.0f} GB/s at its start, "
+                     f"{row['copy_end_GBps']:.0f} at its end ({drop:.1%} slower). Its figures are not comparable: "
+                     "rerun it on a cool device.")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -259,7 +288,8 @@ def run(out: str | None, quick: bool = False, sweep: list[tuple] | None = None) 
     for impl in ("triton", "cuda"):
         rmsnorm_ops(impl)
     reps = 50 if quick else 200
-    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "main": None, "sweep": []}
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "main": None, "sweep": [],
+           "copy_start_GBps": copy_check()}  # fmt: skip
 
     sweep = SWEEP if sweep is None else sweep
     shapes = [MAIN, HOST_SHAPE] + ([] if quick else list(sweep))
@@ -290,6 +320,7 @@ def run(out: str | None, quick: bool = False, sweep: list[tuple] | None = None) 
         for shape in sweep:
             res["sweep"].append(measure(shape, torch.bfloat16, fresh(), reps))
             print(table(res["sweep"][-1]), flush=True)
+    res["copy_end_GBps"] = copy_check()
     if out:
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
         with open(out, "w") as f:
@@ -303,6 +334,12 @@ def summary(res: dict) -> str:
     m = res["main"]["impls"]
     others = {k: v for k, v in m.items() if not k.startswith("opsmith")}
     lines = [f"RMSNorm (8, 4096, 4096) bf16 on {res['device']}, copy {res['main']['copy_GBps']:.0f} GB/s:"]
+    drop = slowed(res["copy_start_GBps"], res["copy_end_GBps"])
+    rows = [r for r in [res["main"], *res["sweep"]] if slowed(r["copy_GBps"], r["copy_end_GBps"]) is not None]
+    if drop is not None or rows:
+        lines.insert(0, f"!! THE DEVICE SLOWED: 1 GiB copy {res['copy_start_GBps']:.0f} GB/s at the start, "
+                        f"{res['copy_end_GBps']:.0f} at the end; rows that slowed while they ran: "
+                        f"{', '.join(str(tuple(r['shape'])) for r in rows) or 'none'}. Rerun those, do not report them.")  # fmt: skip
     for name in ("opsmith triton", "opsmith cuda"):
         r = m[name]
         best_f = min(others, key=lambda k: others[k]["fwd_ms"])
