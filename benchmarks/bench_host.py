@@ -40,6 +40,7 @@ from opsmith import native
 from opsmith.ops.rmsnorm import rmsnorm_ops
 
 EPS = 1e-6
+BACKWARD_SHAPE = (8, 4096, 4096)  # backward_table's
 
 
 _IMPLS: tuple[str, ...] = ()  # --impls
@@ -83,7 +84,7 @@ def _relus(ns: str) -> dict:
     return ops
 
 
-def _paths() -> tuple[dict, dict, float]:
+def _paths(backward: bool = False) -> tuple[dict, dict, float]:
     """{path: {op name: op}} for default, python and native; and the seconds from the default path's first
     registration until ``wait()`` returned."""
     t0 = time.perf_counter()
@@ -100,12 +101,20 @@ def _paths() -> tuple[dict, dict, float]:
     h = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
     hg, wg = h.clone().requires_grad_(), w.clone().requires_grad_()
+    # The backward table's shape too: each path tunes it here, so the explicit library (built next, as a
+    # deployment would be) holds its decisions and the default path's rebuild lands before wait() returns.
+    # Without this the explicit library ran the declared default config there and the default path ran its
+    # first calls on the Python path, so the table compared configs and paths, not serving.
+    big = (BACKWARD_SHAPE, torch.randn(BACKWARD_SHAPE[-1], device="cuda", dtype=torch.bfloat16)) if backward else ()
     for ops in (default, python, explicit):  # the kernels each path needs, compiled (a library embeds them)
         for name, op in ops.items():
-            if name.startswith("rmsnorm"):
-                op(hg, wg, EPS).backward(torch.randn_like(h))  # the backward ops' kernels too
-            else:
+            if not name.startswith("rmsnorm"):
                 op(x)
+                continue
+            op(hg, wg, EPS).backward(torch.randn_like(h))  # the backward ops' kernels too
+            if big:
+                xb = torch.randn(big[0], device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                op(xb, big[1].clone().requires_grad_(), EPS).backward(torch.randn_like(xb))
     native.use(list(explicit.values()))
     assert native.wait(900), "the default path's library did not finish in 900 s"
     waited = time.perf_counter() - t0
@@ -198,9 +207,9 @@ def host_table(paths: dict, rounds: int) -> dict:
 def backward_table(paths: dict, rounds: int) -> dict:
     """Forward+backward per step at (8, 4096, 4096) bf16, each path, the Python path's backward on autograd's
     worker thread (as always) and on the calling thread."""
-    x = torch.randn(8, 4096, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-    dy = torch.randn(8, 4096, 4096, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(BACKWARD_SHAPE, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(BACKWARD_SHAPE[-1], device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    dy = torch.randn(BACKWARD_SHAPE, device="cuda", dtype=torch.bfloat16)
     fns: dict[str, Callable] = {"aten": _fwd_bwd(lambda a, b: F.rms_norm(a, (4096,), b, EPS), x, w, dy)}
     for impl in _impls():
         for path, ops in paths.items():
@@ -211,13 +220,31 @@ def backward_table(paths: dict, rounds: int) -> dict:
                 step()
 
         fns[f"{impl} python, calling thread"] = caller
+    served = [paths["default"][f"rmsnorm {impl}"] for impl in _impls()]
+    before = _counts(served)
     res = _rounds(fns, 10, rounds)
-    return {k: {"median_us": statistics.median(v), "quartiles": statistics.quantiles(v)[::2]} for k, v in res.items()}
+    after = _counts(served)
+    out = {k: {"median_us": statistics.median(v), "quartiles": statistics.quantiles(v)[::2]} for k, v in res.items()}
+    out["serving"] = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    out["decisions"] = {impl: {path: _decisions(ops[f"rmsnorm {impl}"]) for path, ops in paths.items()}
+                        for impl in _impls()}  # fmt: skip
+    return out
+
+
+def _decisions(op: object) -> dict[str, list]:
+    """The tuning decisions of ``op`` and the ops its backward calls, by op name without its namespace."""
+    from opsmith.native.build import closure
+
+    out = {}
+    for o in closure([op]):
+        made = o.tuner.decisions.items() if o.tuner else ()
+        out[o.record.op_name.split("::")[1]] = sorted([str(k), c] for k, c in made)
+    return out
 
 
 def child(args: argparse.Namespace) -> int:
     """One fresh process's measurements, as JSON to ``args.out``."""
-    paths, serving, waited = _paths()
+    paths, serving, waited = _paths(args.backward)
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seconds_to_native": waited,
                "serving": serving, "host": host_table(paths, args.rounds)}  # fmt: skip
     if args.backward:
@@ -270,7 +297,11 @@ def main() -> int:
         print(f"  {row}: {'; '.join(cells)}\n      default path's timed calls per process: {counters}")
     b = runs[0]["backward_8x4096x4096"]
     print("forward+backward (8, 4096, 4096) bf16 per step (first process): " + ", ".join(
-        f"{k} {v['median_us']:.1f} us" for k, v in b.items()))  # fmt: skip
+        f"{k} {v['median_us']:.1f} us" for k, v in b.items() if "median_us" in v))  # fmt: skip
+    print("  default path's timed calls: " + ", ".join(f"{k} {v}" for k, v in b["serving"].items()))
+    for impl, per in b["decisions"].items():
+        same = all(d == per["default"] for d in per.values())
+        print(f"  {impl} tuning decisions: {'the same on every path' if same else 'DIFFER: ' + json.dumps(per)}")
     for impl in _impls():
         print(f"  {impl}: default / native {b[f'{impl} default']['median_us'] / b[f'{impl} native']['median_us']:.3f}; "
               f"python / native {b[f'{impl} python']['median_us'] / b[f'{impl} native']['median_us']:.3f}")  # fmt: skip
