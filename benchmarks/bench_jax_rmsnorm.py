@@ -8,6 +8,11 @@ vjp whose y is unused lets XLA drop the forward). The PyTorch opsmith ops are ti
 around 20 calls, synchronized; after ``bench_rmsnorm.warm_up``, so their native libraries serve them) for
 reference; the copy time of a tensor of x's size is measured in the same run.
 
+Where a gap to PyTorch comes from (issue 39, item 5): "chained" runs CHAIN forwards inside one jitted function,
+so XLA's cost per executable run is paid once for CHAIN kernels; "zeroed" runs forward+backward with the
+program's buffers zeroed (``jnp.zeros``, what opsmith.jax did before ``jax.lax.empty``), so the difference is
+the zeroing.
+
     python benchmarks/bench_jax_rmsnorm.py [--out bench-results/jax_rmsnorm.json] [--shape 8x4096x4096]
 """
 
@@ -23,6 +28,7 @@ from typing import Any
 import torch
 
 EPS = 1e-6
+CHAIN = 10
 
 
 def _median_ms(run: Any, sync: Any, repeats: int = 15, calls: int = 20) -> float:
@@ -44,6 +50,35 @@ def _forward_backward(f: Any, x: Any, w: Any, dy: Any) -> tuple:
 
     y, pull = jax.vjp(lambda x, w: f(x, w, EPS), x, w)
     return (y, *pull(dy))
+
+
+def _chain(f: Any, x: Any, w: Any) -> Any:
+    """CHAIN forwards in one executable, each on the last one's output (RMSNorm of a normalized row is
+    itself, so the values stay finite)."""
+    for _ in range(CHAIN):
+        x = f(x, w, EPS)
+    return x
+
+
+def _zeroed(torch_op: Any, x: Any, w: Any, dy: Any, sync: Any) -> float:
+    """Forward+backward with the backward program's buffers zeroed, as opsmith.jax allocated them before: a
+    fresh wrapper of the op (JAX keeps an existing wrapper's traced backward), traced with ``jnp.zeros``."""
+    import jax
+    import jax.numpy as jnp
+
+    from opsmith.jax import jax_op
+    from opsmith.jax import op as jax_op_module
+
+    empty, f = jax_op_module.new_buffer, jax_op(torch_op)
+    jax_op_module.new_buffer = jnp.zeros
+    try:
+        both = jax.jit(lambda x, w, dy: _forward_backward(f, x, w, dy))
+        text = both.lower(x, w, dy).as_text()  # traced now, with the zeros
+        assert "AllocateBuffer" not in text, "bench_jax_rmsnorm: the zeroed variant reused a traced backward"
+        both(x, w, dy)
+    finally:
+        jax_op_module.new_buffer = empty
+    return _median_ms(lambda: both(x, w, dy), sync)
 
 
 def run(shape: tuple[int, ...]) -> dict:
@@ -68,8 +103,13 @@ def run(shape: tuple[int, ...]) -> dict:
     for name, f in impls.items():
         fwd = jax.jit(lambda x, w, f=f: f(x, w, EPS))
         both = jax.jit(lambda x, w, dy, f=f: _forward_backward(f, x, w, dy))
+        chained = jax.jit(lambda x, w, f=f: _chain(f, x, w))
         rows[name] = {"forward_ms": _median_ms(lambda fwd=fwd: fwd(x, w), jsync),
+                      "forward_chained_ms": _median_ms(lambda c=chained: c(x, w), jsync, calls=4) / CHAIN,
                       "forward_backward_ms": _median_ms(lambda both=both: both(x, w, dy), jsync)}  # fmt: skip
+        if name.startswith("opsmith"):
+            torch_op = rmsnorm_ops(name.split()[1], "jaxbench")[0]
+            rows[name]["forward_backward_zeroed_ms"] = _zeroed(torch_op, x, w, dy, jsync)
 
     def tsync(_: Any) -> None:
         torch.cuda.synchronize()
@@ -104,6 +144,15 @@ def summary(result: dict) -> str:
         lines.append(f"  {name:28s} forward {r['forward_ms'] * 1e3:8.1f} us ({base['forward_ms'] / r['forward_ms']:.2f}x"
                      f")   forward+backward {r['forward_backward_ms'] * 1e3:8.1f} us "
                      f"({base['forward_backward_ms'] / r['forward_backward_ms']:.2f}x)")  # fmt: skip
+    lines.append(
+        f"  where the JAX-vs-PyTorch gap goes, us ({CHAIN} forwards in one jit, per forward; forward+backward"
+        " with the program's buffers zeroed):"
+    )
+    for name, r in result["rows"].items():
+        if "forward_chained_ms" in r:
+            zeroed = r.get("forward_backward_zeroed_ms")
+            lines.append(f"  {name:28s} forward chained {r['forward_chained_ms'] * 1e3:8.1f}" +
+                         ("" if zeroed is None else f"   forward+backward zeroed {zeroed * 1e3:8.1f}"))  # fmt: skip
     return "\n".join(lines)
 
 

@@ -211,30 +211,34 @@ def test_rmsnorm_partial_rows_give_every_cuda_backward_config_its_blocks():
 
 def test_rmsnorm_cluster_backward_launches_whole_clusters_one_per_partial_row():
     """Rows past 16,384 elements take the CUDA cluster backward: every config launches whole clusters, at most
-    one per partial row, 7/8 of what the SMs hold for clusters of 4 and 8 (a cluster must fit one GPC), and
-    the configs at 2 blocks per SM (and clusters of 4 at 1) get a cluster for every partial row, so no partial
-    row is zeroed and summed for nothing. Shorter rows keep one partial row per persistent block."""
+    one per partial row, SHORT clusters fewer than the SMs have blocks for (a cluster must fit one GPC; the
+    tuner times each SHORT and so finds what the device holds), and the partial rows never cap a config's
+    clusters where rows allow, so the tuner sees every count it was given. Shorter rows keep one partial row
+    per persistent block."""
     from opsmith.expr import evaluate, parse_size
     from opsmith.ops.rmsnorm import _partial_rows, rmsnorm_ops
 
     _, bwd = rmsnorm_ops("cuda")
     prows = parse_size(_partial_rows("cuda"), {"x": "i0"})
-    clustered = 0
+    shorts: dict[tuple, set] = {}
     for rows, n in ((2048, 65536), (8, 20000), (3, 131072), (100000, 16384), (4096, 4096), (1, 65536)):
         p = evaluate(prows, {"i0": torch.empty(rows, n, device="meta")})
         per_sm = max(2, min(8, 8192 // n))
-        assert p == (min(rows, 132 * 2 // 8 * 7 // 8) if n > 16384 else min(rows, 132 * per_sm)), (rows, n, p)
+        assert p == (min(rows, 132 * 2 // 8) if n > 16384 else min(rows, 132 * per_sm)), (rows, n, p)
         partial = torch.empty(p, n, device="meta")
         for cfg, plan in zip(bwd.record.configs, bwd.record.launches, strict=True):
-            c, minb = cfg["params"]["CLUSTER"], cfg["params"]["MINB"]
+            c, minb, short = (cfg["params"][k] for k in ("CLUSTER", "MINB", "SHORT"))
             grid = evaluate(plan.grid[0], {"i0": torch.empty(rows, n, device="meta"), "i3": partial})
             assert grid % c == 0 and 1 <= grid // c <= p, (cfg, rows, n, grid)
+            assert grid // c == max(1, min(p, 132 * minb // c - short)), (cfg, rows, n, grid)
             if c >= 4:
-                clustered += 1
-                assert grid <= 132 * minb * 7 // 8 or grid == c, (cfg, grid)
-                if n > 16384 and minb * 8 // c >= 2:
-                    assert grid // c == p, (cfg, rows, n, grid, p)
-    assert clustered
+                shorts.setdefault((c, minb), set()).add(short)
+                assert short >= 1, cfg  # a GPC layout strands SMs for clusters of 4 and 8
+                if p == 132 * 2 // 8 and n > 16384:  # rows enough for every cluster
+                    assert grid // c == 132 * minb // c - short, (cfg, rows, n, grid, p)
+            else:
+                assert short == 0, cfg
+    assert all(len(s) >= 2 for s in shorts.values()) and len(shorts) == 3, shorts
 
 
 def test_an_opsmith_op_as_the_backward():

@@ -226,6 +226,12 @@ class JaxOp:
         self._warmed.add(key)
 
     # -- jax.vmap ---------------------------------------------------------------------------------------------
+    def _written_in_place(self, a: Any) -> BatchingError:
+        return BatchingError(self.name, f"input {a.name!r} is written in place, and its declared shape {_shape(a)} "
+                             "has no group of the mapped inputs: the mapped call would write one value for every "
+                             "mapped element.", "map the call with jax.lax.map, or declare the written input with "
+                             "the mapped inputs' group.")  # fmt: skip
+
     def _vmap(self, size: int, batched: Sequence[bool], tensors: Sequence[Any], scalars: dict) -> tuple:
         """The mapped axis (leading in the batched inputs, as custom_vmap gives them) joins each one's '*' group,
         moved to where its declaration puts the group; an unbatched input of a mapped group gets the axis by
@@ -234,7 +240,9 @@ class JaxOp:
         import jax.numpy as jnp
 
         groups = [_group(a.shape) for a in self.tensors]
-        for a, b, g in zip(self.tensors, batched, groups, strict=True):
+        for k, (a, b, g) in enumerate(zip(self.tensors, batched, groups, strict=True)):
+            if b and g is None and k in self.mutated:  # a program's buffer is mapped too (jax.lax.empty batches)
+                raise self._written_in_place(a)
             if b and g is None:
                 raise BatchingError(self.name, f"input {a.name!r} is mapped, but its declared shape {_shape(a)} has "
                                     "no '*' group that can take the mapped axis.",
@@ -247,10 +255,7 @@ class JaxOp:
             elif g is not None and g[0] in mapped:  # the same group: every member is mapped
                 t = jnp.broadcast_to(jnp.expand_dims(t, g[1]), (*t.shape[: g[1]], size, *t.shape[g[1] :]))
             elif k in self.mutated:
-                raise BatchingError(self.name, f"input {a.name!r} is written in place, and its declared shape "
-                                    f"{_shape(a)} has no group of the mapped inputs: the mapped call would write "
-                                    "one value for every mapped element.", "map the call with jax.lax.map, or "
-                                    "declare the written input with the mapped inputs' group.")  # fmt: skip
+                raise self._written_in_place(a)
             args.append(t)
         axes = [self._output_axis(k, mapped) for k in range(self.n_out)]
         for k, ax in enumerate(axes):
@@ -374,18 +379,28 @@ class _Backward:
 
 
 def _allocate(a: Any, env: dict, sizes_of: Any) -> Any:
-    """A program's buffer as a JAX array (zeros: XLA has no uninitialized allocation), shaped and typed by the
-    PyTorch program's own rules (``backward_program._allocate``) over meta tensors of the arrays, with the SM
-    count of the GPU JAX runs on (device 0's; 132 without one, as geometry does)."""
-    import jax.numpy as jnp
-
+    """A program's buffer as a JAX array, shaped and typed by the PyTorch program's own rules
+    (``backward_program._allocate``) over meta tensors of the arrays, with the SM count of the GPU JAX runs on
+    (device 0's; 132 without one, as geometry does). Uninitialized, as PyTorch's ``torch.empty``: the steps
+    write every element they read (a program's contract on every path)."""
     from ..backward_program import _allocate as allocate
 
     meta = {k: torch.empty(tuple(v.shape), dtype=to_torch_dtype(v.dtype), device="meta")
             for k, v in env.items() if hasattr(v, "shape")}  # fmt: skip
     device = 0 if torch.cuda.is_available() else -1
     t = allocate(a, meta, None if sizes_of is None else lambda env, _first: sizes_of(env, device))
-    return jnp.zeros(tuple(t.shape), to_jax_dtype(t.dtype))
+    return new_buffer(tuple(t.shape), to_jax_dtype(t.dtype))
+
+
+def new_buffer(shape: tuple[int, ...], dtype: Any) -> Any:
+    """An uninitialized array: ``jax.lax.empty`` lowers to XLA's ``AllocateBuffer`` on a GPU (zeros on a CPU).
+    ``jnp.zeros`` here cost a memset kernel per buffer on every backward (4.3 MB for the RMSNorm partial sums
+    at (8, 4096, 4096)); ``benchmarks/bench_jax_rmsnorm.py`` times both."""
+    import jax
+    import jax.numpy as jnp
+
+    empty = getattr(jax.lax, "empty", None)  # not in every jax the extra allows (jax>=0.5); 0.10 and 0.11 have it
+    return jnp.zeros(shape, dtype) if empty is None else empty(shape, dtype)
 
 
 def _attribute(py_type: str, v: Any) -> Any:

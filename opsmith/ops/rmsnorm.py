@@ -91,10 +91,11 @@ def _partial_rows(flavor: str) -> str:
     per_sm = f"max({least}, min(8, {_ROW_ELEMENTS_IN_FLIGHT_PER_SM} // {n}))"
     if flavor == "cuda":
         # Rows past 16,384 elements (the longest a block stages) take the cluster backward: a partial row per
-        # cluster of 8 at 2 blocks per SM (28 on 132 SMs; the 264 partial rows of one per block were 69 MB to
-        # zero and sum at hidden 65,536, 9% of the traffic).
+        # cluster of 8 at 2 blocks per SM, or of 4 at 1 (33 on 132 SMs; the 264 partial rows of one per block
+        # were 69 MB to zero and sum at hidden 65,536, 9% of the traffic). Each config launches as many of
+        # them as its SHORT says the device holds at once; the rest are zeroed (256 KiB each at 65,536).
         c = f"(1 + 7 * min(1, {n} // 16385))"
-        return f"min(numel(x) // {n}, max(1, {_clusters(f'sm_count * {per_sm}', c)}))"
+        return f"min(numel(x) // {n}, max(1, sm_count * {per_sm} // {c}))"
     if flavor == "cute":
         c = f"min(8, cdiv({n}, 8192))"
         return f"min(numel(x) // {n}, max(1, {_clusters(f'sm_count * {per_sm}', c)}))"
@@ -178,7 +179,7 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # _ROW_ELEMENTS_IN_FLIGHT_PER_SM).
     bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1), (128, 1, 8), (256, 1, 4)]
     bwd_configs = [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late, "STAGED": 0, "SMEM": 0, "CLUSTER": 1})
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late, "STAGED": 0, "SMEM": 0, "CLUSTER": 1, "SHORT": 0})
         for late in (0, 1)
         for t, v, b in bwd_shapes
     ]
@@ -187,29 +188,46 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # the SM's 227 KiB for the resident blocks. H200, (8192, 16384) bf16, kernel alone: (512, 4, 1) 216.9 us,
     # (1024, 2, 1) 215.8 (90% of copy); (16384, 8192): (512, 2, 1) 204.2 (96%), (256, 4, 2) 216.7.
     bwd_configs += [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": 1, "SMEM": 64 * t * v, "CLUSTER": 1})
+        Config(
+            {"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": 1, "SMEM": 64 * t * v, "CLUSTER": 1, "SHORT": 0}
+        )
         for t, v, b in [(512, 4, 1), (1024, 2, 1), (512, 2, 1), (256, 4, 2)]
     ]
-    # Split over a cluster (bwd_cluster, sm_90+): (threads, vectors, blocks per SM, rows staged, cluster). A block
-    # stages its slice of STAGED rows: 2 x 16 x threads * maxv bytes each. The first three cover 65,536 bf16
-    # in clusters of 8 at 2 blocks per SM; the fourth 131,072 bf16 (65,536 float32) at 1 block per SM; the
-    # last 65,536 bf16 in clusters of 4 at 1 block per SM, three rows staged (196 KiB).
+    # Split over a cluster (bwd_cluster, sm_90+): (threads, vectors, blocks per SM, rows staged, cluster, short).
+    # A block stages its slice of STAGED rows: 2 x 16 x threads * maxv bytes each. The clusters of 8 cover
+    # 65,536 bf16 at 2 blocks per SM (the fourth, 131,072 bf16 = 65,536 float32, at 1); the clusters of 4 cover
+    # 65,536 bf16 at 1 block per SM, three rows staged (196 KiB); the clusters of 2 cover 16,384 at 2 blocks per
+    # SM. A cluster must fit one GPC, so the SMs hold fewer clusters of 4 or 8 than they have blocks for, by how
+    # many the chip's GPC layout strands: an H100 holds 15 clusters of 8 at 1 block per SM, not 16 (ncu). A
+    # persistent cluster that does not fit waits for a whole cluster's rows (CuTe DSL on an H200, hidden 65,536:
+    # 296 us with 33 clusters, 231.6 with 30), so the grid is SHORT clusters fewer than the blocks allow and
+    # the tuner, timing each SHORT, finds what this device holds: a count too high runs twice as long.
+    cluster_shapes = [(256, 4, 2, 2, 8, 5)]
+    cluster_shapes += [(t, v, 2, 3, 8, short) for t, v in ((256, 4), (512, 2)) for short in (2, 3, 5)]
+    cluster_shapes += [(512, 4, 1, 2, 8, short) for short in (1, 2)]
+    cluster_shapes += [(512, 4, 1, 3, 4, short) for short in (1, 2, 3, 5)]
+    cluster_shapes += [(512, 2, 2, 3, 2, 0), (256, 4, 2, 3, 2, 0)]
     bwd_configs += [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": st, "SMEM": 32 * t * v * st, "CLUSTER": c})
-        for t, v, b, st, c in [
-            (256, 4, 2, 2, 8),
-            (256, 4, 2, 3, 8),
-            (512, 2, 2, 3, 8),
-            (512, 4, 1, 2, 8),
-            (512, 4, 1, 3, 4),
-        ]
+        Config(
+            {
+                "THREADS": t,
+                "MAXV": v,
+                "MINB": b,
+                "LATE": 0,
+                "STAGED": st,
+                "SMEM": 32 * t * v * st,
+                "CLUSTER": c,
+                "SHORT": short,
+            }
+        )
+        for t, v, b, st, c, short in cluster_shapes
     ]
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[Dim("C"), Numel("x", "int64"), Dim("P")],
         # The config's resident blocks per SM (its launch bounds) within the partial rows, in whole clusters.
-        geometry=Grid(grid=(f"CLUSTER * max(1, min(size(partial, 0), {_clusters('sm_count * MINB', 'CLUSTER')}))",),
+        geometry=Grid(grid=("CLUSTER * max(1, min(size(partial, 0), sm_count * MINB // CLUSTER - SHORT))",),
                       block=("THREADS",), shared_mem="SMEM"),
         autotune=Autotune(bwd_configs, key=[TuneDim("x", -1), TuneDim("x", None)], default=0),
         index_dtype="int64"))  # fmt: skip
