@@ -195,33 +195,21 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     ]
     # Split over a cluster (bwd_cluster, sm_90+): (threads, vectors, blocks per SM, rows staged, cluster, short).
     # A block stages its slice of STAGED rows: 2 x 16 x threads * maxv bytes each. The clusters of 8 cover
-    # 65,536 bf16 at 2 blocks per SM (the fourth, 131,072 bf16 = 65,536 float32, at 1); the clusters of 4 cover
-    # 65,536 bf16 at 1 block per SM, three rows staged (196 KiB); the clusters of 2 cover 16,384 at 2 blocks per
-    # SM. A cluster must fit one GPC, so the SMs hold fewer clusters of 4 or 8 than they have blocks for, by how
-    # many the chip's GPC layout strands: an H100 holds 15 clusters of 8 at 1 block per SM, not 16 (ncu). A
-    # persistent cluster that does not fit waits for a whole cluster's rows (CuTe DSL on an H200, hidden 65,536:
-    # 296 us with 33 clusters, 231.6 with 30), so the grid is SHORT clusters fewer than the blocks allow and
-    # the tuner, timing each SHORT, finds what this device holds: a count too high runs twice as long.
-    cluster_shapes = [(256, 4, 2, 2, 8, 5)]
-    cluster_shapes += [(t, v, 2, 3, 8, short) for t, v in ((256, 4), (512, 2)) for short in (2, 3, 5)]
+    # 65,536 bf16 at 2 blocks per SM (the last two, 131,072 bf16 = 65,536 float32, at 1); the clusters of 4
+    # cover 65,536 bf16 at 1 block per SM, three rows staged (196 KiB). A cluster must fit one GPC, so the SMs
+    # hold fewer clusters than they have blocks for, by what the chip's GPC layout strands, and a persistent
+    # cluster that does not fit waits for a whole cluster's rows: the grid is SHORT clusters fewer than the
+    # blocks allow, and the tuner times each SHORT. H100, (2048, 65536) bf16, kernel alone
+    # (benchmarks/probes/rmsnorm_bwd_cluster_count.py): 15 clusters of 8 at 1 block per SM and 30 of 4 fit
+    # (326.0 and 338.9 us), 31 of 4 do not (403.2); more clusters were not faster (28 of 4: 329.6 us).
+    cluster_shapes = [(256, 4, 2, 2, 8, 5), (256, 4, 2, 3, 8, 5), (512, 2, 2, 3, 8, 5)]
     cluster_shapes += [(512, 4, 1, 2, 8, short) for short in (1, 2)]
-    cluster_shapes += [(512, 4, 1, 3, 4, short) for short in (1, 2, 3, 5)]
-    cluster_shapes += [(512, 2, 2, 3, 2, 0), (256, 4, 2, 3, 2, 0)]
+    cluster_shapes += [(512, 4, 1, 3, 4, short) for short in (3, 5)]
     bwd_configs += [
-        Config(
-            {
-                "THREADS": t,
-                "MAXV": v,
-                "MINB": b,
-                "LATE": 0,
-                "STAGED": st,
-                "SMEM": 32 * t * v * st,
-                "CLUSTER": c,
-                "SHORT": short,
-            }
-        )
+        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": st, "SMEM": 32 * t * v * st, "CLUSTER": c,
+                "SHORT": short})
         for t, v, b, st, c, short in cluster_shapes
-    ]
+    ]  # fmt: skip
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
         kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
