@@ -11,6 +11,7 @@ size agrees with the binary's. Anything else is a ``SpecError`` naming the param
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -94,11 +95,78 @@ def _explicit(op: str, items: list[Item], param_order: Sequence[str]) -> list[It
 def _count_error(op: str, items: list[Item], params: list[KernelParam]) -> SpecError:
     want = ", ".join(d.label for d in items)
     have = ", ".join(p.describe() for p in params)
+    renames = _renames(items, params) if all(p.name for p in params) else []
+    close = f" {' '.join(renames)}" if renames else ""
     return SpecError(op, "kernel signature", f"the kernel takes {len(params)} parameters ({have}) but the "
-                     f"declaration implies {len(items)}: {want}.",
+                     f"declaration implies {len(items)}: {want}.{close}",
                      "declare one input, scalar, extra or output per kernel parameter (name them like the kernel's "
                      "parameters to bind by name; otherwise the order is inputs and scalars as declared, then "
                      "extras, then outputs).")  # fmt: skip
+
+
+def _closest(name: str, candidates: Sequence[str]) -> str | None:
+    """The kernel parameter a declared name was probably meant for: equal but for case or a ``_ptr`` suffix,
+    else difflib's closest at a ratio of 0.8 or more."""
+    key = name.lower().removesuffix("_ptr")
+    for c in candidates:
+        if c.lower().removesuffix("_ptr") == key:
+            return c
+    hit = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.8)
+    return hit[0] if hit else None
+
+
+def _renames(items: list[Item], params: list[KernelParam]) -> list[str]:
+    """'did you mean' lines: each declared name that matches no kernel parameter but is close to one that no
+    declared name matches and that can take it (a pointer for a tensor, a value for a scalar or an extra, where
+    the signature says which)."""
+    typed = any(p.pointer for p in params)
+    out = []
+    for d in items:
+        if not d.name or any(d.matches(p.name) for p in params):
+            continue
+        fits = [p.name for p in params if p.name and not any(x.matches(p.name) for x in items)
+                and (not typed or p.pointer == (d.kind in ("tensor", "output")))]  # fmt: skip
+        if hit := _closest(d.name, fits):
+            out.append(f"{d.label} is named '{d.name}': did you mean '{hit}'?")
+    return out
+
+
+def _order_by_kind(items: list[Item], params: list[KernelParam]) -> list[str] | None:
+    """A ``param_order`` that binds by what each parameter is (C++ signatures): a name match first; then a
+    ``const`` pointer takes the next unmatched tensor input, another pointer the next output (else input), and
+    a by-value parameter the next scalar or extra, in declaration order. None when a name is missing or the
+    kinds do not pair up: the advice then names the two lists only."""
+    if not all(d.name for d in items) or len(items) != len(params):
+        return None
+    named = {id(d) for p in params for d in items if d.matches(p.name)}
+    if not any(p.pointer for p in params) and len(items) - len(named) > 1:
+        return None  # a signature without types (Triton's) pairs one leftover, not several
+    free = {k: [d for d in items if id(d) not in named and d.kind in kinds]
+            for k, kinds in (("in", ("tensor",)), ("out", ("output",)), ("val", ("scalar", "extra")))}  # fmt: skip
+    order = []
+    for p in params:
+        hit = next((d for d in items if d.matches(p.name)), None)
+        if hit is None:
+            pool = (free["in"] or free["out"]) if p.const else (free["out"] or free["in"])
+            pool = pool if p.pointer else free["val"]
+            if not pool:
+                return None
+            hit = pool.pop(0)
+        order.append(hit.name)
+    return order if len(set(order)) == len(items) else None  # type: ignore[arg-type]
+
+
+def _names_advice(items: list[Item], params: list[KernelParam]) -> tuple[str, str]:
+    """(what the names say, the fix) for an error in the default calling convention when the kernel's names are
+    known: they did not bind the declaration, so name the items after the parameters or give param_order."""
+    renames = _renames(items, params)
+    order = _order_by_kind(items, params)
+    said = (f" The kernel's parameter names ({', '.join(p.name for p in params)}) do not bind the declaration by "
+            f"name{': ' + ' '.join(renames) if renames else '.'}")  # fmt: skip
+    fix = ("name each input, output and extra after the kernel parameter it fills (Numel('x', name='n')) to bind "
+           "by name, or give param_order=[...] listing the declared names in the kernel's order"
+           f"{f' (here: param_order={order})' if order else ''}.")  # fmt: skip
+    return said, fix
 
 
 def order_items(op: str, items: list[Item], params: list[KernelParam], *, names_why: str = "",
@@ -129,12 +197,15 @@ def order_items(op: str, items: list[Item], params: list[KernelParam], *, names_
     if clashes:
         unmatched_params = [p.describe() for p in params if not any(d.matches(p.name) for d in items)]
         unmatched_decl = [d.label for d in items if not any(d.matches(n) for n in names)]
+        renames = _renames(items, params)
+        order = _order_by_kind(items, params)
         raise SpecError(op, "kernel signature", f"the kernel's parameter names match the declaration only in part: "
                         f"{'; '.join(clashes)}. Kernel parameters no declared name matches: "
                         f"{', '.join(unmatched_params) or 'none'}; declared without a matching parameter: "
-                        f"{', '.join(unmatched_decl) or 'none'}.",
+                        f"{', '.join(unmatched_decl) or 'none'}.{' ' + ' '.join(renames) if renames else ''}",
                         "name every input, output and extra after the kernel parameter it fills (Numel('x', "
-                        "name='n')) to bind by name, or declare them in the kernel's order.")  # fmt: skip
+                        "name='n')) to bind by name, or declare them in the kernel's order"
+                        f"{f' (param_order={order})' if order else ''}.")  # fmt: skip
     return items
 
 
@@ -156,28 +227,43 @@ def bind(op: str, items: list[Item], params: list[KernelParam], typing: Typing, 
     "sizes" (PTX: sizes only), "none" (Triton: the declaration decides the types). Fills ``typing`` and the
     extras' C types; returns the record's ``params``."""
     order = order_items(op, items, params, names_why=names_why, param_order=param_order)
+    defaulted = (param_order is None and not names_why and all(p.name for p in params)
+                 and _order_by_names(op, items, [p.name for p in params]) is None)  # fmt: skip
     out: list[Param] = []
     for d, p in zip(order, params, strict=True):
-        where = f"parameter '{p.describe()}' (for {d.label})"
-        if d.kind in ("tensor", "output"):
-            _fit_pointer(op, d, p, where, typing, typed, tensor_names)
-            out.append(Param(p.name, d.role, d.index, "ptr", 8))  # type: ignore[arg-type]
-            continue
-        if typed == "full" and p.pointer:
-            raise SpecError(op, "kernel signature", f"{where} is a pointer but {d.label} is passed by value.",
-                            "declare it as an InputDecl/OutputDecl, or fix the kernel.")  # fmt: skip
-        if d.kind == "scalar":
-            ctype = _fit_scalar(op, d, p, where, scalar_types[d.name], typed)  # type: ignore[index]
-            typing.scalar_ctypes[d.name] = ctype  # type: ignore[index]
-        else:
-            ctype = _fit_extra(op, d, p, where, extras[d.index], typed)
-            extras[d.index] = replace(extras[d.index], ctype=ctype)
-        if typed != "none" and p.size and SIZE_OF_CTYPE.get(ctype, 0) != p.size:
-            raise SpecError(op, "kernel signature", f"{where} has {p.size} bytes in the binary, but {d.label} would "
-                            f"be passed as {ctype} ({SIZE_OF_CTYPE.get(ctype)} bytes).", "make the declaration "
-                            "match the kernel's parameter type.")  # fmt: skip
-        out.append(Param(p.name, d.role, d.index, ctype, SIZE_OF_CTYPE.get(ctype, 0)))  # type: ignore[arg-type]
+        try:
+            out.append(_fit(op, d, p, typing, extras, typed, tensor_names, scalar_types))
+        except SpecError as e:
+            # A pointer met by a value (or the reverse) where the names did not bind is the order's fault, not
+            # the kernel's; a width or a dtype is the declaration's.
+            if not defaulted or typed != "full" or (d.kind in ("tensor", "output")) == p.pointer:
+                raise
+            said, fix = _names_advice(items, params)
+            raise SpecError(op, e.field, f"{e.problem}{said}", f"{fix[:-1]}; if the order is right, {e.fix}") from None
     return tuple(out)
+
+
+def _fit(op: str, d: Item, p: KernelParam, typing: Typing, extras: list[ExtraArg], typed: str,
+         tensor_names: list[str], scalar_types: dict[str, str]) -> Param:  # fmt: skip
+    """One item in one parameter: its fit checked, its C type found (filling ``typing`` and ``extras``)."""
+    where = f"parameter '{p.describe()}' (for {d.label})"
+    if d.kind in ("tensor", "output"):
+        _fit_pointer(op, d, p, where, typing, typed, tensor_names)
+        return Param(p.name, d.role, d.index, "ptr", 8)  # type: ignore[arg-type]
+    if typed == "full" and p.pointer:
+        raise SpecError(op, "kernel signature", f"{where} is a pointer but {d.label} is passed by value.",
+                        "declare it as an InputDecl/OutputDecl, or fix the kernel.")  # fmt: skip
+    if d.kind == "scalar":
+        ctype = _fit_scalar(op, d, p, where, scalar_types[d.name], typed)  # type: ignore[index]
+        typing.scalar_ctypes[d.name] = ctype  # type: ignore[index]
+    else:
+        ctype = _fit_extra(op, d, p, where, extras[d.index], typed)
+        extras[d.index] = replace(extras[d.index], ctype=ctype)
+    if typed != "none" and p.size and SIZE_OF_CTYPE.get(ctype, 0) != p.size:
+        raise SpecError(op, "kernel signature", f"{where} has {p.size} bytes in the binary, but {d.label} would "
+                        f"be passed as {ctype} ({SIZE_OF_CTYPE.get(ctype)} bytes).", "make the declaration "
+                        "match the kernel's parameter type.")  # fmt: skip
+    return Param(p.name, d.role, d.index, ctype, SIZE_OF_CTYPE.get(ctype, 0))  # type: ignore[arg-type]
 
 
 def _fit_pointer(op: str, d: Item, p: KernelParam, where: str, typing: Typing, typed: str,

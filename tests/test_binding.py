@@ -252,3 +252,49 @@ def test_a_kernel_between_block_comments_is_read_from_the_code_not_the_comments(
         kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
         extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
     assert _params(op) == [("x", "input", 0, "ptr"), ("n", "extra", 0, "i32"), ("y", "output", 0, "ptr")]
+
+
+def test_a_close_name_is_suggested_and_a_kernel_in_another_order_gets_its_param_order():
+    """Issue 40, item 7. An extra named 'N' for the kernel's 'n' says "did you mean 'n'"; a kernel with outputs
+    first (llm.c's style) whose names the declaration does not use gets the param_order that binds it, paired by
+    kind (a const pointer takes an input, another pointer an output, a value an extra); a pointer met by a value
+    says the names did not bind before it says "fix the kernel"; a name is never suggested for a parameter of
+    the other kind (the extra 'outs' is not the pointer 'out')."""
+    src = 'extern "C" __global__ void k(const float* x, float* y, int n) {}'
+
+    def spec(extra, source=src, name="k"):
+        return ok.KernelSpec(kernel_source=source, kernel_name=name, inputs=[ok.InputDecl("x")],
+                             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[extra], geometry=ok.Elementwise())  # fmt: skip
+
+    with pytest.raises(ok.SpecError, match=r"named 'N': did you mean 'n'\?.*param_order=\['x', 'y', 'N'\]"):
+        ok.cuda_kernel_op(f"{NS}::close_name", spec(ok.Numel("x", name="N")))
+    llmc = 'extern "C" __global__ void attn(float* preatt, const float* inp, int B, int T) {}'
+    with pytest.raises(ok.SpecError, match=r"param_order=\['out', 'x', 'B', 'T'\]"):
+        ok.cuda_kernel_op(f"{NS}::llmc_order", ok.KernelSpec(
+            kernel_source=llmc, kernel_name="attn", inputs=[ok.InputDecl("x", shape=("B", "T"))],
+            outputs=[ok.OutputDecl("out", ok.SameAs("x"))], extras=[ok.Dim("B"), ok.Dim("T")], geometry=ok.Elementwise()))  # fmt: skip
+    outs_first = 'extern "C" __global__ void k2(float* out, const float* inp, int n) {}'
+    with pytest.raises(ok.SpecError) as e:
+        ok.cuda_kernel_op(f"{NS}::value_met_pointer", spec(ok.Numel("x", name="outs"), outs_first, "k2"))
+    text = str(e.value)
+    assert "is a pointer but" in text and "do not bind the declaration by name" in text and "did you mean" not in text
+    assert "param_order=['y', 'x', 'outs']" in text and text.index("param_order") < text.index("fix the kernel")
+    # the order as given binds: the same declaration with param_order registers
+    ok.cuda_kernel_op(f"{NS}::value_met_pointer_fixed", ok.KernelSpec(
+        kernel_source=outs_first, kernel_name="k2", inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+        extras=[ok.Numel("x", name="outs")], geometry=ok.Elementwise(), param_order=["y", "x", "outs"]))  # fmt: skip
+
+
+def test_a_triton_kernels_close_name_is_suggested():
+    pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pass
+
+    with pytest.raises(ok.SpecError, match=r"named 'N': did you mean 'n'\?"):
+        ok.triton_op(f"{NS}::triton_close", k, inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                     extras=[ok.Numel("x", name="N")], geometry=ok.Elementwise(block=("BLOCK",)),
+                     constexprs={"BLOCK": 256})  # fmt: skip
