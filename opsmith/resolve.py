@@ -357,12 +357,19 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
             raise SpecError(op, f"inputs[{ti}].{what}", f"'{d.name}' is declared with {nd} dims but the "
                             f"geometry, a ReduceDims, a named dimension or an extra needs at least {nd_min}.",
                             f"fix {what} or the axes.")  # fmt: skip
-        if strided[ti] and nd is None and isinstance(geometry, Elementwise | Reduction):
+        # A '*' group before the strided axes (counted from the end) flattens into the axis it precedes: the
+        # call-time rule (layout.addressable) passes a tensor whose group strides row-major around that axis,
+        # which is what one row stride addresses, and copies one that does not; ("*R", "N") with the row stride
+        # takes (B, T, N) as the published layer norms' host code does by viewing it as (B * T, N).
+        grouped = any(isinstance(e, str) and e.startswith("*") for e in (d.shape or ()))
+        if grouped and all(a < 0 for a in strided[ti]):
+            pass
+        elif strided[ti] and nd is None and isinstance(geometry, Elementwise | Reduction):
             raise SpecError(op, f"inputs[{ti}].shape", f"'{d.name}' is addressed with its strides (a Stride extra), but "
                             f"its rank is not declared: the {type(geometry).__name__} geometry flattens the axes the "
                             "kernel is not given strides for, and a tensor of another rank would be read at the "
-                            "wrong places.", f"declare its shape (e.g. InputDecl('{d.name}', shape=('M', 'N'))) "
-                            "or ndim.")  # fmt: skip
+                            "wrong places.", f"declare its shape (e.g. InputDecl('{d.name}', shape=('M', 'N')), or "
+                            f"('*R', 'N') with strides counted from the end) or ndim.")  # fmt: skip
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),

@@ -71,6 +71,21 @@ class Gen:
                 f"requires={list(s.requires)}\n{self.source}")  # fmt: skip
 
 
+class Registered:
+    """An op registered elsewhere (a catalog op) given to the harness with its calls, in ``Gen``'s place."""
+
+    def __init__(self, op: ok.Op, calls: list[list[dict]]) -> None:
+        self.ok, self.op_name, self.calls, self.fake_bad = op, op.record.op_name, calls, []
+
+    def describe(self) -> str:
+        return self.op_name
+
+
+def tensor_call(shape: Any, dtype: str = "float32", view: str = "plain") -> dict:
+    """A CPU tensor argument of a call (``diff_calls``' spec)."""
+    return {"t": "tensor", "shape": list(shape), "dtype": dtype, "device": "cpu", "view": view}
+
+
 def _digest(order: list[str], cnames: list[str], types: dict[str, str]) -> str:
     """A kernel body that writes what the launch gave it into ``dig`` (GPU mode): grid and block, each by-value
     parameter's bits, each pointer's alignment. Both paths' calls must leave the same bytes."""

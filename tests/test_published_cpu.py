@@ -242,17 +242,9 @@ def test_python_and_native_dry_runs_compute_the_same_heuristics(ex):
     -DOPSMITH_DRY_RUN, run without opsmith) record the same launches, the heuristic's value choosing the
     kernel, for sizes on both sides of each heuristic's edges."""
     sys.path.insert(0, str(HERE))
+    from differential import Registered as G
     from differential import compare, native_outcomes, python_outcomes
-
-    class G:
-        def __init__(self, op, calls):
-            self.ok, self.op_name, self.calls, self.fake_bad = op, op.record.op_name, calls, []
-
-        def describe(self):
-            return self.op_name
-
-    def t(shape, dtype="float32", view="plain"):
-        return {"t": "tensor", "shape": list(shape), "dtype": dtype, "device": "cpu", "view": view}
+    from differential import tensor_call as t
 
     # The matmul: unit strides compiled in (left out of the argument buffer) for plain and transposed views.
     mm = [[t((m, k), "float16", va), t((k, n), "float16", vb)]

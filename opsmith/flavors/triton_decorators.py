@@ -101,7 +101,10 @@ def trace_heuristics(source: Any, record: Any) -> list[Any]:
     for e in record.extras:
         if e.static and e.name:
             args[e.name] = Sym(e.expr)
-    args |= source.constexprs | {k: v for k, v in source.options.items() if v is not None}
+    # What a call passes, as Triton's heuristics see it: the declared constexprs (``constexprs=``, the values a
+    # caller gives by keyword) even where a heuristic then sets that name (unsloth's backward computes GEMMA
+    # from the GEMMA it is passed), the config's values and the launch options.
+    args |= source.fixed | source.constexprs | {k: v for k, v in source.options.items() if v is not None}
     out = []
     for h in source.heuristics:
         try:

@@ -1,0 +1,44 @@
+"""Row kernels in the style Liger-Kernel and unsloth publish (written for opsmith, not copied): each program
+takes one row of a tensor its host code viewed as ``(rows, n_cols)``, addressed by a row stride per tensor, and
+the block covering the row is a power of two compiled in. The backward computes its ``GEMMA`` constexpr with
+``@triton.heuristics`` from the ``GEMMA`` it is passed, as unsloth's RMSNorm backward does (Gemma's weight is
+``1 + w``)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rms_rows_forward(Y, Y_row_stride, X, X_row_stride, W, RSTD, n_cols, eps, GEMMA: tl.constexpr,
+                     BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X + row * X_row_stride + cols, mask=mask, other=0).to(tl.float32)
+    w = tl.load(W + cols, mask=mask, other=0).to(tl.float32)
+    if GEMMA:
+        w = w + 1.0
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(RSTD + row, rstd)
+    tl.store(Y + row * Y_row_stride + cols, (x * rstd * w).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.heuristics({"GEMMA": lambda args: bool(args["GEMMA"])})
+@triton.jit
+def rms_rows_backward(dY, dY_row_stride, dX, dX_row_stride, X, X_row_stride, W, RSTD, n_cols,
+                      GEMMA: tl.constexpr, BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    dy = tl.load(dY + row * dY_row_stride + cols, mask=mask, other=0).to(tl.float32)
+    x = tl.load(X + row * X_row_stride + cols, mask=mask, other=0).to(tl.float32)
+    w = tl.load(W + cols, mask=mask, other=0).to(tl.float32)
+    if GEMMA:
+        w = w + 1.0
+    rstd = tl.load(RSTD + row)
+    normed = x * rstd
+    dy_w = dy * w
+    dx = rstd * (dy_w - normed * (tl.sum(dy_w * normed, axis=0) / n_cols))
+    tl.store(dX + row * dX_row_stride + cols, dx.to(dX.dtype.element_ty), mask=mask)

@@ -1,0 +1,26 @@
+"""Run by test_published_rows_cpu.py with TRITON_INTERPRET=1: the row kernels of examples/catalog/rows.py on
+CPU tensors of rank 2 to 4, dense, row-sliced (a row stride the kernel is given: no copy) and with the leading
+axes transposed (their strides do not flatten into one row stride: copied), forward and the backward whose
+GEMMA constexpr a heuristic computes from the declared one, against PyTorch."""
+
+import torch
+
+from examples.catalog.rows import register_rows, rms_backward_reference, rms_reference
+
+ops = register_rows("t_rows_interp")
+torch.manual_seed(0)
+n = 0
+for gemma in (False, True):
+    tag = "_gemma" if gemma else ""
+    fwd, bwd = ops[f"forward{tag}"], ops[f"backward{tag}"]
+    for x in (torch.randn(2, 3, 96), torch.randn(2, 3, 130)[..., :96], torch.randn(3, 2, 96).transpose(0, 1),
+              torch.randn(5, 96), torch.randn(2, 2, 2, 96)):  # fmt: skip
+        w, dy = torch.randn(96), torch.randn(x.shape)
+        y, rstd = fwd(x, w, 1e-6)
+        want_y, want_rstd = rms_reference(x, w, 1e-6, gemma)
+        torch.testing.assert_close(y, want_y, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(rstd, want_rstd, atol=1e-4, rtol=1e-4)
+        dx = bwd(dy, x, w, rstd)
+        torch.testing.assert_close(dx, rms_backward_reference(dy, x, w, rstd, gemma), atol=1e-4, rtol=1e-4)
+        n += 1
+print(f"checked {n} cases")

@@ -1,0 +1,101 @@
+"""Published row kernels, round two (issue 40, items 3, 4 and 7), on CPU: activations of any rank given to a
+kernel that takes one row stride (``("*R", "N")`` with ``Stride(x, -2)``), a heuristic over a declared
+constexpr (unsloth's ``GEMMA``), fake tracing, the interpreter against PyTorch, and the Python and native dry
+runs making the same launches (a row-sliced input passed as it is, an input whose leading strides do not
+flatten copied first), on every path."""
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import opsmith as ok
+
+triton = pytest.importorskip("triton")
+
+from examples.catalog.rows import register_rows  # noqa: E402
+
+NS = "t_rowscpu"
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return register_rows(NS)
+
+
+def test_a_group_before_the_strided_axis_registers_and_a_leading_axis_does_not():
+    """("*R", "N") with the stride of axis -2 registers (the group flattens into it); a stride counted from the
+    front of a tensor whose rank the group leaves open is still refused, naming the fix."""
+    from examples.catalog.kernels.rows_triton import rms_rows_forward
+
+    def reg(name, axis):
+        return ok.triton_op(f"{NS}::{name}", rms_rows_forward,
+                            inputs=[ok.InputDecl("X", shape=("*R", "N")), ok.InputDecl("W", shape=("N",)),
+                                    ok.ScalarInput("eps", float)],
+                            outputs=[ok.OutputDecl("Y", ok.SameAs("X")), ok.OutputDecl("RSTD", shape=("*R",), dtype=torch.float32)],
+                            extras=[ok.Stride("Y", -2, name="Y_row_stride"), ok.Stride("X", axis, name="X_row_stride"),
+                                    ok.Dim("N", name="n_cols"), ok.DimSize("X", -1, name="BLOCK_SIZE", bucket="pow2")],
+                            geometry=ok.Reduction(reduce_dims=(-1,)), constexprs={"GEMMA": False})  # fmt: skip
+
+    assert reg("group_ok", -2).record.op_name.endswith("group_ok")
+    with pytest.raises(ok.SpecError, match=r"its rank is not declared.*strides counted from the end"):
+        reg("group_front", 0)
+
+
+def test_fake_tracing_takes_every_rank(ops):
+    with FakeTensorMode():
+        for shape in ((7, 96), (2, 3, 96), (2, 2, 2, 96)):
+            y, rstd = ops["forward"](torch.empty(shape), torch.empty(96), 1e-6)
+            assert tuple(y.shape) == shape and tuple(rstd.shape) == shape[:-1] and rstd.dtype == torch.float32
+
+
+def test_a_heuristic_reads_the_declared_constexpr_it_then_sets(ops):
+    """unsloth's backward: @triton.heuristics({"GEMMA": lambda args: bool(args["GEMMA"])}) with
+    constexprs={"GEMMA": ...}: the heuristic sees the declared value, as Triton's sees the caller's keyword."""
+    for tag, want in (("", False), ("_gemma", True)):
+        (h,) = ops[f"backward{tag}"].record.heuristics
+        assert h["name"] == "GEMMA" and h["exprs"] == [want]
+
+
+def test_the_interpreter_runs_the_row_kernels_on_every_rank():
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    out = subprocess.run([sys.executable, str(HERE / "rows_interpreter_check.py")], capture_output=True, text=True,
+                         env=env, timeout=900)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "checked 10 cases" in out.stdout
+
+
+def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
+    """The differential harness over ranks 2-4: a row-sliced input passes as it is (its row stride in the
+    launch), an input broadcast along its first axis (a stride 0 no row stride describes) is copied first;
+    the generated Python and the native library record the same launches."""
+    sys.path.insert(0, str(HERE))
+    from differential import Registered as G
+    from differential import compare, native_outcomes, python_outcomes, tensor_call
+
+    def t(shape, view="plain"):
+        return tensor_call(shape, view=view)
+
+    calls = [[t(s, v), t(s[-1:]), {"t": "scalar", "v": 1e-6}]
+             for s in ((5, 96), (2, 3, 96), (2, 2, 2, 100)) for v in ("plain", "slice", "expand")]  # fmt: skip
+    gens = [G(ops["forward"], calls), G(ops["forward_gemma"], calls[:3])]
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    assert all(r["ok"] for r in py.values()), py
+    kinds = {}
+    for k, r in py.items():
+        (launch,) = r["launches"]
+        kinds[k] = launch["args"][2]  # X: "i0" as passed, "fresh" when copied
+    # (5, 96) broadcast has row stride 0, which the kernel reads as it is; at ranks 3 and 4 the broadcast first
+    # axis does not flatten into the row stride, so that input alone is copied
+    fwd = [kinds[f"{NS}::rms_rows_forward#{k}"] for k in range(9)]
+    assert fwd == ["in0"] * 5 + ["fresh"] + ["in0"] * 2 + ["fresh"], kinds
