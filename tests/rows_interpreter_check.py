@@ -1,11 +1,12 @@
 """Run by test_published_rows_cpu.py with TRITON_INTERPRET=1: the row kernels of examples/catalog/rows.py on
 CPU tensors of rank 2 to 4, dense, row-sliced (a row stride the kernel is given: no copy) and with the leading
 axes transposed (their strides do not flatten into one row stride: copied), forward and the backward whose
-GEMMA constexpr a heuristic computes from the declared one, against PyTorch."""
+GEMMA constexpr a heuristic computes from the declared one, and the layer norm whose block and warps
+heuristics choose, against PyTorch."""
 
 import torch
 
-from examples.catalog.rows import register_rows, rms_backward_reference, rms_reference
+from examples.catalog.rows import layer_norm_reference, register_rows, rms_backward_reference, rms_reference
 
 ops = register_rows("t_rows_interp")
 torch.manual_seed(0)
@@ -23,4 +24,9 @@ for gemma in (False, True):
         dx = bwd(dy, x, w, rstd)
         torch.testing.assert_close(dx, rms_backward_reference(dy, x, w, rstd, gemma), atol=1e-4, rtol=1e-4)
         n += 1
+for x in (torch.randn(2, 3, 300), torch.randn(4, 1000), torch.randn(2, 10000)):  # 10,000: the capped block loops
+    w, b = torch.randn(x.shape[-1]), torch.randn(x.shape[-1])
+    for got, want in zip(ops["layer_norm"](x, w, b, 1e-5), layer_norm_reference(x, w, b, 1e-5), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    n += 1
 print(f"checked {n} cases")

@@ -18,7 +18,13 @@ pytest.importorskip("triton")
 if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
-from examples.catalog.rows import liger_rms_norm, register_rows, rms_backward_reference, rms_reference  # noqa: E402
+from examples.catalog.rows import (  # noqa: E402
+    layer_norm_reference,
+    liger_rms_norm,
+    register_rows,
+    rms_backward_reference,
+    rms_reference,
+)
 
 NS = "t_gpu_rows"
 
@@ -121,3 +127,19 @@ def test_an_llmc_style_kernel_binds_by_the_param_order_its_error_proposes():
     a, b = torch.randn(3, 1000, device="cuda"), torch.randn(3, 1000, device="cuda")
     torch.testing.assert_close(op(a, b), a + b)
     torch.testing.assert_close(torch.compile(lambda a, b: op(a, b) * 2, fullgraph=True)(a, b), (a + b) * 2)
+
+
+def test_layer_norm_whose_heuristics_choose_block_and_warps(ops):
+    """The layer-norm tutorial's host choices as heuristics (BLOCK_SIZE capped at 8,192, num_warps from it):
+    eagerly against F.layer_norm at rows that fit the block and rows that loop, and compiled."""
+    op = ops["layer_norm"]
+    for n in (300, 1000, 4096, 10000, 20000):
+        x = torch.randn(3, 17, n, device="cuda", dtype=torch.bfloat16)
+        w, b = torch.randn(n, device="cuda", dtype=torch.bfloat16), torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        y, mean, rstd = op(x, w, b, 1e-5)
+        want = layer_norm_reference(x, w, b, 1e-5)
+        torch.testing.assert_close(y, want[0], atol=3e-2, rtol=3e-2)
+        torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5), atol=3e-2, rtol=3e-2)
+        torch.testing.assert_close((mean, rstd), want[1:], atol=1e-3, rtol=1e-3)
+        compiled = torch.compile(lambda x, w, b: op(x, w, b, 1e-5)[0], fullgraph=True)
+        torch.testing.assert_close(compiled(x, w, b), y)

@@ -69,7 +69,7 @@ def test_the_interpreter_runs_the_row_kernels_on_every_rank():
     out = subprocess.run([sys.executable, str(HERE / "rows_interpreter_check.py")], capture_output=True, text=True,
                          env=env, timeout=900)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "checked 10 cases" in out.stdout
+    assert "checked 13 cases" in out.stdout
 
 
 def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
@@ -99,3 +99,23 @@ def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
     # axis does not flatten into the row stride, so that input alone is copied
     fwd = [kinds[f"{NS}::rms_rows_forward#{k}"] for k in range(9)]
     assert fwd == ["in0"] * 5 + ["fresh"] + ["in0"] * 2 + ["fresh"], kinds
+
+
+def test_heuristics_choose_the_block_and_the_warps_per_call_on_both_paths(ops):
+    """The layer-norm tutorial's host choices as stacked heuristics: BLOCK_SIZE = min(8192, next_power_of_2(N))
+    (a cap; longer rows loop) then num_warps = min(max(BLOCK_SIZE // 256, 1), 8), a launch option compiled per
+    value. The Python and native dry runs launch 2, 4 and 8 warps for rows of 300, 1,000 and 10,000."""
+    sys.path.insert(0, str(HERE))
+    from differential import Registered, compare, native_outcomes, python_outcomes, tensor_call
+
+    op = ops["layer_norm"]
+    assert [h["name"] for h in op.record.heuristics] == ["BLOCK_SIZE", "num_warps"]
+    shapes = ((2, 3, 300), (4, 1000), (2, 10000))
+    calls = [[tensor_call(s), tensor_call(s[-1:]), tensor_call(s[-1:]), {"t": "scalar", "v": 1e-5}] for s in shapes]
+    gens = [Registered(op, calls)]
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    blocks = [py[f"{op.record.op_name}#{k}"]["launches"][0]["block"] for k in range(3)]
+    assert [b[0] for b in blocks] == [64, 128, 256], blocks

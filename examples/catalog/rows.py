@@ -14,7 +14,7 @@ import torch
 
 from opsmith import Dim, DimSize, InputDecl, OutputDecl, Reduction, SameAs, ScalarInput, Stride
 
-__all__ = ["liger_rms_norm", "register_rows", "rms_backward_reference", "rms_reference"]
+__all__ = ["layer_norm_reference", "liger_rms_norm", "register_rows", "rms_backward_reference", "rms_reference"]
 
 
 def _rows(x: str) -> list[Any]:
@@ -48,7 +48,22 @@ def register_rows(ns: str) -> dict[str, Any]:
             outputs=[OutputDecl("dX", SameAs("X"))],
             extras=[*_rows("dY"), *_rows("dX"), *_rows("X"), Dim("N", name="n_cols"), block],
             geometry=Reduction(reduce_dims=(-1,)), constexprs={"GEMMA": gemma})  # fmt: skip
+    ops["layer_norm"] = triton_op(
+        f"{ns}::layer_norm_rows", rt.layer_norm_rows,
+        inputs=[InputDecl("X", shape=("*R", "N")), InputDecl("W", shape=("N",), dtype="X"),
+                InputDecl("B", shape=("N",), dtype="X"), ScalarInput("eps", float)],
+        outputs=[OutputDecl("Y", SameAs("X")), OutputDecl("Mean", shape=("*R",), dtype=torch.float32),
+                 OutputDecl("Rstd", shape=("*R",), dtype=torch.float32)],
+        extras=[Stride(("X", "Y"), -2, name="stride"), Dim("N")], geometry=Reduction(reduce_dims=(-1,)))  # fmt: skip
     return ops
+
+
+def layer_norm_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> tuple:
+    """(y, mean, rstd) as the layer-norm kernel gives them: float32 statistics, y in x's dtype."""
+    xf = x.float()
+    mean, var = xf.mean(-1), xf.var(-1, unbiased=False)
+    rstd = torch.rsqrt(var + eps)
+    return ((xf - mean[..., None]) * rstd[..., None] * w.float() + b.float()).to(x.dtype), mean, rstd
 
 
 def liger_rms_norm(ns: str) -> Any:

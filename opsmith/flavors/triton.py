@@ -45,6 +45,7 @@ _TRITON_SCALAR = {"f32": "fp32", "f64": "fp64", "i32": "i32", "i64": "i64", "u32
                   "bool": "i1", "i8": "i8", "i16": "i16", "f16": "fp16", "bf16": "bf16"}  # fmt: skip
 #: Triton's launch options that a kernel's constexpr may share a name with, and their defaults.
 LAUNCH_OPTIONS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+PER_CALL_OPTIONS = ("num_warps", "num_stages")  # what a heuristic may choose per call (Triton's run() keywords)
 _PARAM_SIZE = {"fp32": 4, "fp64": 8, "i32": 4, "i64": 8, "u32": 4, "u64": 8, "i1": 1, "i8": 1, "i16": 2,
                "fp16": 2, "bf16": 2}  # fmt: skip
 
@@ -122,9 +123,14 @@ class TritonSource:
         self.constexpr_defaults = {n: d for n, c, d in self.params_ if c and d is not inspect.Parameter.empty
                                    and n not in self.static | derived and n not in LAUNCH_OPTIONS}  # fmt: skip
         for h in self.heuristics:
-            if h.name not in constexpr_names:
+            if h.name not in constexpr_names | set(PER_CALL_OPTIONS):
                 raise SpecError(op_name, f"heuristics['{h.name}']", f"'{h.name}' is not a tl.constexpr parameter of "
-                                f"'{self.kernel_name}'.", "a heuristic sets a constexpr; name one.")  # fmt: skip
+                                f"'{self.kernel_name}' or a launch setting a call may choose "
+                                f"({', '.join(PER_CALL_OPTIONS)}).", "a heuristic sets a constexpr or num_warps/"
+                                "num_stages; name one.")  # fmt: skip
+        # Heuristics that set a launch option (the layer-norm tutorial's num_warps from its block size): compiled
+        # per value, as Triton's heuristics set run()'s keywords.
+        self.option_heuristics = frozenset(h.name for h in self.heuristics if h.name in PER_CALL_OPTIONS)
         clash = (self.static | derived) & set(self.config.params) or self.static & derived
         if clash:
             raise SpecError(op_name, "autotune.configs", f"constexprs {sorted(clash)} are set twice (by an extra, a "
@@ -280,12 +286,24 @@ class TritonSource:
         if not self.static and not self.heuristics:
             return out
         assert self._record is not None
+        constexprs = self.static_names()
         for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
             if kind == "static":
                 out[self._record.extras[k].name] = int(v)
-            elif kind == "heur":
-                out[self._record.heuristics[k]["name"]] = v if isinstance(v, bool) else int(v)
+            elif kind == "heur" and (name := self._record.heuristics[k]["name"]) in constexprs:
+                out[name] = v if isinstance(v, bool) else int(v)
         return out
+
+    def launch_options(self, spec: tuple = ()) -> dict[str, Any]:
+        """Triton's compile options for a call specialization: the config's, with the values of heuristics that
+        set num_warps or num_stages (their own constexpr too, where the kernel has one of that name)."""
+        opts = dict(self.options)
+        if self.option_heuristics and spec:
+            assert self._record is not None
+            for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
+                if kind == "heur" and (name := self._record.heuristics[k]["name"]) in self.option_heuristics:
+                    opts[name] = int(v)
+        return opts
 
     def build(self, arch: str, spec: tuple = ()) -> Binary:
         if _interpreted(self.kernel):
@@ -302,9 +320,10 @@ class TritonSource:
         t0 = time.perf_counter()
         # opsmith's own verified cache first: a hit skips triton.compile, whose cache key hashes the whole
         # Triton installation once per process (~300 ms, most of a second process's start).
+        options = {k: v for k, v in self.launch_options(spec).items() if v is not None}
         key = make_key({"flavor": "triton", "source": self.fingerprint(), "signature": signature,
                         "constexprs": constexprs, "attrs": sorted((list(k), v) for k, v in attrs.items()),
-                        "arch": f"sm_{cc}", "triton": _triton_identity()})  # fmt: skip
+                        "arch": f"sm_{cc}", "triton": _triton_identity(), "options": options})  # fmt: skip
         cache = compile_cache()
         hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0, self.dropped(spec))
         if hit is not None:
@@ -312,7 +331,7 @@ class TritonSource:
         _refresh_triton_hash(self.kernel)
         src = ASTSource(self.kernel, signature=signature, constexprs=constexprs, attrs=attrs)
         try:
-            ck = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=self._compile_options())
+            ck = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
         except Exception as e:  # Triton's CompilationError carries the offending kernel line
             raise CompileError(self.op_name, self.kernel_name, str(e), _kernel_excerpt(self.kernel, e)) from None
         md = ck.metadata
@@ -342,9 +361,6 @@ class TritonSource:
                             "trailing_params": binary.trailing_params, "dropped": list(binary.dropped)},
                       binary.data)  # fmt: skip
         return binary
-
-    def _compile_options(self) -> dict[str, Any]:
-        return {k: v for k, v in self.options.items() if v is not None}
 
     def _check_globals(self) -> None:
         """A constexpr global the kernel reads changed since registration: this op's kernels would mix the

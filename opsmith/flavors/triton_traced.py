@@ -126,9 +126,14 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         # A size compiled in becomes a constant of the traced graph: int() on a symbolic size adds the guard
         # that recompiles for another value.
         consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras}}
+        chosen: dict[str, int] = {}  # heuristics that set num_warps / num_stages
         for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
             v = fns[h["pick"][c]](*t)
-            consts[h["name"]] = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)
+            value = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)
+            if h["name"] in src.option_heuristics:
+                chosen[h["name"]] = int(value)
+            if h["name"] in src.static_names():
+                consts[h["name"]] = value
         kern = kernels[c]
         if kern is None:
             raise LaunchError(f"{op}: the kernel was defined with TRITON_INTERPRET=1, so torch.compile cannot trace "
@@ -136,7 +141,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         # One dict: a constexpr named like a launch option (``num_stages``) holds the option's own value.
         # torch's tracing takes num_warps and num_stages by keyword only (num_ctas and maxnreg it refuses
         # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
-        options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages}
+        options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages, **chosen}
         kern[grid](**{**kwargs, **consts, **options})
         return outs
 

@@ -42,3 +42,39 @@ def rms_rows_backward(dY, dY_row_stride, dX, dX_row_stride, X, X_row_stride, W, 
     dy_w = dy * w
     dx = rstd * (dy_w - normed * (tl.sum(dy_w * normed, axis=0) / n_cols))
     tl.store(dX + row * dX_row_stride + cols, dx.to(dX.dtype.element_ty), mask=mask)
+
+
+# The Triton layer-norm tutorial's host code picks the block and the warps from the row length; here the same
+# choices are heuristics, so every path computes them from the call: the block covers the row up to a cap
+# (longer rows loop), and the warps follow the block.
+MAX_BLOCK = 8192
+
+
+@triton.heuristics({"BLOCK_SIZE": lambda args: min(MAX_BLOCK, triton.next_power_of_2(args["N"]))})
+@triton.heuristics({"num_warps": lambda args: min(max(args["BLOCK_SIZE"] // 256, 1), 8)})
+@triton.jit
+def layer_norm_rows(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    X += row * stride
+    Y += row * stride
+    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        acc += tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
+    mean = tl.sum(acc, axis=0) / N
+    acc = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        x = tl.load(X + cols, mask=cols < N, other=0.0).to(tl.float32)
+        d = tl.where(cols < N, x - mean, 0.0)
+        acc += d * d
+    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    for off in range(0, N, BLOCK_SIZE):
+        cols = off + tl.arange(0, BLOCK_SIZE)
+        mask = cols < N
+        w = tl.load(W + cols, mask=mask).to(tl.float32)
+        b = tl.load(B + cols, mask=mask).to(tl.float32)
+        x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
