@@ -119,7 +119,7 @@ def test_autotune_takes_triton_configs_and_num_stages_constexpr_is_the_option(ex
                                             triton.Config({"num_stages": 3}, num_warps=8)]))  # fmt: skip
     assert op.record.configs[0] == {"params": {}, "num_warps": 4, "num_stages": 1, "num_ctas": 1, "maxnreg": 128}
     assert [s.constexprs["num_stages"] for s in op.variants.sources] == [1, 3]
-    assert op.variants.sources[0]._compile_options()["maxnreg"] == 128
+    assert op.variants.sources[0].launch_options()["maxnreg"] == 128
     with pytest.raises(ok.SpecError, match=r"sets the constexpr 'num_stages' to 2 and the num_stages option to 3"):
         ok.triton_op(f"{NS}::softmax_clash", pt.softmax_kernel, inputs=op.record and [ok.InputDecl("input")],
                      outputs=[ok.OutputDecl("output", ok.SameAs("input"))],

@@ -119,3 +119,32 @@ def test_heuristics_choose_the_block_and_the_warps_per_call_on_both_paths(ops):
     assert compare(gens, py, nat) == []
     blocks = [py[f"{op.record.op_name}#{k}"]["launches"][0]["block"] for k in range(3)]
     assert [b[0] for b in blocks] == [64, 128, 256], blocks
+
+
+def test_an_op_whose_float_scalars_inductor_would_widen_stays_whole():
+    """Inductor compiles a user-defined Triton kernel's Python-float arguments as fp64 (its
+    ``_use_fp64_for_unbacked_floats``), where Triton's JIT and every opsmith path pass fp32: the tutorial-style
+    attention then fails in ``tl.dot`` (its accumulator turns fp64), and other kernels compute in fp64. Such an op
+    stays whole in the traced graph (it launches what every other path launches); with the widening off, or
+    without float scalars, it decomposes into the kernel as before."""
+    import contextlib
+
+    from torch._functorch.aot_autograd import aot_function
+    from torch._inductor import config
+
+    from examples.catalog.attention import register_attention
+
+    op = register_attention(NS)
+
+    def trace():
+        graphs = []
+        f = aot_function(lambda q, k, v: op(q, k, v, 0.125), fw_compiler=lambda gm, _: graphs.append(gm) or gm)
+        with FakeTensorMode(), contextlib.suppress(RuntimeError):  # running the captured graph needs a GPU
+            q = torch.empty(2, 3, 128, 64, device="cuda", dtype=torch.float16)
+            f(q, q.clone(), q.clone())
+        return graphs[0].code
+
+    code = trace()
+    assert "attention.default" in code and "triton_kernel_wrapper" not in code, code
+    with config.patch(_use_fp64_for_unbacked_floats=False):
+        assert "triton_kernel_wrapper_functional" in trace()

@@ -6,13 +6,16 @@ plus ``wrap_triton(kernel)[grid](...)``, registered on the one registration path
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any
 
 import torch
 
 from ..errors import LaunchError
-from ..record import KernelRecord, TensorArg
+from ..record import KernelRecord, ScalarArg, TensorArg
 from .triton import TritonSource, _interpreted
+
+log = logging.getLogger("opsmith.compile")
 
 __all__ = ["make_visible_impl", "register_visible"]
 
@@ -179,7 +182,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         import triton
 
         on_cpu = any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args)
-        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)):
+        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or floats_widen():
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
@@ -187,6 +190,26 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
             visible = make_visible_impl(record, variants, custom)
         with mode:
             return visible(*args, **kwargs)
+
+    float_scalars = [a.name for a in record.inputs if isinstance(a, ScalarArg) and a.py_type == "float"]
+    said: list[str] = []  # the reason is logged once per op
+
+    def floats_widen() -> bool:
+        """Whether Inductor would compile this kernel with its float scalars as fp64 (a Python float in a
+        user-defined kernel's call is fp64 unless ``_use_fp64_for_unbacked_floats`` is off), where every other
+        path compiles them as fp32, as Triton's JIT does: the kernel would compute differently, or not compile
+        (the attention tutorial's ``acc`` becomes fp64 and ``tl.dot`` refuses it). Such an op stays whole under
+        torch.compile: the graph calls it, and it launches the kernel every other path launches."""
+        if not float_scalars:
+            return False
+        from torch._inductor import config
+
+        widen = bool(getattr(config, "_use_fp64_for_unbacked_floats", False))
+        if widen and not said:
+            said.append(op_name)
+            log.info("%s: kept whole under torch.compile: Inductor would pass the float scalars %s to its kernel as "
+                     "fp64 (fp32 on every other path)", op_name, float_scalars)  # fmt: skip
+        return widen
 
     torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, decompose, lib=lib)
 

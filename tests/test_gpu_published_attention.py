@@ -1,0 +1,57 @@
+"""The fused attention forward in the Triton tutorial's style on the GPU (issue 40, item 6): the kernel offsets
+K, V and Out by Q's batch and head strides, so its declaration shares those strides among the four; a Q given
+as a transposed view is then made to agree (right values), where a declaration with a stride per tensor gives
+wrong ones, silently, as the issue saw. Eager against PyTorch, fp16 and fp8 (e5m2), compiled with
+``fullgraph=True`` (Inductor compiles the kernel) and exported."""
+
+import os
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+pytest.importorskip("triton")
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+from examples.catalog.attention import attention_reference, register_attention  # noqa: E402
+
+NS = "t_gpu_attn"
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory):
+    os.environ["OPSMITH_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    return register_attention(NS), register_attention(NS, shared=False)
+
+
+def _qkv(dtype=torch.float16, z=2, h=3, n=256, d=64):
+    return [torch.randn(z, h, n, d, device="cuda", dtype=torch.float16).to(dtype) for _ in range(3)]
+
+
+def test_shared_strides_make_a_transposed_q_agree(ops):
+    shared, unshared = ops
+    q, k, v = _qkv()
+    torch.testing.assert_close(shared(q, k, v, 0.125), attention_reference(q, k, v, 0.125), atol=2e-2, rtol=2e-2)
+    qt = torch.randn(2, 256, 3, 64, device="cuda", dtype=torch.float16).transpose(1, 2)  # the issue's view
+    want = attention_reference(qt, k, v, 0.125)
+    torch.testing.assert_close(shared(qt, k, v, 0.125), want, atol=2e-2, rtol=2e-2)
+    # What the shared declaration prevents: with a stride per tensor, Q's strides offset K and V
+    assert not torch.allclose(unshared(qt, k, v, 0.125).float(), want.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e5m2])
+def test_attention_compiles_fullgraph_and_exports(ops, dtype):
+    op = ops[0]
+    q, k, v = _qkv(dtype)
+    eager = op(q, k, v, 0.125)
+    torch.testing.assert_close(eager.float(), attention_reference(q, k, v, 0.125).float(), atol=6e-2, rtol=6e-2)
+    compiled = torch.compile(lambda q, k, v: op(q, k, v, 0.125), fullgraph=True)
+    torch.testing.assert_close(compiled(q, k, v).float(), eager.float())
+
+    class M(torch.nn.Module):
+        def forward(self, q, k, v):
+            return op(q, k, v, 0.125)
+
+    ep = torch.export.export(M(), (q, k, v))
+    torch.testing.assert_close(ep.module()(q, k, v).float(), eager.float())
