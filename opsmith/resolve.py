@@ -361,7 +361,8 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
         # call-time rule (layout.addressable) passes a tensor whose group strides row-major around that axis,
         # which is what one row stride addresses, and copies one that does not; ("*R", "N") with the row stride
         # takes (B, T, N) as the published layer norms' host code does by viewing it as (B * T, N).
-        grouped = any(isinstance(e, str) and e.startswith("*") for e in (d.shape or ()))
+        entries = d.shape if isinstance(d.shape, tuple | list) else ()  # SameAs("x") names no group
+        grouped = any(isinstance(e, str) and e.startswith("*") for e in entries)
         if grouped and all(a < 0 for a in strided[ti]):
             pass
         elif strided[ti] and nd is None and isinstance(geometry, Elementwise | Reduction):
