@@ -13,7 +13,7 @@ from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
 from .flavors.options import parse_options
 from .flavors.ptx import PrecompiledSource
-from .registration import Op, register_kernel_op
+from .registration import Op, register_kernel_op, static_scalar_refusal
 from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, Requirement, ScalarInput
 
 __all__ = ["cuda_kernel_op", "cute_op", "ptx_op", "triton_op"]
@@ -61,6 +61,7 @@ def cuda_kernel_op(
     """
     if not isinstance(spec, KernelSpec):
         raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
+    _refuse_static_scalars(op_name, spec)
     source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
                         include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override,
                         target=spec.target, static=_extra_names(spec.extras),
@@ -70,6 +71,21 @@ def cuda_kernel_op(
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
                               param_order=spec.param_order, sharding=sharding, requires=spec.requires,
                               reference=reference, native=native)  # fmt: skip
+
+
+def _refuse_static_scalars(op_name: str, spec: KernelSpec) -> None:
+    """A scalar input named like a ``{NAME}`` template argument: compiled in per call is built for Triton
+    constexprs only so far (registration refuses it for every other flavor; here, before NVRTC's probe of an
+    unfilled placeholder says something less useful)."""
+    import string
+
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(spec.kernel_name or "") if f}
+    except ValueError:
+        return  # CudaSource names the unbalanced braces
+    names = [d.name for d in spec.inputs or () if isinstance(d, ScalarInput) and d.name in fields]
+    if names:
+        raise static_scalar_refusal(op_name, names)
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:
@@ -165,7 +181,9 @@ def triton_op(
     from .flavors.triton_decorators import unwrap
 
     kernel, autotune, heuristics = unwrap(op_name, kernel, autotune)
-    source = TritonSource(op_name, kernel, static=_extra_names(extras), heuristics=heuristics, fixed=constexprs)
+    scalars = frozenset(d.name for d in inputs or () if isinstance(d, ScalarInput))  # a constexpr's per-call value
+    source = TritonSource(op_name, kernel, static=_extra_names(extras) | scalars, heuristics=heuristics,
+                          fixed=constexprs)  # fmt: skip
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
                               sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip

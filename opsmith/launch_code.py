@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .flavors.base import UNIT
+from .flavors.base import UNIT, scalar_key
 from .variants import Variants
 
 __all__ = ["custom_launch", "dry_launch", "inline_simple", "variant_launch"]
@@ -59,6 +59,9 @@ def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
             spec.append(f"{vals[p]} & 15 == 0")
         elif kind == "static":
             spec.append(pr.refs[f"x{p}"])
+        elif kind == "scalar":  # a scalar compiled in: its key (a float's bits)
+            pr.g["_scalar_key"] = scalar_key
+            spec.append(f"_scalar_key({pr.record.inputs[p].py_type!r}, {pr.args[p]})")
         elif kind == "heur":
             spec.append(_heuristic(pr, p))
         else:  # "int": UNIT when 1, else divisibility by 16

@@ -54,12 +54,15 @@ class TensorArg:
 
 @dataclass(frozen=True)
 class ScalarArg:
-    """A by-value scalar input. ``py_type``: "float" | "int" | "bool"; ``ctype``: its C type (signature.py)."""
+    """A by-value scalar input. ``py_type``: "float" | "int" | "bool"; ``ctype``: its C type (signature.py).
+    ``static``: named like a Triton ``tl.constexpr``, it is compiled into the kernel, one specialization per
+    distinct value (a float by its bits), and is no runtime parameter."""
 
     name: str
     py_type: str
     ctype: str
     kind: Literal["scalar"] = "scalar"
+    static: bool = False
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,11 @@ class KernelRecord:
     def static_extras(self) -> tuple[int, ...]:
         """Indices of the extras compiled into the kernel (one specialization per value)."""
         return tuple(k for k, e in enumerate(self.extras) if e.static)
+
+    @property
+    def static_scalars(self) -> tuple[int, ...]:
+        """Positions among the inputs of the scalars compiled into the kernel (one specialization per value)."""
+        return tuple(k for k, a in enumerate(self.inputs) if isinstance(a, ScalarArg) and a.static)
 
     @property
     def tuned(self) -> bool:

@@ -147,6 +147,13 @@ def _check_schema(op: str, schema: str, record: KernelRecord) -> None:
                         "drop schema= to derive it, or make it match the inputs and outputs.")  # fmt: skip
 
 
+def static_scalar_refusal(op_name: str, names: list[str]) -> SpecError:
+    """Scalar inputs named like compile-time parameters of a flavor that cannot compile them in per call."""
+    return SpecError(op_name, "inputs", f"the scalar inputs {names} are named like compile-time parameters (template "
+                     "arguments); a scalar compiled in per call is built for Triton constexprs only so far.",
+                     "pass the value as a kernel parameter (a by-value argument), or compile one op per value.")  # fmt: skip
+
+
 def register_kernel_op(
     op_name: str,
     source: KernelSource,
@@ -292,6 +299,8 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
                                         "params": resolved.params, "dims": resolved.dims,
                                         "groups": resolved.groups, "requires": resolved.requires}),
     )  # fmt: skip
+    if record.static_scalars and source.flavor != "triton":
+        raise static_scalar_refusal(op_name, [record.inputs[k].name for k in record.static_scalars])
     if schema is None:
         schema = derive_schema(record)
     elif resolved is not None:
@@ -312,6 +321,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
                       warmup=autotune.warmup, rep=autotune.rep)  # fmt: skip
     variants = Variants(record, sources, binary, ctypes_, tuner)
     if specialized and not getattr(source, "interpreted", False) and not record.static_extras and \
+            not record.static_scalars and \
             not record.heuristics and \
             (not triton or all(a.dtype for a in record.tensor_inputs)):  # fmt: skip
         # Compile errors surface now (float32 for open dtypes); with sizes compiled in, at the first call.

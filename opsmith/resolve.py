@@ -313,7 +313,10 @@ def resolve(
                                    if isinstance(d, ScalarInput)},
                     out_dtypes=[None] * len(out_args), out_like=[None] * len(out_args))  # fmt: skip
     kinds = [("tensor" if isinstance(d, InputDecl) else "scalar", d.name) for d in inputs]
-    items = declared_items(kinds, extra_args, out_args)
+    # A scalar named like a compile-time parameter (a Triton constexpr) is compiled in, not passed
+    items = [
+        d for d in declared_items(kinds, extra_args, out_args) if not (d.kind == "scalar" and d.name in static_names)
+    ]
     if params is not None:
         bound = bind(op, items, params, typing, extra_args, typed=typed, tensor_names=tensors,
                      scalar_types={d.name: d.py_type.__name__ for d in inputs if isinstance(d, ScalarInput)},
@@ -332,7 +335,7 @@ def resolve(
                             f"make it a template parameter of the kernel bound by {{T_{d.name}}}.")  # fmt: skip
     out_args = _output_dtypes(op, outputs, out_args, typing, tensors)
     key = named_key(op, key, bound, inputs, extra_args, out_names, static_names)
-    resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh)
+    resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh, static_names)
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
                     tuple((n, k, a) for n, (k, a) in sh.dims.items()),
                     tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
@@ -340,7 +343,7 @@ def resolve(
 
 def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: list[str], extra_args: Sequence,
                 geometry: object, typing: Typing, min_nd: list[int], declared: list[int | None],
-                sh: Shapes) -> list[TensorArg | ScalarArg]:  # fmt: skip
+                sh: Shapes, static_names: frozenset[str] = frozenset()) -> list[TensorArg | ScalarArg]:  # fmt: skip
     """The resolved inputs in declaration order: scalars with their C types, tensors with their dtype, layout
     policy, rank bounds, declared shape, the axes the kernel is given strides for and the alignment it needs."""
     strided = [sorted({e.expr[2] for e in extra_args if isinstance(e.expr, list) and e.expr[0] == "stride"
@@ -348,7 +351,8 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
     resolved_inputs: list[TensorArg | ScalarArg] = []
     for d in inputs:
         if isinstance(d, ScalarInput):
-            resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, typing.scalar_ctypes[d.name]))
+            static = d.name in static_names  # compiled in: its value is a constexpr (f64, i64 or bool in the key)
+            resolved_inputs.append(ScalarArg(d.name, d.py_type.__name__, typing.scalar_ctypes[d.name], static=static))
             continue
         ti = tensors.index(d.name)
         dt, nd_min, nd = typing.dtypes[ti], min_nd[ti], declared[ti]

@@ -14,12 +14,13 @@ import struct
 import threading
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import env
 from .autotune import Tuner
 from .errors import InputError, LaunchError
 from .expr import EXPR_GLOBALS, to_python
-from .flavors.base import Binary, KernelSource
+from .flavors.base import Binary, KernelSource, scalar_from_key
 from .geometry import LaunchPlan
 from .launch import DeviceKernel, _Params, pack_format
 from .record import KernelRecord, TensorArg
@@ -46,7 +47,7 @@ class Variants:
         self._picks = [(j, record.heuristics[h]["pick"]) for j, (kind, h) in enumerate(self.spec_layout)
                        if kind == "heur" and len(record.heuristics[h]["exprs"]) > 1]  # fmt: skip
         self.kernels: dict[tuple, DeviceKernel] = {}
-        self.static_values: dict[int, set] = {}  # per compiled-in extra, the values compiled so far
+        self.static_values: dict[tuple, set] = {}  # per compiled-in extra or scalar, the values compiled so far
         #: What the generated eager code reads per call, keyed by the specialization (untuned) or by
         #: (config, specialization): (functions by device, block x, y, z, shared memory, the kernel).
         self.fast: dict[tuple, tuple] = {}
@@ -129,21 +130,26 @@ class Variants:
         """Sizes compiled into the kernel: each new value is a compile. Warn when one takes many values, and
         refuse past the limit (a dimension that varies per call should be a runtime parameter)."""
         for (kind, k), v in zip(self.spec_layout, spec, strict=False):
-            if kind != "static":
+            if kind not in ("static", "scalar"):
                 continue
-            seen = self.static_values.setdefault(k, set())
+            seen = self.static_values.setdefault((kind, k), set())
             if v in seen:
                 continue
-            label = self.record.extras[k].label
+            arg = self.record.extras[k] if kind == "static" else self.record.inputs[k]
+            label = arg.label if kind == "static" else f"scalar '{arg.name}'"
+
+            def shown(x: Any, kind: str = kind, arg: Any = arg) -> Any:  # a float by its value, not its key
+                return x if kind == "static" else scalar_from_key(arg.py_type, x)
+
             if len(seen) >= env.SPECIALIZE_LIMIT.get():
                 raise InputError(self.record.op_name, label, f"one of the {len(seen)} values already compiled in "
-                                 f"(OPSMITH_SPECIALIZE_LIMIT={env.SPECIALIZE_LIMIT.get()})", f"{v}",
-                                 f"Fix: pass '{self.record.extras[k].name}' as a runtime parameter (not tl.constexpr / "
+                                 f"(OPSMITH_SPECIALIZE_LIMIT={env.SPECIALIZE_LIMIT.get()})", f"{shown(v)}",
+                                 f"Fix: pass '{arg.name}' as a runtime parameter (not tl.constexpr / "
                                  "a template argument), or bucket the size.")  # fmt: skip
             seen.add(v)
             if len(seen) == env.SPECIALIZE_WARN.get():
                 warnings.warn(f"{self.record.op_name}: {label} has taken {len(seen)} values, each compiled into its own "
-                              f"kernel ({sorted(seen)}). Fix: make it a runtime parameter if it varies per call.",
+                              f"kernel ({sorted(shown(x) for x in seen)}). Fix: make it a runtime parameter if it varies per call.",
                               stacklevel=4)  # fmt: skip
 
     def _grid_fn(self, plan: LaunchPlan | None) -> Callable | None:

@@ -29,4 +29,9 @@ for x in (torch.randn(2, 3, 300), torch.randn(4, 1000), torch.randn(2, 10000)): 
     for got, want in zip(ops["layer_norm"](x, w, b, 1e-5), layer_norm_reference(x, w, b, 1e-5), strict=True):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
     n += 1
+for ls in (0.0, 0.1, -0.0):  # a constexpr set per call (compiled per value)
+    x = torch.softmax(torch.randn(3, 50), -1)
+    want = x * (1 - ls) + ls / 50 if ls != 0.0 else x
+    torch.testing.assert_close(ops["smooth"](x, ls), want, atol=1e-6, rtol=1e-6)
+    n += 1
 print(f"checked {n} cases")

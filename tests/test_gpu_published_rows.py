@@ -143,3 +143,14 @@ def test_layer_norm_whose_heuristics_choose_block_and_warps(ops):
         torch.testing.assert_close((mean, rstd), want[1:], atol=1e-3, rtol=1e-3)
         compiled = torch.compile(lambda x, w, b: op(x, w, b, 1e-5)[0], fullgraph=True)
         torch.testing.assert_close(compiled(x, w, b), y)
+
+
+def test_a_constexpr_set_per_call_eagerly_and_compiled(ops):
+    """Issue 40, item 2: label_smoothing a tl.constexpr the call sets; each value its own kernel."""
+    op = ops["smooth"]
+    x = torch.softmax(torch.randn(64, 1000, device="cuda"), -1)
+    compiled = torch.compile(lambda x, ls: op(x, ls), fullgraph=True)
+    for ls in (0.0, 0.1, 0.2):
+        want = x * (1 - ls) + ls / 1000 if ls else x
+        torch.testing.assert_close(op(x, ls), want)
+        torch.testing.assert_close(compiled(x, ls), want)

@@ -69,7 +69,7 @@ def test_the_interpreter_runs_the_row_kernels_on_every_rank():
     out = subprocess.run([sys.executable, str(HERE / "rows_interpreter_check.py")], capture_output=True, text=True,
                          env=env, timeout=900)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "checked 13 cases" in out.stdout
+    assert "checked 16 cases" in out.stdout
 
 
 def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
@@ -148,3 +148,55 @@ def test_an_op_whose_float_scalars_inductor_would_widen_stays_whole():
     assert "attention.default" in code and "triton_kernel_wrapper" not in code, code
     with config.patch(_use_fp64_for_unbacked_floats=False):
         assert "triton_kernel_wrapper_functional" in trace()
+
+
+def test_a_scalar_named_like_a_constexpr_is_compiled_in_per_value(ops):
+    """Issue 40, item 2: Liger's label_smoothing is a tl.constexpr callers set per call. Declared as a
+    ScalarInput it is no runtime parameter; each distinct value (a float by its bits: -0.0 is not 0.0) is its own
+    kernel, the Python path and the native library choosing the same one for the same call."""
+    sys.path.insert(0, str(HERE))
+    from differential import Registered, compare, native_outcomes, python_outcomes, tensor_call
+
+    op = ops["smooth"]
+    assert [p.name for p in op.record.params] == ["Y", "X", "n_cols"] and op.record.static_scalars == (1,)
+    calls = [[tensor_call((4, 100)), {"t": "scalar", "v": v}] for v in (0.0, 0.1, 0.25, -0.0, 0.1)]
+    gens = [Registered(op, calls)]
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(5)]
+    assert len(set(images)) == 3 and images[4] == images[1], images  # -0.0 and 0.0 compile to the same code
+    from opsmith.flavors.base import scalar_key
+
+    at = op.variants.spec_layout.index(("scalar", 1))
+    compiled = {spec[at] for _, spec in op.variants.kernels}
+    assert compiled == {scalar_key("float", v) for v in (0.0, 0.1, 0.25, -0.0)}  # but are two specializations
+
+
+def test_a_scalar_compiled_in_warns_then_refuses_past_the_limit(ops, monkeypatch):
+    monkeypatch.setenv("OPSMITH_SPECIALIZE_WARN", "3")
+    monkeypatch.setenv("OPSMITH_SPECIALIZE_LIMIT", "4")
+    import opsmith as ok
+    from opsmith.eager import make_dry_run
+
+    op = register_rows(f"{NS}_limit")["smooth"]
+
+    fn, _ = make_dry_run(op)
+    x = torch.randn(2, 16)
+    with pytest.warns(UserWarning, match=r"scalar 'label_smoothing' has taken 3 values.*0\.1"):
+        for v in (0.0, 0.1, 0.2):
+            fn(x, v)
+    fn(x, 0.3)
+    with pytest.raises(ok.InputError, match=r"scalar 'label_smoothing'.*OPSMITH_SPECIALIZE_LIMIT=4.*0\.5"):
+        fn(x, 0.5)
+
+
+def test_a_scalar_named_like_a_template_argument_is_refused_for_cuda():
+    import opsmith as ok
+
+    src = "template <int SCALE> __global__ void k(const float* x, float* y, int n) {}"
+    with pytest.raises(ok.SpecError, match=r"scalar inputs \['SCALE'\].*Triton constexprs only"):
+        ok.cuda_kernel_op(f"{NS}::cuda_static_scalar", ok.KernelSpec(
+            kernel_source=src, kernel_name="k<{SCALE}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("SCALE", int)],
+            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip

@@ -48,6 +48,12 @@ def register_rows(ns: str) -> dict[str, Any]:
             outputs=[OutputDecl("dX", SameAs("X"))],
             extras=[*_rows("dY"), *_rows("dX"), *_rows("X"), Dim("N", name="n_cols"), block],
             geometry=Reduction(reduce_dims=(-1,)), constexprs={"GEMMA": gemma})  # fmt: skip
+    # A scalar named like a constexpr is compiled in per value (Liger's label_smoothing)
+    ops["smooth"] = triton_op(
+        f"{ns}::smooth_rows", rt.smooth_rows, inputs=[InputDecl("X", shape=("R", "N")), ScalarInput("label_smoothing", float)],
+        outputs=[OutputDecl("Y", SameAs("X"))],
+        extras=[Dim("N", name="n_cols"), DimSize("X", -1, name="BLOCK_SIZE", bucket="pow2")],
+        geometry=Reduction(reduce_dims=(-1,)))  # fmt: skip
     ops["layer_norm"] = triton_op(
         f"{ns}::layer_norm_rows", rt.layer_norm_rows,
         inputs=[InputDecl("X", shape=("*R", "N")), InputDecl("W", shape=("N",), dtype="X"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import struct
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -11,7 +12,7 @@ from ..record import KernelRecord, TensorArg
 from ..signature import KernelParam
 from ..spec import Config
 
-__all__ = ["UNIT", "Binary", "KernelSource", "constexpr_values", "param_roles"]
+__all__ = ["UNIT", "Binary", "KernelSource", "constexpr_values", "param_roles", "scalar_from_key", "scalar_key"]
 
 
 def constexpr_values(op_name: str, defaults: dict[str, Any], config: Config, static: frozenset[str],
@@ -103,3 +104,19 @@ class KernelSource(Protocol):
     def fingerprint(self) -> str:
         """Stable across processes: identifies the source and every compile option."""
         ...
+
+
+def scalar_key(py_type: str, v: Any) -> int:
+    """A scalar compiled into the kernel, as its specialization value: a float by its IEEE bits (so -0.0 and
+    0.0, or two NaNs, are distinct kernels, and the native library's int64 key holds it exactly), an int or bool
+    as itself."""
+    if py_type == "float":
+        return struct.unpack("<q", struct.pack("<d", float(v)))[0]
+    return int(v)
+
+
+def scalar_from_key(py_type: str, v: int) -> Any:
+    """The constexpr value a specialization's ``scalar_key`` stands for."""
+    if py_type == "float":
+        return struct.unpack("<d", struct.pack("<q", v))[0]
+    return bool(v) if py_type == "bool" else int(v)

@@ -30,7 +30,7 @@ from ..errors import CompileError, LaunchError, SpecError
 from ..record import KernelRecord
 from ..signature import KernelParam, parse_ptx_entry
 from ..spec import Config
-from .base import UNIT, Binary, constexpr_values, param_roles
+from .base import UNIT, Binary, constexpr_values, param_roles, scalar_from_key
 
 __all__ = ["TritonSource", "is_triton_kernel"]
 
@@ -46,6 +46,7 @@ _TRITON_SCALAR = {"f32": "fp32", "f64": "fp64", "i32": "i32", "i64": "i64", "u32
 #: Triton's launch options that a kernel's constexpr may share a name with, and their defaults.
 LAUNCH_OPTIONS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
 PER_CALL_OPTIONS = ("num_warps", "num_stages")  # what a heuristic may choose per call (Triton's run() keywords)
+
 _PARAM_SIZE = {"fp32": 4, "fp64": 8, "i32": 4, "i64": 8, "u32": 4, "u64": 8, "i1": 1, "i8": 1, "i16": 2,
                "fp16": 2, "bf16": 2}  # fmt: skip
 
@@ -224,6 +225,7 @@ class TritonSource:
             elif (role == "extra" and not isinstance(a.expr, float)) or (role == "scalar" and a.py_type == "int"):
                 layout.append(("int", p))
         return (layout + [("static", k) for k in self._record.static_extras]
+                + [("scalar", k) for k in self._record.static_scalars]
                 + [("heur", h) for h in range(len(self._record.heuristics))])  # fmt: skip
 
     def _types(self, spec: tuple) -> tuple[dict[str, str], dict[tuple[int], list]]:
@@ -290,6 +292,9 @@ class TritonSource:
         for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
             if kind == "static":
                 out[self._record.extras[k].name] = int(v)
+            elif kind == "scalar":
+                a = self._record.inputs[k]
+                out[a.name] = scalar_from_key(a.py_type, v)
             elif kind == "heur" and (name := self._record.heuristics[k]["name"]) in constexprs:
                 out[name] = v if isinstance(v, bool) else int(v)
         return out

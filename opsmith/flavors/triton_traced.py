@@ -128,7 +128,8 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
                   for p, name in zip(record.params, src.runtime_params, strict=True)}  # fmt: skip
         # A size compiled in becomes a constant of the traced graph: int() on a symbolic size adds the guard
         # that recompiles for another value.
-        consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras}}
+        consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras},
+                  **{record.inputs[k].name: args[k] for k in record.static_scalars}}  # fmt: skip
         chosen: dict[str, int] = {}  # heuristics that set num_warps / num_stages
         for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
             v = fns[h["pick"][c]](*t)

@@ -175,7 +175,7 @@ def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple
     layout = v.spec_layout
     seen = list(dict.fromkeys(spec for _, spec in list(v.kernels)))  # list(): another thread may add one
     guessed: list[tuple] = []
-    if not any(kind == "static" for kind, _ in layout):
+    if not any(kind in ("static", "scalar") for kind, _ in layout):  # values no call has brought: not guessed
         for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible
             guessed.append(tuple(dt if kind == "dtype" else True for kind, _ in layout))
     specs = list(dict.fromkeys(seen + guessed))

@@ -363,6 +363,9 @@ def _spec(pr: _Printer) -> list[str]:
             out.append(f"int64_t(a{p} == 1 ? {UNIT} : a{p} % 16 == 0)")
         elif kind == "heur":
             out.append(f"int64_t({_heuristic(pr, p)})")
+        elif kind == "scalar":  # compiled in: a float by its bits, as flavors.base.scalar_key
+            v = pr.args[p]
+            out.append(f"opsmith::f64_bits({v})" if pr.record.inputs[p].py_type == "float" else f"int64_t({v})")
         else:
             out.append(f"int64_t({pr.refs[f'x{p}']})")
     return out

@@ -294,5 +294,13 @@ inline uint16_t round_bits(double v, int frac, int emin, int emax) {
 inline uint16_t half_bits(double v) { return round_bits(v, 10, -14, 15); }
 inline uint16_t bf16_bits(double v) { return round_bits(v, 7, -126, 127); }
 
+// A float compiled into the kernel, as its specialization key: its IEEE bits (flavors.base.scalar_key), so
+// -0.0 and 0.0 are distinct kernels.
+inline int64_t f64_bits(double v) {
+  int64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
 }  // namespace opsmith
 """

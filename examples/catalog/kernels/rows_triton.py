@@ -78,3 +78,16 @@ def layer_norm_rows(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.const
         b = tl.load(B + cols, mask=mask).to(tl.float32)
         x = tl.load(X + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(Y + cols, ((x - mean) * rstd * w + b).to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def smooth_rows(Y, X, n_cols, label_smoothing: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """Label smoothing of probability rows, with the smoothing a constexpr that callers set per call (as
+    Liger-Kernel's cross-entropy takes ``label_smoothing: tl.constexpr``): 0 compiles the branch away."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    if label_smoothing != 0.0:
+        x = x * (1.0 - label_smoothing) + label_smoothing / n_cols
+    tl.store(Y + row * n_cols + cols, x.to(Y.dtype.element_ty), mask=mask)
