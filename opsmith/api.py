@@ -61,10 +61,10 @@ def cuda_kernel_op(
     """
     if not isinstance(spec, KernelSpec):
         raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
-    _refuse_static_scalars(op_name, spec)
+    scalars = _template_scalars(op_name, spec)
     source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
                         include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override,
-                        target=spec.target, static=_extra_names(spec.extras),
+                        target=spec.target, static=_extra_names(spec.extras) | scalars,
                         options=parse_options(op_name, spec.options, "cuda"))  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
@@ -73,19 +73,20 @@ def cuda_kernel_op(
                               reference=reference, native=native)  # fmt: skip
 
 
-def _refuse_static_scalars(op_name: str, spec: KernelSpec) -> None:
-    """A scalar input named like a ``{NAME}`` template argument: compiled in per call is built for Triton
-    constexprs only so far (registration refuses it for every other flavor; here, before NVRTC's probe of an
-    unfilled placeholder says something less useful)."""
+def _template_scalars(op_name: str, spec: KernelSpec) -> frozenset[str]:
+    """The int scalar inputs named like a ``{NAME}`` template argument: compiled in per call value. A float or
+    bool one is refused here, before NVRTC's probe of the placeholder says something less useful (C++17 has no
+    float template arguments; a bool one the probe's integer stand-in cannot fill)."""
     import string
 
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(spec.kernel_name or "") if f}
     except ValueError:
-        return  # CudaSource names the unbalanced braces
-    names = [d.name for d in spec.inputs or () if isinstance(d, ScalarInput) and d.name in fields]
-    if names:
-        raise static_scalar_refusal(op_name, names)
+        return frozenset()  # CudaSource names the unbalanced braces
+    named = [d for d in spec.inputs or () if isinstance(d, ScalarInput) and d.name in fields]
+    if bad := [d.name for d in named if d.py_type is not int]:
+        raise static_scalar_refusal(op_name, bad)
+    return frozenset(d.name for d in named)
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:

@@ -149,9 +149,9 @@ def _check_schema(op: str, schema: str, record: KernelRecord) -> None:
 
 def static_scalar_refusal(op_name: str, names: list[str]) -> SpecError:
     """Scalar inputs named like compile-time parameters of a flavor that cannot compile them in per call."""
-    return SpecError(op_name, "inputs", f"the scalar inputs {names} are named like compile-time parameters (template "
-                     "arguments); a scalar compiled in per call is built for Triton constexprs only so far.",
-                     "pass the value as a kernel parameter (a by-value argument), or compile one op per value.")  # fmt: skip
+    return SpecError(op_name, "inputs", f"the scalar inputs {names} are named like compile-time parameters; a scalar "
+                     "compiled in per call is built for Triton constexprs and int CUDA C++ template arguments only so "
+                     "far.", "pass the value as a kernel parameter (a by-value argument), or compile one op per value.")  # fmt: skip
 
 
 def register_kernel_op(
@@ -299,7 +299,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
                                         "params": resolved.params, "dims": resolved.dims,
                                         "groups": resolved.groups, "requires": resolved.requires}),
     )  # fmt: skip
-    if record.static_scalars and source.flavor != "triton":
+    if record.static_scalars and source.flavor not in ("triton", "cuda"):
         raise static_scalar_refusal(op_name, [record.inputs[k].name for k in record.static_scalars])
     if schema is None:
         schema = derive_schema(record)

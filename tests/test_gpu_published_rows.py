@@ -154,3 +154,23 @@ def test_a_constexpr_set_per_call_eagerly_and_compiled(ops):
         want = x * (1 - ls) + ls / 1000 if ls else x
         torch.testing.assert_close(op(x, ls), want)
         torch.testing.assert_close(compiled(x, ls), want)
+
+
+def test_an_int_template_argument_set_per_call():
+    """CUDA C++: an int ScalarInput named like ``{SCALE}`` is the template argument, one kernel per value,
+    eagerly, compiled, and from the op's native library (opsmith.native.use)."""
+    from opsmith import native
+
+    src = ("template <int SCALE> __global__ void scale_by(const float* x, float* y, int n) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] * SCALE; }")  # fmt: skip
+    op = ok.cuda_kernel_op(f"{NS}::scale_by", ok.KernelSpec(
+        kernel_source=src, kernel_name="scale_by<{SCALE}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("SCALE", int)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()),
+        native=False)  # fmt: skip
+    x = torch.randn(10_000, device="cuda")
+    compiled = torch.compile(lambda x, s: op(x, s), fullgraph=True)
+    for s in (2, 3, -1):
+        torch.testing.assert_close(op(x, s), x * s)
+        torch.testing.assert_close(compiled(x, s), x * s)
+    report = native.use([op])
+    assert report.ops and all(torch.equal(op(x, s), x * s) for s in (2, 3, -1))

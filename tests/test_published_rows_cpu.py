@@ -192,11 +192,32 @@ def test_a_scalar_compiled_in_warns_then_refuses_past_the_limit(ops, monkeypatch
         fn(x, 0.5)
 
 
-def test_a_scalar_named_like_a_template_argument_is_refused_for_cuda():
+def test_an_int_scalar_named_like_a_template_argument_is_compiled_in_and_a_float_refused():
+    """CUDA C++: an int ScalarInput named like a ``{NAME}`` placeholder is a template argument per call value,
+    the same on the Python path and in the native library; a float one is refused with the fix (C++17 has no
+    float template arguments)."""
     import opsmith as ok
 
-    src = "template <int SCALE> __global__ void k(const float* x, float* y, int n) {}"
-    with pytest.raises(ok.SpecError, match=r"scalar inputs \['SCALE'\].*Triton constexprs only"):
-        ok.cuda_kernel_op(f"{NS}::cuda_static_scalar", ok.KernelSpec(
-            kernel_source=src, kernel_name="k<{SCALE}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("SCALE", int)],
-            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+    sys.path.insert(0, str(HERE))
+    from differential import Registered, compare, native_outcomes, python_outcomes, tensor_call
+
+    src = ("template <int SCALE> __global__ void scale_by(const float* x, float* y, int n) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] * SCALE; }")  # fmt: skip
+
+    def spec(py_type):
+        return ok.KernelSpec(kernel_source=src, kernel_name="scale_by<{SCALE}>",
+                             inputs=[ok.InputDecl("x"), ok.ScalarInput("SCALE", py_type)],
+                             outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                             geometry=ok.Elementwise())  # fmt: skip
+
+    with pytest.raises(ok.SpecError, match=r"scalar inputs \['SCALE'\].*int CUDA C\+\+ template arguments"):
+        ok.cuda_kernel_op(f"{NS}::cuda_float_template", spec(float))
+    op = ok.cuda_kernel_op(f"{NS}::cuda_int_template", spec(int))
+    assert [p.name for p in op.record.params] == ["x", "y", "n"] and op.record.static_scalars == (1,)
+    gens = [Registered(op, [[tensor_call((300,)), {"t": "scalar", "v": v}] for v in (2, 3, 2)])]
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(3)]
+    assert images[0] != images[1] and images[0] == images[2], images

@@ -252,11 +252,13 @@ class CudaSource:
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """("dtype", k) for each tensor input k whose dtype a ``{T_<input>}`` slot takes and the declaration
-        leaves open, then ("static", e) for each extra compiled in as a template argument."""
+        leaves open, then ("static", e) for each extra and ("scalar", k) for each int scalar input compiled in as a
+        template argument."""
         assert self._record is not None
         layout = [("dtype", k) for k, a in enumerate(self._record.tensor_inputs)
                   if a.name in self.type_slots and a.dtype is None]  # fmt: skip
-        return layout + [("static", k) for k in self._record.static_extras]
+        return (layout + [("static", k) for k in self._record.static_extras]
+                + [("scalar", k) for k in self._record.static_scalars])  # fmt: skip
 
     def _fill(self, spec: tuple) -> tuple[dict, dict]:
         """(template placeholder values, dtypes by tensor input name) of one call specialization."""
@@ -269,6 +271,8 @@ class CudaSource:
         for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
             if kind == "dtype":
                 dtypes[record.tensor_inputs[k].name] = v
+            elif kind == "scalar":  # an int scalar input (api refuses the others)
+                fill[record.inputs[k].name] = str(int(v))
             else:
                 fill[record.extras[k].name] = str(int(v))
         for a in record.tensor_inputs:
