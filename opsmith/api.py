@@ -61,11 +61,11 @@ def cuda_kernel_op(
     """
     if not isinstance(spec, KernelSpec):
         raise SpecError(op_name, "spec", f"{type(spec).__name__} is not a KernelSpec.", "pass KernelSpec(...).")
-    scalars = _template_scalars(op_name, spec)
+    scalars, bools = _template_scalars(op_name, spec)
     source = CudaSource(op_name, spec.kernel_source, spec.kernel_name, std=spec.compile_std,
                         include_paths=spec.include_paths, defines=spec.defines, arch_override=spec.arch_override,
                         target=spec.target, static=_extra_names(spec.extras) | scalars,
-                        options=parse_options(op_name, spec.options, "cuda"))  # fmt: skip
+                        options=parse_options(op_name, spec.options, "cuda"), bool_slots=bools)  # fmt: skip
     return register_kernel_op(op_name, source, inputs=spec.inputs, outputs=spec.outputs, extras=spec.extras,
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
@@ -73,20 +73,20 @@ def cuda_kernel_op(
                               reference=reference, native=native)  # fmt: skip
 
 
-def _template_scalars(op_name: str, spec: KernelSpec) -> frozenset[str]:
-    """The int scalar inputs named like a ``{NAME}`` template argument: compiled in per call value. A float or
-    bool one is refused here, before NVRTC's probe of the placeholder says something less useful (C++17 has no
-    float template arguments; a bool one the probe's integer stand-in cannot fill)."""
+def _template_scalars(op_name: str, spec: KernelSpec) -> tuple[frozenset[str], frozenset[str]]:
+    """(the int and bool scalar inputs named like a ``{NAME}`` template argument, the bool ones among them):
+    compiled in per call value. A float one is refused here, before NVRTC's probe of the placeholder says
+    something less useful: C++17 has no float template arguments."""
     import string
 
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(spec.kernel_name or "") if f}
     except ValueError:
-        return frozenset()  # CudaSource names the unbalanced braces
+        return frozenset(), frozenset()  # CudaSource names the unbalanced braces
     named = [d for d in spec.inputs or () if isinstance(d, ScalarInput) and d.name in fields]
-    if bad := [d.name for d in named if d.py_type is not int]:
+    if bad := [d.name for d in named if d.py_type not in (int, bool)]:
         raise static_scalar_refusal(op_name, bad)
-    return frozenset(d.name for d in named)
+    return frozenset(d.name for d in named), frozenset(d.name for d in named if d.py_type is bool)
 
 
 def _extra_names(extras: Sequence | None) -> frozenset[str]:

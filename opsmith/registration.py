@@ -150,8 +150,8 @@ def _check_schema(op: str, schema: str, record: KernelRecord) -> None:
 def static_scalar_refusal(op_name: str, names: list[str]) -> SpecError:
     """Scalar inputs named like compile-time parameters of a flavor that cannot compile them in per call."""
     return SpecError(op_name, "inputs", f"the scalar inputs {names} are named like compile-time parameters; a scalar "
-                     "compiled in per call is built for Triton constexprs and int CUDA C++ template arguments only so "
-                     "far.", "pass the value as a kernel parameter (a by-value argument), or compile one op per value.")  # fmt: skip
+                     "compiled in per call is built for Triton constexprs and int or bool CUDA C++ template arguments "
+                     "(C++17 has no float ones).", "pass the value as a kernel parameter (a by-value argument), or compile one op per value.")  # fmt: skip
 
 
 def register_kernel_op(

@@ -157,7 +157,7 @@ def test_a_constexpr_set_per_call_eagerly_and_compiled(ops):
 
 
 def test_an_int_template_argument_set_per_call():
-    """CUDA C++: an int ScalarInput named like ``{SCALE}`` is the template argument, one kernel per value,
+    """CUDA C++: an int (and a bool) ScalarInput named like ``{SCALE}`` is the template argument, one kernel per value,
     eagerly, compiled, and from the op's native library (opsmith.native.use)."""
     from opsmith import native
 
@@ -174,3 +174,9 @@ def test_an_int_template_argument_set_per_call():
         torch.testing.assert_close(compiled(x, s), x * s)
     report = native.use([op])
     assert report.ops and all(torch.equal(op(x, s), x * s) for s in (2, 3, -1))
+    neg = ("template <bool NEG> __global__ void maybe_neg(const float* x, float* y, int n) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = NEG ? -x[i] : x[i]; }")  # fmt: skip
+    op = ok.cuda_kernel_op(f"{NS}::maybe_neg", ok.KernelSpec(
+        kernel_source=neg, kernel_name="maybe_neg<{NEG}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("NEG", bool)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+    assert torch.equal(op(x, True), -x) and torch.equal(op(x, False), x)

@@ -192,7 +192,7 @@ def test_a_scalar_compiled_in_warns_then_refuses_past_the_limit(ops, monkeypatch
         fn(x, 0.5)
 
 
-def test_an_int_scalar_named_like_a_template_argument_is_compiled_in_and_a_float_refused():
+def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and_a_float_refused():
     """CUDA C++: an int ScalarInput named like a ``{NAME}`` placeholder is a template argument per call value,
     the same on the Python path and in the native library; a float one is refused with the fix (C++17 has no
     float template arguments)."""
@@ -210,7 +210,7 @@ def test_an_int_scalar_named_like_a_template_argument_is_compiled_in_and_a_float
                              outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
                              geometry=ok.Elementwise())  # fmt: skip
 
-    with pytest.raises(ok.SpecError, match=r"scalar inputs \['SCALE'\].*int CUDA C\+\+ template arguments"):
+    with pytest.raises(ok.SpecError, match=r"scalar inputs \['SCALE'\].*int or bool CUDA C\+\+ template arguments"):
         ok.cuda_kernel_op(f"{NS}::cuda_float_template", spec(float))
     op = ok.cuda_kernel_op(f"{NS}::cuda_int_template", spec(int))
     assert [p.name for p in op.record.params] == ["x", "y", "n"] and op.record.static_scalars == (1,)
@@ -221,3 +221,15 @@ def test_an_int_scalar_named_like_a_template_argument_is_compiled_in_and_a_float
     assert compare(gens, py, nat) == []
     images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(3)]
     assert images[0] != images[1] and images[0] == images[2], images
+    # a bool one is true/false (an int would not convert to a bool template argument)
+    neg = ("template <bool NEG> __global__ void maybe_neg(const float* x, float* y, int n) {\n"
+           "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = NEG ? -x[i] : x[i]; }")  # fmt: skip
+    op = ok.cuda_kernel_op(f"{NS}::cuda_bool_template", ok.KernelSpec(
+        kernel_source=neg, kernel_name="maybe_neg<{NEG}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("NEG", bool)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+    gens = [Registered(op, [[tensor_call((300,)), {"t": "scalar", "v": v}] for v in (True, False)])]
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    assert len({py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(2)}) == 2

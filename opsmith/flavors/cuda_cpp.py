@@ -181,7 +181,7 @@ class CudaSource:
                  include_paths: list[str] | None = None, defines: dict[str, str | int] | None = None,
                  arch_override: str | None = None, target: str = "cubin", static: frozenset[str] = frozenset(),
                  shown: str | None = None, pre_include: tuple[str, ...] = (),
-                 options: CompileOptions | None = None) -> None:  # fmt: skip
+                 options: CompileOptions | None = None, bool_slots: frozenset[str] = frozenset()) -> None:  # fmt: skip
         if not isinstance(source, str) or not source.strip():
             raise SpecError(op_name, "kernel_source", "the source is empty.", "pass the CUDA C++ source text.")
         if not isinstance(kernel_name, str) or not kernel_name.strip():
@@ -209,6 +209,7 @@ class CudaSource:
                             "write placeholders as {NAME} or {T_<input>}.") from None  # fmt: skip
         self.type_slots = list(dict.fromkeys(_TYPE_SLOT.findall(self.kernel_name)))
         self.static_slots = sorted(f for f in fields if f in static)
+        self.bool_slots = frozenset(bool_slots) & set(self.static_slots)  # bool scalars: true/false, not 0/1
         #: Generic over some input's dtype or a shape: compiled per call specialization (``spec_layout``).
         self.dtype_generic = bool(self.type_slots)
         self.specialized = bool(self.type_slots or self.static_slots)
@@ -240,7 +241,7 @@ class CudaSource:
                           defines={**self.defines, **{k: int(v) if isinstance(v, bool) else v
                                                       for k, v in config.params.items() if k not in placeholders}},
                           arch_override=self.arch_override, target=self.target, static=frozenset(self.static_slots),
-                          shown=self.shown, options=self.options)  # fmt: skip
+                          shown=self.shown, options=self.options, bool_slots=self.bool_slots)  # fmt: skip
 
     def bind(self, record) -> None:
         names = [a.name for a in record.tensor_inputs]
@@ -271,8 +272,9 @@ class CudaSource:
         for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
             if kind == "dtype":
                 dtypes[record.tensor_inputs[k].name] = v
-            elif kind == "scalar":  # an int scalar input (api refuses the others)
-                fill[record.inputs[k].name] = str(int(v))
+            elif kind == "scalar":  # an int or bool scalar input (api refuses floats)
+                a = record.inputs[k]
+                fill[a.name] = ("true" if v else "false") if a.py_type == "bool" else str(int(v))
             else:
                 fill[record.extras[k].name] = str(int(v))
         for a in record.tensor_inputs:
@@ -314,7 +316,7 @@ class CudaSource:
         parameter shows which slot types it (``const T* x``) or that its type is fixed (``float* y``).
         Only the declaration is instantiated (``decltype``), never the kernel's body."""
         fill = {f"T_{s}": SLOT_PREFIX + s for s in self.type_slots}
-        fill.update({s: str(_STATIC_SENTINEL) for s in self.static_slots})
+        fill.update({s: "true" if s in self.bool_slots else str(_STATIC_SENTINEL) for s in self.static_slots})
         sentinels = "".join(f"struct {SLOT_PREFIX}{s} {{}};\n" for s in self.type_slots)
         probe = CudaSource(self.op_name, self.source + "\n" + sentinels, self.kernel_name.format_map(fill),
                            std=self.std, include_paths=self.include_paths, defines=self.defines,
