@@ -81,6 +81,18 @@ class Registered:
         return self.op_name
 
 
+def both_dry_runs(gens: list) -> dict:
+    """The Python path's outcomes of ``gens``' calls, after checking that a native library built from them
+    (without opsmith, in a fresh process) records the same launches."""
+    import tempfile
+
+    py, cases = python_outcomes(gens)
+    with tempfile.TemporaryDirectory() as d:
+        nat = native_outcomes(gens, cases, Path(d))
+    assert compare(gens, py, nat) == []
+    return py
+
+
 def tensor_call(shape: Any, dtype: str = "float32", view: str = "plain") -> dict:
     """A CPU tensor argument of a call (``diff_calls``' spec)."""
     return {"t": "tensor", "shape": list(shape), "dtype": dtype, "device": "cpu", "view": view}

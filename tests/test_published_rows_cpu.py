@@ -7,7 +7,6 @@ flatten copied first), on every path."""
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -78,7 +77,7 @@ def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
     the generated Python and the native library record the same launches."""
     sys.path.insert(0, str(HERE))
     from differential import Registered as G
-    from differential import compare, native_outcomes, python_outcomes, tensor_call
+    from differential import both_dry_runs, tensor_call
 
     def t(shape, view="plain"):
         return tensor_call(shape, view=view)
@@ -86,10 +85,7 @@ def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
     calls = [[t(s, v), t(s[-1:]), {"t": "scalar", "v": 1e-6}]
              for s in ((5, 96), (2, 3, 96), (2, 2, 2, 100)) for v in ("plain", "slice", "expand")]  # fmt: skip
     gens = [G(ops["forward"], calls), G(ops["forward_gemma"], calls[:3])]
-    py, cases = python_outcomes(gens)
-    with tempfile.TemporaryDirectory() as d:
-        nat = native_outcomes(gens, cases, Path(d))
-    assert compare(gens, py, nat) == []
+    py = both_dry_runs(gens)
     assert all(r["ok"] for r in py.values()), py
     kinds = {}
     for k, r in py.items():
@@ -106,17 +102,14 @@ def test_heuristics_choose_the_block_and_the_warps_per_call_on_both_paths(ops):
     (a cap; longer rows loop) then num_warps = min(max(BLOCK_SIZE // 256, 1), 8), a launch option compiled per
     value. The Python and native dry runs launch 2, 4 and 8 warps for rows of 300, 1,000 and 10,000."""
     sys.path.insert(0, str(HERE))
-    from differential import Registered, compare, native_outcomes, python_outcomes, tensor_call
+    from differential import Registered, both_dry_runs, tensor_call
 
     op = ops["layer_norm"]
     assert [h["name"] for h in op.record.heuristics] == ["BLOCK_SIZE", "num_warps"]
     shapes = ((2, 3, 300), (4, 1000), (2, 10000))
     calls = [[tensor_call(s), tensor_call(s[-1:]), tensor_call(s[-1:]), {"t": "scalar", "v": 1e-5}] for s in shapes]
     gens = [Registered(op, calls)]
-    py, cases = python_outcomes(gens)
-    with tempfile.TemporaryDirectory() as d:
-        nat = native_outcomes(gens, cases, Path(d))
-    assert compare(gens, py, nat) == []
+    py = both_dry_runs(gens)
     blocks = [py[f"{op.record.op_name}#{k}"]["launches"][0]["block"] for k in range(3)]
     assert [b[0] for b in blocks] == [64, 128, 256], blocks
 
@@ -155,16 +148,13 @@ def test_a_scalar_named_like_a_constexpr_is_compiled_in_per_value(ops):
     ScalarInput it is no runtime parameter; each distinct value (a float by its bits: -0.0 is not 0.0) is its own
     kernel, the Python path and the native library choosing the same one for the same call."""
     sys.path.insert(0, str(HERE))
-    from differential import Registered, compare, native_outcomes, python_outcomes, tensor_call
+    from differential import Registered, both_dry_runs, tensor_call
 
     op = ops["smooth"]
     assert [p.name for p in op.record.params] == ["Y", "X", "n_cols"] and op.record.static_scalars == (1,)
     calls = [[tensor_call((4, 100)), {"t": "scalar", "v": v}] for v in (0.0, 0.1, 0.25, -0.0, 0.1)]
     gens = [Registered(op, calls)]
-    py, cases = python_outcomes(gens)
-    with tempfile.TemporaryDirectory() as d:
-        nat = native_outcomes(gens, cases, Path(d))
-    assert compare(gens, py, nat) == []
+    py = both_dry_runs(gens)
     images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(5)]
     assert len(set(images)) == 3 and images[4] == images[1], images  # -0.0 and 0.0 compile to the same code
     from opsmith.flavors.base import scalar_key
@@ -199,7 +189,7 @@ def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and
     import opsmith as ok
 
     sys.path.insert(0, str(HERE))
-    from differential import Registered, compare, native_outcomes, python_outcomes, tensor_call
+    from differential import Registered, both_dry_runs, tensor_call
 
     src = ("template <int SCALE> __global__ void scale_by(const float* x, float* y, int n) {\n"
            "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i] * SCALE; }")  # fmt: skip
@@ -215,10 +205,7 @@ def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and
     op = ok.cuda_kernel_op(f"{NS}::cuda_int_template", spec(int))
     assert [p.name for p in op.record.params] == ["x", "y", "n"] and op.record.static_scalars == (1,)
     gens = [Registered(op, [[tensor_call((300,)), {"t": "scalar", "v": v}] for v in (2, 3, 2)])]
-    py, cases = python_outcomes(gens)
-    with tempfile.TemporaryDirectory() as d:
-        nat = native_outcomes(gens, cases, Path(d))
-    assert compare(gens, py, nat) == []
+    py = both_dry_runs(gens)
     images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(3)]
     assert images[0] != images[1] and images[0] == images[2], images
     # a bool one is true/false (an int would not convert to a bool template argument)
@@ -228,8 +215,5 @@ def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and
         kernel_source=neg, kernel_name="maybe_neg<{NEG}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("NEG", bool)],
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
     gens = [Registered(op, [[tensor_call((300,)), {"t": "scalar", "v": v}] for v in (True, False)])]
-    py, cases = python_outcomes(gens)
-    with tempfile.TemporaryDirectory() as d:
-        nat = native_outcomes(gens, cases, Path(d))
-    assert compare(gens, py, nat) == []
+    py = both_dry_runs(gens)
     assert len({py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(2)}) == 2
