@@ -23,7 +23,8 @@ _LAZY = {
     "record": ("KernelRecord",),
     "registration": ("Op",),
     "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Config", "Const", "Custom", "Dim", "DimSize", "Divisible",
-             "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "ReduceDims",
+             "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
+             "ReduceDims",
              "Reduction", "SameAs", "ScalarInput", "Stride", "TuneDim"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
         Numel,
         OneOf,
         OutputDecl,
+        Present,
         ReduceDims,
         Reduction,
         SameAs,
@@ -114,6 +116,7 @@ __all__ = [
     "Op",
     "OpsmithError",
     "OutputDecl",
+    "Present",
     "ReduceDims",
     "Reduction",
     "RegistrationError",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import SpecError
 from .expr import ExprError, parse_size
@@ -76,28 +77,41 @@ def input_shapes(op: str, decls: list[InputDecl], tensors: list[str], reserved: 
     """Bind every name of the tensor inputs' shapes (``decls``, in order). ``reserved``: argument names, which
     a dimension may not take (``"x"`` would read as both)."""
     sh = Shapes()
-    for k, (d, s) in enumerate(zip(decls, _own_entries(op, decls, tensors), strict=True)):
-        if s is None or (isinstance(s, int) and not isinstance(s, bool)):
-            sh.entries.append(None)
-            sh.like.append(s)  # type: ignore[arg-type]
-            sh.exact.append(None)
-            sh.least.append(0)
-            continue
-        field_ = f"inputs '{d.name}'.shape"
-        groups = [p for p, e in enumerate(s) if isinstance(e, str) and e.startswith("*")]
-        if len(groups) > 1:
-            raise SpecError(op, field_, f"{s!r} has {len(groups)} groups.",
-                            "name at most one group ('*B') per shape; name the other axes one by one.")  # fmt: skip
-        g = groups[0] if groups else None
-        entries: list = []
-        for p, e in enumerate(s):
-            axis = p if g is None or p < g else p - len(s)
-            entries.append(_input_entry(op, field_, e, k, axis, p, len(s), sh, tensors, reserved, d.name))
-        sh.entries.append(tuple(entries))
-        sh.like.append(None)
-        sh.exact.append(None if g is not None else len(s))
-        sh.least.append(len(s) - 1 if g is not None else len(s))
+    own = _own_entries(op, decls, tensors)
+    # Required inputs bind the names first: an optional one (None in a call) only ties to them.
+    order = sorted(range(len(decls)), key=lambda k: bool(getattr(decls[k], "optional", False)))
+    done: dict[int, tuple] = {}
+    for k in order:
+        done[k] = _bind(op, k, decls[k], own[k], sh, tensors, reserved)
+    for k in range(len(decls)):
+        entries, like, exact, least = done[k]
+        sh.entries.append(entries)
+        sh.like.append(like)
+        sh.exact.append(exact)
+        sh.least.append(least)
+    for name, (k, *_) in [*sh.dims.items(), *sh.groups.items()]:
+        if getattr(decls[k], "optional", False):
+            raise SpecError(op, f"inputs '{decls[k].name}'.shape", f"'{name}' is named only by optional inputs, so a "
+                            "call that passes them as None has no size for it.", f"name '{name}' in a required input's "
+                            "shape too, or use None (any size) there.")  # fmt: skip
     return sh
+
+
+def _bind(op: str, k: int, d: InputDecl, s: Any, sh: Shapes, tensors: list[str], reserved: set[str]) -> tuple:
+    """(entries, like, exact rank, least rank) of input ``k``'s shape ``s``, binding its new names in ``sh``."""
+    if s is None or (isinstance(s, int) and not isinstance(s, bool)):
+        return None, s, None, 0
+    field_ = f"inputs '{d.name}'.shape"
+    groups = [p for p, e in enumerate(s) if isinstance(e, str) and e.startswith("*")]
+    if len(groups) > 1:
+        raise SpecError(op, field_, f"{s!r} has {len(groups)} groups.",
+                        "name at most one group ('*B') per shape; name the other axes one by one.")  # fmt: skip
+    g = groups[0] if groups else None
+    entries: list = []
+    for p, e in enumerate(s):
+        axis = p if g is None or p < g else p - len(s)
+        entries.append(_input_entry(op, field_, e, k, axis, p, len(s), sh, tensors, reserved, d.name))
+    return tuple(entries), None, None if g is not None else len(s), len(s) - 1 if g is not None else len(s)
 
 
 def _input_entry(op: str, field_: str, e: object, k: int, axis: int, p: int, n: int, sh: Shapes,

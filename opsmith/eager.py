@@ -70,9 +70,34 @@ class _Printer:
 
     def steps(self) -> list[str]:
         L: list[str] = []
+        block = None  # the optional tensor's condition the last lines are under
         for s in self.plan.steps:
-            L += getattr(self, type(s).__name__.lower())(s)
+            lines = getattr(self, type(s).__name__.lower())(s)
+            about = self.plan.about(s)
+            if about and lines:  # an optional tensor's checks run when the call gave it
+                cond = " and ".join(f"{self.t[k]} is not None" for k in about)
+                head = f"if {cond}:"
+                if block == head:  # the same tensor's next check: one block
+                    L += ["    " + x for x in lines]
+                    continue
+                lines, block = [head, *("    " + x for x in lines)], head
+            else:
+                block = None
+            L += lines
         return L
+
+    def numel_of(self, k: int) -> str:
+        """Tensor k's numel; 0 for an optional input the call passed as None."""
+        t = self.t[k]
+        return f"({t}.numel() if {t} is not None else 0)" if k in self.plan.optional else f"{t}.numel()"
+
+    def ptr_of(self, k: int) -> str:
+        t = self.t[k]
+        return f"({t}.data_ptr() if {t} is not None else 0)" if k in self.plan.optional else f"{t}.data_ptr()"
+
+    def dtype_of(self, k: int) -> str:
+        t = self.t[k]
+        return f"({t}.dtype if {t} is not None else None)" if k in self.plan.optional else f"{t}.dtype"
 
     def device(self, s: P.Device) -> list[str]:
         t, n = self.t[s.k], self.tn[s.k]
@@ -99,8 +124,8 @@ class _Printer:
         return [f"if {t}.data_ptr() % {s.bytes}: raise _E.align({n!r}, {t}, {s.bytes})"]  # the real pointer
 
     def numel(self, s: P.Numel) -> list[str]:
-        t, n = self.t[s.k], self.tn[s.k]
-        return [f"_n{s.k} = {t}.numel()"] + (
+        n = self.tn[s.k]
+        return [f"_n{s.k} = {self.numel_of(s.k)}"] + (
             [f"if _n{s.k} > {P.INT32_MAX}: raise _E.large({n!r}, _n{s.k})"] if s.narrow else []
         )
 
@@ -223,7 +248,9 @@ class _Printer:
         ns = [f"_n{k}" for k in s.tensors]
         names = [self.tn[k] for k in s.tensors]
         written = [f"_o{k}" for k in range(len(self.plan.outputs))] + [self.t[k] for k in self.plan.mutated]
-        return [f"if {' or '.join(f'{n} == 0' for n in ns)}: "
+        conds = [f"({self.t[k]} is not None and {n} == 0)" if k in self.plan.optional else f"{n} == 0"
+                 for k, n in zip(s.tensors, ns, strict=True)]  # fmt: skip
+        return [f"if {' or '.join(conds)}: "
                 f"raise _E.empty({names!r}, [{', '.join(ns)}], [{', '.join(written)}])"]  # fmt: skip
 
     def sharestrides(self, s: P.ShareStrides) -> list[str]:
@@ -276,7 +303,7 @@ class _Printer:
         for p in self.plan.launch.params:  # type: ignore[union-attr]
             kind, k = p.source
             if kind == "in":
-                out.append(f"{self.t[k]}.data_ptr()")
+                out.append(self.ptr_of(k))
             elif kind == "out":
                 out.append(f"_o{k}.data_ptr()")
             elif kind == "scalar":
@@ -340,14 +367,18 @@ def make_eager(record: KernelRecord, variants: Variants, plan: P.CallPlan, custo
     src = [f"def impl({args}):", "    try:", *("        " + x for x in body), *tail]
     if autograd is not None:
         pr.g.update(autograd)
-        grad = " or ".join(f"{n}.requires_grad" for n in pr.t) or "False"
+        grad = " or ".join(f"({n} is not None and {n}.requires_grad)" if k in plan.optional else f"{n}.requires_grad"
+                           for k, n in enumerate(pr.t)) or "False"  # fmt: skip
         mutated = [pr.t[k] for k in plan.mutated]
         refuse = "_refuse_inplace(_op)" if mutated else f"return _nograd({args})"
         pre = [f"if ({grad}) and _grad_on(): {refuse}",
                f"if _ks.has(_PY) or not _ks.has(_CUDA): return _below(_ks, {args})"]  # fmt: skip
         # An in-place op bumps its tensors' version counters, as the dispatcher's ADInplaceOrView step would
         # (autograd then refuses a backward that reads a tensor this op overwrote).
-        pre += [f"_bump(({', '.join(mutated)},))"] if mutated else []
+        if any(k in plan.optional for k in plan.mutated):
+            pre += [f"_bump(tuple(_t for _t in ({', '.join(mutated)},) if _t is not None))"]
+        elif mutated:
+            pre += [f"_bump(({', '.join(mutated)},))"]
         src += [f"def impl_autograd(_ks, {args}):", "    try:", *("        " + x for x in pre + body), *tail]
     text = "\n".join(src) + "\n"
     scope: dict[str, object] = {}

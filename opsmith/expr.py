@@ -24,6 +24,8 @@ Tree forms (``ref`` is ``"i<k>"`` for tensor input k, ``"o<k>"`` for output k):
     ["stride", ref, axis]    the stride of one dimension, in elements
     ["lead", ref, k]         product of all dimensions but the last k (1 for rank <= k)
     ["prod", ref, [axes]]    product of the listed dimensions
+    ["present", ref]         1 when an optional tensor input was given, 0 when the call passed None (the
+                             lowering reads an absent tensor's sizes, strides and numel as 0)
     ["var", name]            a value the call plan computed already (a tensor's numel)
     ["sm_count"]             the multiprocessor count of the call's device
     ["pow2", a]              a rounded up to a power of two (1 for a <= 1)
@@ -36,6 +38,7 @@ Tree forms (``ref`` is ``"i<k>"`` for tensor input k, ``"o<k>"`` for output k):
 The text language (Python syntax, nothing else is accepted):
     integers; + - * // ; min(a, b, ...), max(a, b, ...), cdiv(a, b), pow2(a)
     numel(t), size(t, axis), stride(t, axis)   for a tensor input or output named t
+    present(t)                                 1 or 0: whether the optional input t was given
     sm_count                                   the multiprocessor count of the call's device
     NAME                                       a named dimension of the inputs' shapes (``"M"``), or a
                                                tuning config's parameter (its value per config)
@@ -148,6 +151,10 @@ def _call(node: ast.Call, text: str, tensors: Mapping[str, str], sub: Callable[[
         if not isinstance(axis, int):
             raise ExprError(f"{text!r}: the axis of {f}() must be a constant")
         return [f, tensors[name], axis]
+    if f == "present":
+        if len(args) != 1 or not isinstance(args[0], ast.Name) or args[0].id not in tensors:
+            raise ExprError(f"{text!r}: present() takes the name of a tensor input ({sorted(tensors)})")
+        return ["present", tensors[args[0].id]]
     if f in ("min", "max") and len(args) >= 2:
         out = sub(args[0])
         for a in args[1:]:
@@ -160,7 +167,7 @@ def _call(node: ast.Call, text: str, tensors: Mapping[str, str], sub: Callable[[
         return out
     if f == "pow2" and len(args) == 1:
         return ["pow2", sub(args[0])]
-    raise ExprError(f"{text!r}: {f}() is not a size function (numel, size, stride, min, max, cdiv, pow2)")
+    raise ExprError(f"{text!r}: {f}() is not a size function (numel, size, stride, present, min, max, cdiv, pow2)")
 
 
 # -- tree -> words -------------------------------------------------------------------------------------------
@@ -185,6 +192,8 @@ def describe(expr: Expr, names: Mapping[str, str]) -> str:
         return f"{op}({', '.join([names.get(args[0], args[0]), *map(str, args[1:])])})"
     if op == "var":
         return names.get(args[0], args[0])
+    if op == "present":
+        return f"present({names.get(args[0], args[0])})"
     if op == "sm_count":
         return "sm_count"
     if op == "lead":
@@ -220,7 +229,7 @@ def first_tensor(expr: Expr) -> str | None:
     """The first tensor ref the expression reads (errors about the expression name that tensor)."""
     if not isinstance(expr, list):
         return None
-    if expr[0] in ("numel", "size", "stride", "lead", "prod"):
+    if expr[0] in ("numel", "size", "stride", "lead", "prod", "present"):
         return expr[1]
     if expr[0] in ("var", "sm_count"):
         return None
@@ -305,6 +314,8 @@ def bounds(expr: Expr, facts: Facts, steps: list[tuple[int, int]] | None = None)
                 out = facts.var(args[0])
             elif op == "sm_count":
                 out = (1, _SM_MAX)
+            elif op == "present":
+                out = (0, 1)
             elif op == "pow2":
                 lo, hi = rec(args[0])
                 out = (_pow2(lo), _pow2(hi))
@@ -391,7 +402,9 @@ def to_python(expr: Expr, names: Mapping[str, str] | None = None, *, checked: st
         if isinstance(e, int | float):
             return repr(e)
         op, *args = e
-        t = names.get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod") else ""
+        t = names.get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod", "present") else ""
+        if op == "present":
+            return f"({t} is not None)"
         if op == "numel":
             return f"{t}.numel()"
         if op == "size":

@@ -23,7 +23,7 @@ __all__ = ["make_fake", "meta_source"]
 
 def _static_tensors(*ts: Any) -> bool:
     """Every size and stride of these tensors is a plain int."""
-    return all(static_int(*t.shape, *t.stride()) for t in ts)
+    return all(static_int(*t.shape, *t.stride()) for t in ts if t is not None)
 
 
 class _MetaPrinter(_Printer):
@@ -46,9 +46,9 @@ class _MetaPrinter(_Printer):
         return []
 
     def numel(self, s: P.Numel) -> list[str]:
-        t, n = self.t[s.k], self.tn[s.k]
+        n = self.tn[s.k]
         check = [f"if _static(_n{s.k}) and _n{s.k} > {P.INT32_MAX}: raise _E.large({n!r}, _n{s.k})"] if s.narrow else []
-        return [f"_n{s.k} = {t}.numel()", *check]
+        return [f"_n{s.k} = {self.numel_of(s.k)}", *check]
 
     def span(self, s: P.Span) -> list[str]:
         """Where the real call would copy the tensor (not addressable) its span is its numel, checked."""

@@ -54,7 +54,9 @@ def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
     spec = []
     for kind, p in variants.spec_layout:
         if kind == "dtype":
-            spec.append(f"{pr.t[p]}.dtype")
+            spec.append(pr.dtype_of(p))
+        elif kind == "none":  # kernel parameter p's optional tensor passed as None: compiled in (Triton)
+            spec.append(f"{pr.t[pr.plan.launch.params[p].source[1]]} is None")
         elif kind == "align":
             spec.append(f"{vals[p]} & 15 == 0")
         elif kind == "static":
@@ -78,7 +80,7 @@ def _heuristic(pr: Any, h: int) -> str:
 
 
 def _tune_key(pr: Any) -> str:
-    parts = [f"{t}.dtype" for t in pr.t]
+    parts = [pr.dtype_of(k) for k in range(len(pr.t))]
     for expr, pow2 in pr.plan.launch.tune_key:
         v = pr.expr(expr)
         parts.append(f"_pow2({v})" if pow2 else v)
@@ -88,9 +90,9 @@ def _tune_key(pr: Any) -> str:
 def _outs(pr: Any) -> tuple[str, str]:
     outs = [f"_o{k}" for k in range(len(pr.plan.outputs))]
     # Outputs with an ``init`` are read by the kernel (it accumulates): tuning restores them between runs too.
-    mutated = [pr.t[k] for k in pr.plan.mutated] + [
-        f"_o{k}" for k, o in enumerate(pr.record.outputs) if o.init is not None
-    ]
+    mutated = [
+        f"*(() if {pr.t[k]} is None else ({pr.t[k]},))" if k in pr.plan.optional else pr.t[k] for k in pr.plan.mutated
+    ] + [f"_o{k}" for k, o in enumerate(pr.record.outputs) if o.init is not None]
     return f"({', '.join(mutated)}{',' if mutated else ''})", f"({', '.join(outs)}{',' if outs else ''})"
 
 

@@ -43,7 +43,7 @@ from .plan import (
 )
 from .record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
 
-__all__ = ["lower", "shape_text"]
+__all__ = ["absent_zero", "lower", "shape_text"]
 
 
 def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ()) -> CallPlan:
@@ -52,6 +52,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     tnames = [a.name for a in targs]
     narrow = record.index_dtype == "int32"
     mutated = tuple(k for k, a in enumerate(targs) if a.mutates)
+    absent = frozenset(f"i{k}" for k in record.optional)
     labels = {f"i{k}": n for k, n in enumerate(tnames)} | {f"o{k}": o.name for k, o in enumerate(record.outputs)}
     alias = {} if record.outputs else {"o0": f"i{mutated[0]}"} if mutated else {}
     steps: list[Any] = []
@@ -77,8 +78,8 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         elif isinstance(a, ScalarArg) and a.ctype in FLOAT_MAX and a.py_type == "float":
             steps.append(Scalar(p, a.ctype, a.py_type))
     early = Facts(frozenset(f"i{k}" for k in range(len(targs))) if narrow else frozenset())
-    steps += _requirements(record, early, labels)
-    steps += _allocations(record, early, labels, narrow)
+    steps += _requirements(record, early, labels, absent)
+    steps += _allocations(record, early, labels, narrow, absent)
     numel_var = {f"i{k}": f"n{k}" for k in range(len(targs))}
     for k, o in enumerate(record.outputs):
         if "same_as" in o.shape:
@@ -91,8 +92,10 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         if expr[0] in ("numel", "size", "stride", "lead", "prod"):
             ref = alias.get(expr[1], expr[1])
             if expr[0] == "numel" and ref in numel_var:
-                return ["var", numel_var[ref]]
-            return [expr[0], ref, *expr[2:]]
+                return ["var", numel_var[ref]]  # an absent tensor's numel var holds 0
+            return absent_zero([expr[0], ref, *expr[2:]], absent)
+        if expr[0] == "present":
+            return expr
         return [expr[0], *(sub(a) for a in expr[1:])]
 
     written = tuple(sub(["numel", f"o{k}"]) for k in range(len(record.outputs))) + \
@@ -118,6 +121,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     maybe_empty = {f"o{k}" for k, o in enumerate(record.outputs) if "meta" in o.shape or _may_be_empty(o, targs)}
     if not record.outputs:  # an in-place op: its one written input is non-empty here, the others may be empty
         maybe_empty |= {f"i{k}" for k in range(len(targs)) if k not in mutated or len(mutated) > 1}
+    maybe_empty |= absent  # an absent optional tensor reads as empty
     var_bounds = tuple((f"n{k}", (0 if f"i{k}" in maybe_empty else 1, hi)) for k, (_, (_, hi)) in enumerate(var_bounds))
     facts = Facts(frozenset(narrow_refs), nonempty=True, vars=var_bounds,
                   numel_vars=tuple((f"n{k}", f"i{k}") for k in range(len(targs))),
@@ -129,7 +133,20 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     launch = _launch(record, spec_layout, sub, facts, labels)
     return CallPlan(record.op_name, tuple(a.name for a in record.inputs),
                     tuple(p for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)),
-                    tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts, early)  # fmt: skip
+                    tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts, early,
+                    record.optional)  # fmt: skip
+
+
+def absent_zero(expr: Any, absent: frozenset[str]) -> Any:
+    """``expr`` with each size, stride or product of an optional tensor (``absent``: their refs) read as 0 when
+    the call passed None: ``["where", ["present", ref], e, 0]`` (every printer evaluates the branch it takes)."""
+    if not isinstance(expr, list):
+        return expr
+    if expr[0] in ("numel", "size", "stride", "lead", "prod"):
+        return ["where", ["present", expr[1]], expr, 0] if expr[1] in absent else expr
+    if expr[0] in ("present", "var", "sm_count"):
+        return expr
+    return [expr[0], *(absent_zero(a, absent) for a in expr[1:])]
 
 
 def _key(e: Any) -> str:
@@ -188,14 +205,16 @@ def _shapes(record: KernelRecord) -> list[Any]:
     return out
 
 
-def _requirements(record: KernelRecord, facts: Facts, labels: dict[str, str]) -> list[Require]:
+def _requirements(record: KernelRecord, facts: Facts, labels: dict[str, str],
+                  absent: frozenset[str] = frozenset()) -> list[Require]:  # fmt: skip
     """The declared preconditions, then the sizes of declared output shapes that could be negative or pass
     int64 (``"N - 2"``, a product of three sizes)."""
     out = []
     for r in record.requires:
-        arg = _where(r["expr"], labels, r["label"])[0]
-        out.append(Require(r["kind"], r["expr"], tuple(r["value"]) if isinstance(r["value"], list) else r["value"],
-                           r["label"], arg, r["why"], (arg, r["label"]), is_wide(r["expr"], facts)))  # fmt: skip
+        e = absent_zero(r["expr"], absent)
+        arg = _where(e, labels, r["label"])[0]
+        out.append(Require(r["kind"], e, tuple(r["value"]) if isinstance(r["value"], list) else r["value"],
+                           r["label"], arg, r["why"], (arg, r["label"]), is_wide(e, facts)))  # fmt: skip
     for o in record.outputs:
         for i, (e, label) in enumerate(zip(o.shape.get("shape", ()), o.shape.get("labels", ()), strict=True)):
             if not isinstance(e, list) or e[0] == "group":
@@ -219,7 +238,8 @@ def _may_be_empty(o: Any, targs: tuple) -> bool:
                for e in o.shape["shape"])  # fmt: skip
 
 
-def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], narrow: bool) -> list[Alloc]:
+def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], narrow: bool,
+                 absent: frozenset[str] = frozenset()) -> list[Alloc]:  # fmt: skip
     out = []
     groups = {n: (k, s, a) for n, k, s, a in record.groups}
     for k, o in enumerate(record.outputs):
@@ -239,6 +259,7 @@ def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], nar
                     entries.append(("group", j, s, after))
                     his.append(facts.numel(f"i{j}")[1])
                 elif isinstance(e, list):
+                    e = absent_zero(e, absent)
                     arg = _where(e, labels, label)[0]
                     entries.append(("expr", e, (arg, label), is_wide(e, facts)))
                     his.append(min(bounds(e, facts)[1], I64_MAX))

@@ -294,6 +294,18 @@ class CallPlan:
     facts: Facts = field(default_factory=Facts)
     #: What holds before the empty-tensor steps (for requirements and output sizes): the 32-bit limits only.
     early: Facts = field(default_factory=Facts)
+    #: Tensor inputs a call may pass as None: their steps run when they are given (``about``), their numel
+    #: var holds 0 when not, and the expressions read their sizes through ``["present", ref]``.
+    optional: tuple[int, ...] = ()
+
+    def about(self, step: Any) -> tuple[int, ...]:
+        """The optional tensors ``step`` reads, which must all be given for it to run."""
+        if not self.optional or not isinstance(
+            step, Device | Dtype | Rank | Layout | Span | Like | Align | Shape | ShapeOf
+        ):  # Numel and RefuseEmpty print presence themselves
+            return ()
+        ks = [getattr(step, "k", None), getattr(step, "other", None)]
+        return tuple(k for k in ks if k is not None and k in self.optional)
 
     @property
     def tensor_names(self) -> list[str]:

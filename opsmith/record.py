@@ -21,7 +21,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 8
+RECORD_VERSION = 9
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -50,6 +50,8 @@ class TensorArg:
     #: Another tensor input whose whole shape this one must have (``SameAs`` of an undeclared input).
     shape_like: int | None = None
     kind: Literal["tensor"] = "tensor"
+    #: The call may pass None (``Tensor?``): a null pointer (Triton: None, compiled in); its sizes read 0.
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,11 @@ class KernelRecord:
     def static_scalars(self) -> tuple[int, ...]:
         """Positions among the inputs of the scalars compiled into the kernel (one specialization per value)."""
         return tuple(k for k, a in enumerate(self.inputs) if isinstance(a, ScalarArg) and a.static)
+
+    @property
+    def optional(self) -> tuple[int, ...]:
+        """Positions among the tensor inputs of those a call may pass as None."""
+        return tuple(k for k, a in enumerate(self.tensor_inputs) if a.optional)
 
     @property
     def tuned(self) -> bool:

@@ -28,6 +28,7 @@ from .spec import (
     InputDecl,
     Numel,
     OutputDecl,
+    Present,
     ReduceDims,
     Reduction,
     SameAs,  # fmt: skip
@@ -99,6 +100,13 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
             if (d.ndim < len(d.shape) - 1) if grouped else d.ndim != len(d.shape):
                 raise SpecError(op, field + ".ndim", f"ndim={d.ndim} disagrees with shape={tuple(d.shape)!r}.",
                                 "drop ndim; shape implies it.")  # fmt: skip
+        if not isinstance(d.optional, bool):
+            raise SpecError(op, field + ".optional", f"{d.optional!r} is not a bool.", "pass True or False.")
+        if d.optional and not tensors:
+            raise SpecError(op, field + ".optional", f"'{d.name}' is the first tensor input, whose device is the "
+                            "call's and whose rows a Reduction counts; it cannot be None.",
+                            "declare a required tensor input before it (bind the kernel's parameters by name, or "
+                            "give param_order, so the declaration order need not be the kernel's).")  # fmt: skip
         if d.align is not None and (isinstance(d.align, bool) or not isinstance(d.align, int) or d.align < 1
                                     or d.align & (d.align - 1) or d.align > 256):  # fmt: skip
             raise SpecError(op, field + ".align", f"{d.align!r} is not an alignment.",
@@ -128,14 +136,16 @@ def _axis(op: str, field: str, axis: object) -> int:
 
 
 def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], out_names: list[str],
-            static_names: frozenset[str], taken: set[str], sh: Shapes) -> list[ExtraArg]:  # fmt: skip
+            static_names: frozenset[str], taken: set[str], sh: Shapes,
+            optional: frozenset[int] = frozenset()) -> list[ExtraArg]:  # fmt: skip
     """Integers (and constants) computed per call, as geometry expressions over tensor refs."""
     out: list[ExtraArg] = []
     for k, e in enumerate(extras):
         field = f"extras[{k}]"
-        if not isinstance(e, Numel | DimSize | Dim | Stride | Const):
-            raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Dim, Stride or Const.",
-                            "use Numel(name), DimSize(name, axis), Dim('K'), Stride(name, axis) or Const(value).")  # fmt: skip
+        if not isinstance(e, Numel | DimSize | Dim | Stride | Const | Present):
+            raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Dim, Stride, Const or Present.",
+                            "use Numel(name), DimSize(name, axis), Dim('K'), Stride(name, axis), Const(value) or "
+                            "Present(name).")  # fmt: skip
         if isinstance(e.dtype, torch.dtype):  # torch.int64 and "int64" are one convention
             e = dataclasses.replace(e, dtype=index_type_name(e.dtype))
         if e.dtype not in (None, "int32", "int64"):
@@ -155,6 +165,13 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
         elif isinstance(e, Numel):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             expr, label = ["numel", f"i{idx}"], f"numel({e.input_name})"
+        elif isinstance(e, Present):
+            idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
+            if idx not in optional:
+                raise SpecError(op, field + ".input_name", f"'{e.input_name}' is not an optional input, so it is "
+                                "always present.", f"declare InputDecl('{e.input_name}', optional=True), or pass "
+                                "Const(1).")  # fmt: skip
+            expr, label = ["present", f"i{idx}"], f"present({e.input_name})"
         elif isinstance(e, DimSize):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             expr, label = ["size", f"i{idx}", _axis(op, field, e.axis)], f"size({e.input_name}, {e.axis})"
@@ -175,6 +192,11 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
                     refs.append(f"i{ref_index(op, field + '.tensor', n, tensors, scalars)}")
             expr = ["stride", refs[0], _axis(op, field, e.axis)]
             label, same = f"stride({'/'.join(names)}, {e.axis})", tuple(refs[1:])
+            gone = [n for n, r in zip(names, refs, strict=True) if r[0] == "i" and int(r[1:]) in optional]
+            if same and gone:
+                raise SpecError(op, field + ".tensor", f"the optional input {gone[0]!r} shares one stride with "
+                                f"{[n for n in names if n not in gone]}; when it is None there is no stride to share.",
+                                "give the optional tensor a Stride of its own.")  # fmt: skip
         else:
             if isinstance(e.value, bool) or not isinstance(e.value, int | float):
                 raise SpecError(op, field + ".value", f"{e.value!r} is not a number.", "pass an int or a float.")
@@ -286,6 +308,10 @@ def resolve(
                  else _check_outputs(op, outputs, tensors + scalars))  # fmt: skip
     tensor_decls = [d for d in inputs if isinstance(d, InputDecl)]
     sh = input_shapes(op, tensor_decls, tensors, set(tensors + scalars + out_names))
+    for k, j in enumerate(sh.like):
+        if j is not None and tensor_decls[j].optional:
+            raise SpecError(op, f"inputs[{k}].shape", f"SameAs('{tensors[j]}') names an optional input, which a call "
+                            "may pass as None.", "name a required input, or declare the shape by names.")  # fmt: skip
     declared = [d.ndim if d.ndim is not None else sh.exact[k] for k, d in enumerate(tensor_decls)]
     if outputs is None:
         out_args = [OutputArg(n, {"meta": True}, 0) for n in out_names]
@@ -294,8 +320,10 @@ def resolve(
             raise SpecError(op, "inputs", "declarative outputs need at least one tensor input to take a shape from.",
                             "add an InputDecl, or pass meta_fn= and eager_fn= for this kernel.")  # fmt: skip
         out_args = _outputs(op, outputs, tensors, scalars, sh, declared)
+        _outputs_of_required(op, out_args, tensor_decls)
+    optional = frozenset(k for k, d in enumerate(tensor_decls) if d.optional)
     extra_args = _extras(op, extras or (), tensors, scalars, out_names, static_names,
-                         set(tensors + scalars + out_names), sh)  # fmt: skip
+                         set(tensors + scalars + out_names), sh, optional)  # fmt: skip
     reqs = requirements(op, requires, sh, tensors)
     _check_dim_names(op, sh, configs)
     launches = tuple(_lower(op, geometry, c.params, tensors, out_names, sh) for c in configs)
@@ -378,8 +406,19 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
-                                         d.align or 0, sh.like[ti]))  # fmt: skip
+                                         d.align or 0, sh.like[ti], optional=d.optional))  # fmt: skip
     return resolved_inputs
+
+
+def _outputs_of_required(op: str, out_args: list[OutputArg], decls: list[InputDecl]) -> None:
+    """An output takes its shape and dtype from inputs every call passes: an absent one has neither."""
+    for k, o in enumerate(out_args):
+        src = o.shape.get("same_as", o.shape.get("reduce"))
+        for field, j in ((".shape", src), (".dtype_from", o.dtype_from if o.dtype is None else None)):
+            if j is not None and decls[j].optional:
+                raise SpecError(op, f"outputs[{k}]{field}", f"'{o.name}' takes its {field[1:]} from the optional "
+                                f"input '{decls[j].name}', which a call may pass as None.",
+                                "take it from a required input, or name the sizes ('N').")  # fmt: skip
 
 
 def _dtype_likes(op: str, decls: list[InputDecl], tensors: list[str]) -> list[str | None]:
@@ -390,6 +429,10 @@ def _dtype_likes(op: str, decls: list[InputDecl], tensors: list[str]) -> list[st
         if like[k] is not None and like[k] not in tensors:
             raise SpecError(op, f"inputs '{d.name}'.dtype", f"'{like[k]}' is not a tensor input (have {tensors}).",
                             "name another tensor input, or pass a torch.dtype.")  # fmt: skip
+        if like[k] is not None and decls[tensors.index(like[k])].optional:
+            raise SpecError(op, f"inputs '{d.name}'.dtype", f"'{like[k]}' is optional: a call may pass None, which "
+                            "has no dtype.", f"name a required input, or give the optional one dtype='{d.name}' "
+                            "instead.")  # fmt: skip
     for k, d in enumerate(decls):
         seen = {k}
         while like[k] is not None and like[tensors.index(like[k])] is not None:

@@ -37,6 +37,7 @@ __all__ = [
     "Numel",
     "OneOf",
     "OutputDecl",
+    "Present",
     "ReduceDims",
     "Reduction",
     "Requirement",
@@ -85,6 +86,11 @@ class InputDecl:
     align: the byte alignment the kernel needs of the tensor's data pointer (a 128-bit vector load needs 16).
         A misaligned view (``x[1:]``) is copied to a fresh, aligned tensor where ``contiguous="make"``, and
         refused where ``"require"``.
+    optional: the call may pass ``None`` (schema ``Tensor?``): a CUDA C++ or PTX kernel then gets a null pointer,
+        a Triton kernel ``None`` (compiled in, as Triton's JIT does). ``Present(name)`` tells the kernel which
+        (Liger's ``HAS_WEIGHT``); a size or stride of an absent tensor reads 0. Every check applies when the
+        tensor is there. An optional input cannot be the first tensor input (it sets the call's device) or the
+        one that binds a named dimension, an output's shape or dtype.
     """
 
     name: str
@@ -94,6 +100,7 @@ class InputDecl:
     mutates: bool = False
     shape: tuple[int | str | DimSize | None, ...] | SameAs | None = None
     align: int | None = None
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,6 +280,18 @@ class Dim:
 
 
 @dataclass(frozen=True)
+class Present:
+    """Pass whether the optional tensor input ``input_name`` was given (1) or ``None`` (0) as an integer extra:
+    Liger's ``HAS_WEIGHT: tl.constexpr`` beside its ``weight_ptr``. Named like a Triton ``tl.constexpr`` or a
+    ``{NAME}`` placeholder, it is compiled in (one specialization each); else it is passed by value (``int``,
+    ``bool``)."""
+
+    input_name: str
+    name: str | None = None
+    dtype: IndexType | None = None
+
+
+@dataclass(frozen=True)
 class Const:
     """Pass a fixed number as an extra: an integer or float the kernel takes as a parameter. Its C type comes
     from the kernel's parameter (``dtype`` "int32"/"int64" fixes an integer's width)."""
@@ -282,7 +301,7 @@ class Const:
     dtype: IndexType | None = None
 
 
-Extra = Numel | DimSize | Dim | Stride | Const
+Extra = Numel | DimSize | Dim | Stride | Const | Present
 
 
 # -- preconditions: what a kernel assumes of a call's sizes, checked before launch on every path ------------

@@ -252,7 +252,19 @@ def _rebind(fn: Callable) -> Callable:
         elif triton is not None and v is triton:
             g[name] = module
     g["min"], g["max"] = _sym_minmax(builtins.min), _sym_minmax(builtins.max)
-    out = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+
+    def swap(cell: types.CellType) -> types.CellType:
+        """A heuristic written inside a function reads ``triton`` (imported there) through its closure."""
+        try:
+            v = cell.cell_contents
+        except ValueError:  # not yet bound
+            return cell
+        if id(v) in helpers:
+            return types.CellType(helpers[id(v)])
+        return types.CellType(module) if triton is not None and v is triton else cell
+
+    closure = tuple(swap(c) for c in fn.__closure__) if fn.__closure__ else fn.__closure__
+    out = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, closure)
     out.__kwdefaults__ = fn.__kwdefaults__
     return out
 

@@ -23,6 +23,7 @@ from .expr import EXPR_GLOBALS, to_python
 from .flavors.base import Binary, KernelSource, scalar_from_key
 from .geometry import LaunchPlan
 from .launch import DeviceKernel, _Params, pack_format
+from .lowering import absent_zero
 from .record import KernelRecord, TensorArg
 
 __all__ = ["Variants"]
@@ -62,8 +63,8 @@ class Variants:
         self.grids = [self._grid_fn(p) for p in record.launches] if record.launches else []
         #: The extras as functions of the tensors (inputs, then outputs), for the flavor's traced implementation;
         #: the heuristics too, per distinct expression.
-        self.extra_fns = [self._tensor_fn(to_python(e.expr, self.refs())) for e in record.extras]
-        self.heuristic_fns = [[self._tensor_fn(to_python(e, self.refs())) for e in h["exprs"]]
+        self.extra_fns = [self._tensor_fn(self._python(e.expr)) for e in record.extras]
+        self.heuristic_fns = [[self._tensor_fn(self._python(e)) for e in h["exprs"]]
                               for h in record.heuristics]  # fmt: skip
 
     @property
@@ -155,8 +156,12 @@ class Variants:
     def _grid_fn(self, plan: LaunchPlan | None) -> Callable | None:
         if plan is None:
             return None
-        refs = self.refs()
-        return self._tensor_fn(f"({', '.join(to_python(g, refs) for g in plan.grid)})")
+        return self._tensor_fn(f"({', '.join(self._python(g) for g in plan.grid)})")
+
+    def _python(self, expr: Any) -> str:
+        """``expr`` as Python over the positional tensors, an optional one's sizes 0 when it is None."""
+        absent = frozenset(f"i{k}" for k in self.record.optional)
+        return to_python(absent_zero(expr, absent) if absent else expr, self.refs())
 
     def _tensor_fn(self, body: str) -> Callable:
         """``lambda t0, t1, ...: body`` over the tensor inputs then the outputs (our own expression trees)."""

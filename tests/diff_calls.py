@@ -52,7 +52,7 @@ def _tensor(spec: dict) -> torch.Tensor:
 
 
 def build_args(call: list[dict]) -> list[Any]:
-    return [_tensor(a) if a["t"] == "tensor" else a["v"] for a in call]
+    return [_tensor(a) if a["t"] == "tensor" else None if a["t"] == "none" else a["v"] for a in call]
 
 
 def _error(e: BaseException) -> str:
@@ -71,6 +71,9 @@ def _classify(launch: dict, pointers: list[int], args: list[Any], outs: list[tor
             named.append(slot.hex())
             continue
         p = int.from_bytes(slot, "little")
+        if p == 0:  # an optional tensor passed as None
+            named.append("null")
+            continue
         where = next((f"in{i}" for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.data_ptr() == p), None)
         where = where or next((f"out{i}" for i, o in enumerate(outs) if o.data_ptr() == p), "fresh")
         named.append(where + (":misaligned" if p % 16 else ""))

@@ -218,6 +218,8 @@ class TritonSource:
                 layout.append(("dtype", k))
         loose = _unspecialized(self.kernel)
         for p, ((role, a), name) in enumerate(zip(self._roles, self.runtime_params, strict=True)):
+            if role == "tensor" and a.optional:  # None is compiled in, as Triton's JIT does
+                layout.append(("none", p))
             if role == "tensor" and name not in loose["align"]:
                 layout.append(("align", p))
             elif name in loose["value"] or role not in ("extra", "scalar"):
@@ -241,7 +243,11 @@ class TritonSource:
             if a.dtype_like is not None:
                 in_dtypes[k] = in_dtypes[names.index(a.dtype_like)]
         types: dict[str, str] = {}
+        nones = set(self.nones(spec))
         for name, (role, a) in zip(self.runtime_params, self._roles, strict=True):
+            if name in nones:  # an optional tensor passed as None: compiled in
+                types[name] = "constexpr"
+                continue
             if role == "tensor":
                 dt = in_dtypes[names.index(a.name)]
             elif role == "output":
@@ -259,10 +265,10 @@ class TritonSource:
         # In the kernel's parameter order (constexprs where they are declared): Triton's C launcher takes its
         # arguments in this dict's order.
         signature = {name: "constexpr" if is_c else types[name] for name, is_c, _ in self.params_}
-        for name in self.units(spec):
+        for name in self.units(spec) + self.nones(spec):
             signature[name] = "constexpr"  # compiled in, as Triton's JIT does: strides of 1 let loads vectorize
         attrs = {(p,): [["tt.divisibility", 16]] for (kind, p), v in zip(layout, spec, strict=True)
-                 if (kind == "align" and v) or (kind == "int" and v == 1)}  # fmt: skip
+                 if ((kind == "align" and v) or (kind == "int" and v == 1)) and self.runtime_params[p] not in nones}  # fmt: skip
         attrs.update({(p,): [["tt.divisibility", 16]] for p, (role, _) in enumerate(self._roles) if role == "output"})
         # Attribute keys are positions among all the kernel's parameters, constexprs included.
         runtime_at = [k for k, (_, is_c, _) in enumerate(self.params_) if not is_c]
@@ -276,15 +282,27 @@ class TritonSource:
         return [self.runtime_params[p] for (kind, p), v in zip(self.spec_layout(), spec, strict=True)
                 if kind == "int" and v == UNIT and p < 64]  # fmt: skip
 
+    def nones(self, spec: tuple) -> list[str]:
+        """The pointer parameters this specialization compiles in as None (optional tensors the call passed as
+        None). Dropped from the arguments as ``units`` are, so they must be among the first 64."""
+        if not spec:
+            return []
+        out = [self.runtime_params[p] for (kind, p), v in zip(self.spec_layout(), spec, strict=True)
+               if kind == "none" and v]  # fmt: skip
+        if any(self.runtime_params.index(n) >= 64 for n in out):
+            raise SpecError(self.op_name, "inputs", "an optional tensor is kernel parameter 64 or later, past what a "
+                            "compiled-in None can drop.", "move the optional tensor parameters earlier.")  # fmt: skip
+        return out
+
     def dropped(self, spec: tuple) -> tuple[int, ...]:
-        """Positions among the runtime values that the compiled kernel does not take (``units``)."""
-        units = set(self.units(spec))
-        return tuple(p for p, n in enumerate(self.runtime_params) if n in units)
+        """Positions among the runtime values that the compiled kernel does not take (``units``, ``nones``)."""
+        gone = set(self.units(spec)) | set(self.nones(spec))
+        return tuple(p for p, n in enumerate(self.runtime_params) if n in gone)
 
     def static_values(self, spec: tuple) -> dict[str, Any]:
         """The constexprs bound by extras, computed by heuristics and compiled in as 1 (``units``), from a
         call specialization (its heuristics' values are this config's: ``Variants.project``)."""
-        out: dict[str, Any] = dict.fromkeys(self.units(spec), 1)
+        out: dict[str, Any] = dict.fromkeys(self.units(spec), 1) | dict.fromkeys(self.nones(spec))
         if not self.static and not self.heuristics:
             return out
         assert self._record is not None

@@ -34,7 +34,7 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list, xvals: list)
         return 0
     from ..autotune import pow2
 
-    key: list[Any] = [t.dtype for t in tensors]
+    key: list[Any] = [None if t is None else t.dtype for t in tensors]
     for entry in record.tune_key:
         if entry[0] == "extra":
             v = _hint(xvals[entry[1]])
@@ -58,7 +58,8 @@ def _prepare(record: KernelRecord, args: list, outs: list | None) -> None:
     if outs is None:
         for k in positions:
             a = record.inputs[k]
-            args[k] = conform(op, a.name, args[k], a.strided, a.contiguous)
+            if args[k] is not None:  # None: an optional input not given
+                args[k] = conform(op, a.name, args[k], a.strided, a.contiguous)
         return
     for e in record.extras:
         if not e.same:
@@ -109,7 +110,9 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
             if a.init is not None:
                 o.fill_(a.init)
         tensors = [args[k] for k in positions]
-        written = outs_l + [x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates]
+        written = outs_l + [
+            x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates and x is not None
+        ]
         if all(w.numel() == 0 for w in written):
             return outs
         _prepare(record, args, outs_l)

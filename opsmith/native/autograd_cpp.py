@@ -76,7 +76,8 @@ def _no_backward(r: KernelRecord) -> str:
     params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
     args = ", ".join(names)
     local = dict(zip((a.name for a in r.inputs), names, strict=True))  # declared name -> C++ local
-    grad = " || ".join(f"{local[a.name]}.requires_grad()" for a in r.tensor_inputs)
+    grad = " || ".join(f"({local[a.name]}.has_value() && {local[a.name]}->requires_grad())" if a.optional
+                       else f"{local[a.name]}.requires_grad()" for a in r.tensor_inputs)  # fmt: skip
     L = []
     if not r.mutated:
         L += [
@@ -104,7 +105,8 @@ def _no_backward(r: KernelRecord) -> str:
               "torch.no_grad() (as optimizer steps do), or declare backward=.\");"]  # fmt: skip
         # The dispatcher's ADInplaceOrView step does this for built-in in-place ops: autograd then refuses a
         # backward that reads a tensor this op overwrote.
-        L += [f"  torch::autograd::impl::bump_version({local[a.name]});" for a in r.mutated]
+        L += [f"  if ({local[a.name]}.has_value()) torch::autograd::impl::bump_version(*{local[a.name]});" if a.optional
+              else f"  torch::autograd::impl::bump_version({local[a.name]});" for a in r.mutated]  # fmt: skip
     else:
         L += [f"  if (at::GradMode::is_enabled() && ({grad})) {{",
               f"    auto outs = NoBackward::apply({args});",

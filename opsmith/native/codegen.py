@@ -90,7 +90,9 @@ def cpp_signature(record: KernelRecord, target: str = "aten") -> tuple[str, list
     tensor = TENSOR_TYPE[target]
     aten = target == "aten"
     scalars = _SCALAR if aten else {**_SCALAR, "SymInt": "int64_t"}
+    optional = f"std::optional<{tensor}>"
     types = [(f"const {tensor}&" if aten else tensor) if isinstance(a.type, torch.TensorType)
+             else (f"const {optional}&" if aten else optional) if str(a.type) == "Optional[Tensor]"
              else scalars[str(a.type)] for a in schema.arguments]  # fmt: skip
     n = 0 if target == "xla" else len(schema.returns)
     ret = "void" if n == 0 else tensor if n == 1 else f"std::tuple<{', '.join([tensor] * n)}>"
@@ -148,8 +150,22 @@ class _Printer(DimsSteps):
     def steps(self) -> list[str]:
         L: list[str] = []
         for s in self.plan.steps:
-            L += getattr(self, type(s).__name__.lower())(s)
+            lines = getattr(self, type(s).__name__.lower())(s)
+            about = self.plan.about(s)
+            if about and lines:  # an optional tensor's checks run when the call gave it
+                cond = " && ".join(f"{self.t[k]}.defined()" for k in about)
+                head = f"if ({cond}) {{"
+                if L and L[-1] == "}" and _block_head(L) == head:  # the same tensor's next check: one block
+                    L = L[:-1] + ["  " + x for x in lines] + ["}"]
+                    continue
+                lines = [head, *("  " + x for x in lines), "}"]
+            L += lines
         return L
+
+    def locals_of_optional(self) -> list[str]:
+        """An optional tensor as the steps read it: the tensor, or an undefined one for None."""
+        return [f"{self.tensor} {self.t[k]} = {self.t[k]}_in.has_value() ? *{self.t[k]}_in : {self.tensor}();"
+                for k in self.plan.optional]  # fmt: skip
 
     def _n(self, k: int) -> tuple[str, str]:
         return self.t[k], cpp_str(self.tn[k])
@@ -176,6 +192,16 @@ class _Printer(DimsSteps):
 
     def numel(self, s: P.Numel) -> list[str]:
         t, n = self._n(s.k)
+        if s.k in self.plan.optional:  # 0 for None
+            t = f"{t}.defined() ? {t}"
+            L = [f"const c10::SymInt n{s.k} = {t}.sym_numel() : c10::SymInt(0);" if self.meta else
+                 f"const int64_t n{s.k} = {t}.numel() : 0;"]  # fmt: skip
+            if self.meta and s.narrow:
+                L.append(f"if (auto v = n{s.k}.maybe_as_int(); v && *v > {P.INT32_MAX}) "
+                         f"opsmith::large_error(op, {n}, *v);")  # fmt: skip
+            elif s.narrow:
+                L.append(f"if (n{s.k} > {P.INT32_MAX}) opsmith::large_error(op, {n}, n{s.k});")
+            return L
         if self.meta:
             L = [f"const c10::SymInt n{s.k} = {t}.sym_numel();"]
             if s.narrow:
@@ -264,7 +290,8 @@ class _Printer(DimsSteps):
     def refuseempty(self, s: P.RefuseEmpty) -> list[str]:
         written = [f"&o{k}" for k in range(len(self.plan.outputs))] + [f"&{self.t[k]}" for k in self.plan.mutated]
         made = "{" + ", ".join(written) + "}"
-        return [f"if ({'st && ' if self.meta else ''}{self.expr(['var', f'n{k}'])} == 0) "
+        given = {k: f"{self.t[k]}.defined() && " if k in self.plan.optional else "" for k in s.tensors}
+        return [f"if ({'st && ' if self.meta else ''}{given[k]}{self.expr(['var', f'n{k}'])} == 0) "
                 f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});" for k in s.tensors]  # fmt: skip
 
     def sharestrides(self, s: P.ShareStrides) -> list[str]:
@@ -316,6 +343,14 @@ class _Printer(DimsSteps):
         return out
 
 
+def _block_head(lines: list[str]) -> str | None:
+    """The ``if (...) {`` opening the block that ``lines`` end with."""
+    for x in reversed(lines[:-1]):
+        if not x.startswith("  "):
+            return x
+    return None
+
+
 def _i128(v: int) -> str:
     return str(v) if -(2**63) < v < 2**63 else f"opsmith::i128_of({cpp_str(str(v))})"
 
@@ -332,6 +367,8 @@ def _values(pr: _Printer) -> list[str]:
         kind, i = p.source
         if kind == "in":
             src = f"{pr.t[i]}.data_ptr()"
+            if i in pr.plan.optional:  # None: a null pointer
+                src = f"{pr.t[i]}.defined() ? {src} : nullptr"
         elif kind == "out":
             src = f"o{i}.data_ptr()"
         elif kind == "scalar":
@@ -356,7 +393,9 @@ def _spec(pr: _Printer) -> list[str]:
     out = []
     for kind, p in pr.n.spec_layout:
         if kind == "dtype":
-            out.append(f"static_cast<int64_t>({pr.t[p]}.scalar_type())")
+            out.append(_dtype_value(pr, p))
+        elif kind == "none":  # kernel parameter p's optional tensor passed as None, compiled in (Triton)
+            out.append(f"int64_t(!{pr.t[pr.plan.launch.params[p].source[1]]}.defined())")
         elif kind == "align":
             out.append(f"int64_t(reinterpret_cast<uintptr_t>(a{p}) % 16 == 0)")
         elif kind == "int":  # as Triton's JIT: 1 compiled in (UNIT), else divisibility by 16
@@ -369,6 +408,12 @@ def _spec(pr: _Printer) -> list[str]:
         else:
             out.append(f"int64_t({pr.refs[f'x{p}']})")
     return out
+
+
+def _dtype_value(pr: _Printer, k: int) -> str:
+    """Tensor input k's dtype as an int64 (its ScalarType); -1 for an optional input passed as None."""
+    v = f"static_cast<int64_t>({pr.t[k]}.scalar_type())"
+    return f"({pr.t[k]}.defined() ? {v} : int64_t(-1))" if k in pr.plan.optional else v
 
 
 def _heuristic(pr: _Printer, h: int) -> str:
@@ -392,7 +437,7 @@ def _launch(pr: _Printer) -> list[str]:
                 "// was built. The Python path compiles the call's; the next library holds it.",
                 f"return miss(opsmith::kSize), python_path({_passed(pr)});"]  # fmt: skip
     if launch.tuned:
-        key = [f"static_cast<int64_t>({t}.scalar_type())" for t in pr.t]
+        key = [_dtype_value(pr, k) for k in range(len(pr.t))]
         for e, pow2 in launch.tune_key:
             v = pr.expr(e)
             key.append(f"int64_t(opsmith::pow2({v}))" if pow2 else f"int64_t({v})")
@@ -598,9 +643,10 @@ def _function(n: NativeOp, meta: bool) -> list[str]:
     ret, types, _ = cpp_signature(n.record, n.target)
     pr = _Printer(n, meta)
     if pr.meta:
-        params = ", ".join(f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
+        opt = {pr.t[k] for k in n.plan.optional}
+        params = ", ".join(f"{t} {a}{'_in' if a in opt else ''}" for t, a in zip(types, pr.args, strict=True))
         body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
-        body += [*pr.steps(), pr.ret()]
+        body += [*pr.locals_of_optional(), *pr.steps(), pr.ret()]
         return [f"{ret} meta_impl({params}) {{", *("  " + x for x in body), "}"]
     tensors = set(pr.t)
     params = ", ".join(f"{t} {a}_in" if a in tensors else f"{t} {a}" for t, a in zip(types, pr.args, strict=True))
@@ -609,7 +655,8 @@ def _function(n: NativeOp, meta: bool) -> list[str]:
     body = [f"constexpr const char* op = {cpp_str(n.record.op_name)};", "opsmith::require_torch();"]
     if n.serve:
         body.append("served[opsmith::kCalls].fetch_add(1, std::memory_order_relaxed);")
-    body += [f"{pr.tensor} {t} = {t}_in;" for t in pr.t]
+    opt = {pr.t[k] for k in n.plan.optional}
+    body += [f"{pr.tensor} {t} = {t}_in;" for t in pr.t if t not in opt] + pr.locals_of_optional()
     body += pr.steps() + ([] if pr.nodevice else _launch(pr)) + [pr.ret()]
     return [f"{ret} {'meta' if meta else 'cuda'}_impl({params}) {{", *("  " + x for x in body), "}"]
 

@@ -131,7 +131,9 @@ def cpp_expr(expr: Any, refs: Mapping[str, str], *, where: str | None = None, wi
             return f"opsmith::i128(!({rec(args[0])}))"
         if op == "where":
             return f"(({rec(args[0])}) ? opsmith::i128({rec(args[1])}) : opsmith::i128({rec(args[2])}))"
-        t = refs.get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod") else ""
+        t = refs.get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod", "present") else ""
+        if op == "present":
+            return f"opsmith::i128({t}.defined())"
         if op == "numel":
             return f"{t}.numel()"
         if op == "size":
@@ -170,6 +172,9 @@ def sym_expr(expr: Any, refs: Mapping[str, str]) -> str:
     if isinstance(expr, int):
         return f"c10::SymInt({_lit(expr)})"
     op, *args = expr
+    if op == "where" and isinstance(args[0], list) and args[0][0] == "present":  # an optional tensor's size
+        c = refs.get(args[0][1], args[0][1])
+        return f"({c}.defined() ? {sym_expr(args[1], refs)} : {sym_expr(args[2], refs)})"
     t = refs.get(args[0], args[0]) if op in ("numel", "size", "stride") else ""
     if op == "numel":
         return f"{t}.sym_numel()"

@@ -251,6 +251,7 @@ inline void share_strides(const char* op, const std::vector<std::string>& names,
 // symbolic ones, which the size checks leave alone, as fake.py does).
 inline bool all_static(std::initializer_list<const Tensor*> ts) {
   for (const Tensor* t : ts) {
+    if (!t->defined()) continue;  // an optional input passed as None
     for (const c10::SymInt& s : t->sym_sizes())
       if (s.is_heap_allocated()) return false;
     for (const c10::SymInt& s : t->sym_strides())

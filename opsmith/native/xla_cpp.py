@@ -97,13 +97,13 @@ inline c10::ScalarType scalar_type_of(ffi::DataType t) {
 // planned (sizes and dtype, no data) and then bound to XLA's buffer.
 class Tensor {
  public:
-  Tensor() = default;
+  Tensor() = default;  // undefined: an optional input passed as None
   Tensor(ffi::AnyBuffer b, Device d)
-      : data_(b.untyped_data()), dtype_(scalar_type_of(b.element_type())), device_(d) {
+      : data_(b.untyped_data()), dtype_(scalar_type_of(b.element_type())), device_(d), defined_(true) {
     auto dims = b.dimensions();
     set_sizes(std::vector<int64_t>(dims.begin(), dims.end()));
   }
-  Tensor(std::vector<int64_t> sizes, c10::ScalarType dtype, Device d) : dtype_(dtype), device_(d) {
+  Tensor(std::vector<int64_t> sizes, c10::ScalarType dtype, Device d) : dtype_(dtype), device_(d), defined_(true) {
     set_sizes(std::move(sizes));
   }
 
@@ -128,6 +128,7 @@ class Tensor {
   const Device& device() const { return device_; }
   bool is_cuda() const { return !device_.cpu; }
   bool is_cpu() const { return device_.cpu; }
+  bool defined() const { return defined_; }
 
  private:
   void set_sizes(std::vector<int64_t> sizes) {
@@ -142,6 +143,7 @@ class Tensor {
   int64_t numel_ = 1;
   c10::ScalarType dtype_ = c10::ScalarType::Undefined;
   Device device_;
+  bool defined_ = false;
 };
 
 inline std::string device_name(const Device& d) { return d.cpu ? "cpu" : "cuda:" + std::to_string(d.ordinal); }

@@ -91,3 +91,30 @@ def smooth_rows(Y, X, n_cols, label_smoothing: tl.constexpr, BLOCK_SIZE: tl.cons
     if label_smoothing != 0.0:
         x = x * (1.0 - label_smoothing) + label_smoothing / n_cols
     tl.store(Y + row * n_cols + cols, x.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def ce_rows(X, X_stride, Y, weight, loss, z_loss, n_cols, n_non_ignore, ignore_index, HAS_WEIGHT: tl.constexpr,
+            RETURN_Z_LOSS: tl.constexpr, BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """Cross-entropy per row in Liger's calling style: ``weight`` and ``z_loss`` are None when their feature is
+    off, ``HAS_WEIGHT`` / ``RETURN_Z_LOSS`` say which; the row's loss (divided by ``n_non_ignore``, a mean) and,
+    with ``RETURN_Z_LOSS``, its ``lse ** 2`` are written; X is overwritten with the loss's gradient."""
+    row = tl.program_id(0).to(tl.int64)
+    y = tl.load(Y + row)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(X + row * X_stride + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    lse = m + tl.log(tl.sum(tl.exp(x - m), axis=0))
+    w = 1.0
+    if HAS_WEIGHT:
+        w = tl.load(weight + y).to(tl.float32)
+    keep = y != ignore_index
+    x_y = tl.sum(tl.where(cols == y, x, 0.0), axis=0)
+    row_loss = tl.where(keep, w * (lse - x_y) / n_non_ignore, 0.0)
+    grad = tl.exp(x - lse) - tl.where(cols == y, 1.0, 0.0)
+    grad = tl.where(keep, w * grad / n_non_ignore, 0.0)
+    tl.store(X + row * X_stride + cols, grad.to(X.dtype.element_ty), mask=mask)
+    tl.store(loss + row, row_loss)
+    if RETURN_Z_LOSS:
+        tl.store(z_loss + row, tl.where(keep, lse * lse, 0.0))
