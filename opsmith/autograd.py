@@ -115,6 +115,13 @@ def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tu
             known = list(ins) + list(outs) + [f"grad_{o}" for o in outs]
             raise SpecError(op_name, "backward.args", f"'{a}' is neither an input, an output nor an output's "
                             f"gradient.", f"use names from {known}.")  # fmt: skip
+    absent = [
+        a for a in (*backward.args, *backward.grads) if a in ins and getattr(record.inputs[ins[a]], "optional", False)
+    ]
+    if absent:
+        raise SpecError(op_name, "backward.args", f"'{absent[0]}' is an optional input, which a call may pass as None; "
+                        "a backward over it is not supported yet.", "differentiate an op whose inputs are all "
+                        "required (register one op per combination the backward needs).")  # fmt: skip
     if not any(kind == "grad" for kind, _ in sources):
         raise SpecError(op_name, "backward.args", "no output gradient is passed to the backward.",
                         f"name at least one of {[f'grad_{o}' for o in outs]}.")  # fmt: skip

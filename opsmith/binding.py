@@ -328,6 +328,8 @@ def _fit_extra(op: str, d: Item, p: KernelParam, where: str, e: ExtraArg, typed:
     if typed == "sizes" and ctype not in _INT_CTYPES | {"f32", "f64"}:
         ctype = {4: "f32" if floating else "i32", 8: "f64" if floating else "i64"}.get(p.size, "?")
     allowed = {"f32", "f64"} if floating else _INT_CTYPES
+    if isinstance(e.expr, list) and e.expr[0] == "present":  # a truth value: a bool parameter takes it too
+        allowed = allowed | {"bool"}
     if ctype not in allowed:
         raise SpecError(op, f"extras '{e.label}'", f"{where} is not a {'float or double' if floating else '32- or 64-bit integer'}.",
                         "take integer extras as int, unsigned, long long or int64_t, and float constants as float "

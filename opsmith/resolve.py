@@ -302,6 +302,11 @@ def resolve(
         raise SpecError(op, "outputs", "the output list is empty and no input is mutated.",
                         "declare at least one OutputDecl, or mark the input the kernel writes mutates=True.")  # fmt: skip
     tensors, scalars = _check_inputs(op, inputs)
+    gone = [d.name for d in inputs if isinstance(d, InputDecl) and d.optional]
+    if gone and host_launched:
+        raise SpecError(op, "inputs", f"{gone} are optional, and a CuTe DSL host function takes a cute.Tensor for "
+                        "each tensor parameter, which None is not.", "declare the inputs required, and register "
+                        "one op per combination of them.")  # fmt: skip
     if outputs is None and has_eager_fn:
         return None  # meta_fn describes the outputs and eager_fn launches
     out_names = (["out" if meta_outputs == 1 else f"out{k}" for k in range(meta_outputs)] if outputs is None

@@ -80,6 +80,14 @@ def _classify(launch: dict, pointers: list[int], args: list[Any], outs: list[tor
     return {**launch, "args": named}
 
 
+def _positions(pointers: Any, launch: dict) -> list[int]:
+    """The argument slots holding pointers: a list, or per kernel image (a Triton kernel that compiled
+    parameters in, a 1 or an optional tensor's None, leaves them out of its arguments)."""
+    if isinstance(pointers, dict):
+        return pointers.get(launch.get("image"), pointers.get("*", []))
+    return list(pointers or [])
+
+
 def _bytes(t: torch.Tensor) -> str:
     return t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes().hex() if t.numel() else ""
 
@@ -105,5 +113,5 @@ def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: A
     if take is not None:
         launches = take()
         launches = json.loads(launches) if isinstance(launches, str) else list(launches)
-        res["launches"] = [_classify(x, pointers or [], args, outs) for x in launches]
+        res["launches"] = [_classify(x, _positions(pointers, x), args, outs) for x in launches]
     return res

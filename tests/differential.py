@@ -453,7 +453,7 @@ def python_outcomes(gens: list[Gen], values: bool = False) -> tuple[dict, list[d
     results, cases = {}, []
     for g in gens:
         dry, _ = make_dry_run(g.ok)
-        pointers = [k for k, p in enumerate(g.ok.plan.launch.params) if p.ctype == "ptr"]
+        pointers = _Pointers(g.ok)
         written = tuple(g.ok.plan.tensors[k] for k in g.ok.plan.mutated)
 
         def take(dry: Any = dry) -> list:
@@ -473,7 +473,35 @@ def python_outcomes(gens: list[Gen], values: bool = False) -> tuple[dict, list[d
                 _against_fake(g, cid, call, results[cid])
             cases.append({"id": cid, "op": g.op_name, "call": call, "pointers": pointers, "written": written,
                           "values": values})  # fmt: skip
+    for c in cases:  # every kernel the Python runs compiled, by image
+        if isinstance(c["pointers"], _Pointers):
+            c["pointers"] = c["pointers"].table()
     return results, cases
+
+
+class _Pointers(dict):
+    """The pointer slots of an op's launches, per kernel image: the declared pointer parameters, less those a
+    kernel compiled in (Triton: a 1, an optional tensor's None), which its arguments leave out."""
+
+    def __init__(self, op: Any) -> None:
+        super().__init__()
+        self.op = op
+        self["*"] = [k for k, p in enumerate(op.plan.launch.params) if p.ctype == "ptr"]
+
+    def get(self, image: Any, default: Any = None) -> Any:
+        return self.table().get(image, default)
+
+    def table(self) -> dict:
+        from opsmith.launch_code import fnv1a64
+
+        out = {"*": self["*"]}
+        for kd in list(self.op.variants.kernels.values()):
+            b = kd.binary_for(self.op.record.arch) if hasattr(kd, "binary_for") else None
+            if b is None:
+                continue
+            gone = set(getattr(b, "dropped", ()))
+            out[fnv1a64(b.data)] = [k - sum(d < k for d in gone) for k in self["*"] if k not in gone]
+        return out
 
 
 # Refusals only a real call makes (plan.py: a meta call skips the device, layout copies and the launch, whose

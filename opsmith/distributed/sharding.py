@@ -94,6 +94,7 @@ class ShardingPlan:
     sized: tuple[tuple[int, int | None], ...] = ()
     sized_by: tuple[str, ...] = ()  # the extras' labels, for the message
     derive: bool = False  # sharding="derive": the user vouches for the derived rule (opsmith check tests it)
+    optional_pos: tuple[int, ...] = ()  # argument positions of optional tensor inputs (None: placement None)
 
 
 def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | None = None,
@@ -101,7 +102,9 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
     """The op's ``ShardingPlan``; ``sharding`` is the user's rule (a function, or "replicate")."""
     op = record.op_name
     tensor_pos = tuple(k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg))
-    base = {"op_name": op, "n_args": len(record.inputs), "n_out": len(record.outputs), "tensor_pos": tensor_pos}
+    optional_pos = tuple(k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg) and a.optional)
+    base = {"op_name": op, "n_args": len(record.inputs), "n_out": len(record.outputs), "tensor_pos": tensor_pos,
+            "optional_pos": optional_pos}  # fmt: skip
     written = [a.name for a in record.tensor_inputs if a.mutates]
     if written:
         if sharding is not None:
@@ -232,6 +235,8 @@ def identities(plan: ShardingPlan, shapes: list[tuple]) -> tuple[list[list], lis
     identities; per output, the identities it reduced away). Groups expand to the length the call gives them."""
     group_len: dict[str, int] = {}
     for pat, shape in zip(plan.inputs, shapes, strict=True):
+        if shape is None:  # an optional input passed as None: no axes
+            continue
         for e in pat:
             if e[0] == "group":
                 group_len.setdefault(e[1], len(shape) - (len(pat) - 1))
@@ -261,7 +266,7 @@ def identities(plan: ShardingPlan, shapes: list[tuple]) -> tuple[list[list], lis
                 out.append((where, "own", p))
         return out
 
-    ins = [expand(pat, k, f"i{k}") for k, pat in enumerate(plan.inputs)]
+    ins = [[] if shapes[k] is None else expand(pat, k, f"i{k}") for k, pat in enumerate(plan.inputs)]
     outs, lost = [], []
     for k, o in enumerate(plan.outputs):
         if o[0] == "same":
@@ -288,7 +293,7 @@ def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
 
     replicate = (
         [Replicate()] * plan.n_out,
-        [Replicate() if k in plan.tensor_pos else None for k in range(plan.n_args)],
+        [Replicate() if k in plan.tensor_pos and args[k] is not None else None for k in range(plan.n_args)],
     )
     if plan.user == "replicate":
         return [replicate]
@@ -302,7 +307,7 @@ def derived(plan: ShardingPlan, *args: Any) -> list[tuple[tuple[list, list], boo
     """Every sharded strategy the declaration derives for these arguments (tensors, or anything with a
     ``shape``), each with whether the rule applies it: False for an axis the declaration cannot justify
     (``unjustified``), held back unless ``sharding="derive"``. ``opsmith check`` runs them all."""
-    shapes = [tuple(args[k].shape) for k in plan.tensor_pos]
+    shapes = [None if args[k] is None else tuple(args[k].shape) for k in plan.tensor_pos]  # None: not given
     ins, outs, lost = identities(plan, shapes)
     ref = ins[plan.ref] if ins else []
     mixing = {ref[a % len(ref)] for a in plan.mixing} if ref else set()
@@ -369,8 +374,8 @@ def _sharded(plan: ShardingPlan, ins: list, outs: list, lost: list, x: tuple, mi
             return None  # a split row with a same-shape output, an output that says nothing of x, no combine
         out_pl.append(Partial(combine))
     inputs: list = [None] * plan.n_args
-    for pos, p in zip(plan.tensor_pos, tensor_pl, strict=True):
-        inputs[pos] = p
+    for pos, p, ids in zip(plan.tensor_pos, tensor_pl, ins, strict=True):
+        inputs[pos] = p if ids or pos not in plan.optional_pos else None  # an optional input not given: None
     return out_pl, inputs
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import SpecError
+from ..native.xla_cpp import GIVEN
 from ..record import TensorArg
 
 __all__ = ["abstract_eval", "refusal", "to_jax_dtype", "to_torch_dtype"]
@@ -87,7 +88,8 @@ def _meta_args(op: Any, args: Sequence[Any], scalars: dict) -> list:
             a = next(it, missing)
             if a is missing:
                 raise TypeError(f"{record.op_name}: tensor input {decl.name!r} is missing.")
-            out.append(torch.empty(tuple(a.shape), dtype=to_torch_dtype(a.dtype), device="meta"))
+            given = scalars.pop(GIVEN + decl.name, a is not None)  # opsmith.jax's placeholder for None
+            out.append(None if not given else torch.empty(tuple(a.shape), dtype=to_torch_dtype(a.dtype), device="meta"))
         elif decl.name in scalars:
             out.append(scalars.pop(decl.name))
         else:

@@ -32,6 +32,7 @@ import torch
 
 from ..errors import InputError, SpecError, ToolchainError
 from ..native.build import closure
+from ..native.xla_cpp import GIVEN
 from ..record import TensorArg
 from .abstract import _check, abstract_eval, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
@@ -78,6 +79,7 @@ class JaxOp:
         self.op, self.record, self.dry_run, self.platform = op, op.record, dry_run, platform
         self.name = self.record.op_name
         self.tensors = [a for a in self.record.inputs if isinstance(a, TensorArg)]
+        self.tensor_pos = [k for k, a in enumerate(self.record.inputs) if isinstance(a, TensorArg)]
         self.mutated = [k for k, a in enumerate(self.tensors) if a.mutates]
         self.n_out = len(self.record.outputs)
         self._backward = _Backward(op, dry_run, platform) if getattr(op, "backward", None) is not None else None
@@ -103,6 +105,9 @@ class JaxOp:
                 v = next(it, missing)
                 if v is missing:
                     raise TypeError(f"{self.name}: tensor input {decl.name!r} is missing.")
+                if decl.optional:  # None travels as a zero-size placeholder and a flag the handler reads
+                    named[GIVEN + decl.name] = v is not None
+                    v = _placeholder(decl) if v is None else v
                 tensors.append(v)
             else:
                 v = scalars.pop(decl.name) if decl.name in scalars else next(it, missing)
@@ -150,6 +155,7 @@ class JaxOp:
         aliases = {k: len(outs) + j for j, k in enumerate(self.mutated)}
         call = jax.ffi.ffi_call(target, results, input_output_aliases=aliases or None)
         attrs = {d.name: _attribute(d.py_type, scalars[d.name]) for d in self.record.inputs if d.name in scalars}
+        attrs |= {k: v for k, v in scalars.items() if k.startswith(GIVEN)}
         return list(call(*tensors, **attrs))
 
     def _on_its_platform(self, tensors: Sequence[Any]) -> bool:
@@ -182,12 +188,18 @@ class JaxOp:
         import jax
 
         def host(*arrays: Any) -> tuple:
-            args, it = [], iter(arrays)
+            args, given, it = [], [], iter(arrays)
             for decl in self.record.inputs:
-                args.append(_to_torch(next(it)) if isinstance(decl, TensorArg) else scalars[decl.name])
+                if isinstance(decl, TensorArg):
+                    t = _to_torch(next(it))
+                    given.append(t)  # an absent input's "new value" is its placeholder
+                    args.append(None if scalars.get(GIVEN + decl.name) is False else t)
+                else:
+                    args.append(scalars[decl.name])
             out = self.op(*args)
             outs = () if out is None else out if isinstance(out, tuple | list) else (out,)
-            written = [args[k] for k, d in enumerate(self.record.inputs) if isinstance(d, TensorArg) and d.mutates]
+            written = [args[k] if args[k] is not None else given[j] for j, k in enumerate(self.tensor_pos)
+                       if self.record.inputs[k].mutates]  # fmt: skip
             return tuple(_to_numpy(t) for t in (*outs, *written))
 
         return list(jax.pure_callback(host, tuple(results), *tensors, vmap_method="sequential"))
@@ -216,6 +228,9 @@ class JaxOp:
                 a = next(it)
                 dt = to_torch_dtype(a.dtype)
                 shape = tuple(a.shape)
+                if scalars.get(GIVEN + decl.name) is False:
+                    args.append(None)
+                    continue
                 args.append(torch.randn(shape, device="cuda").to(dt) if dt.is_floating_point
                             else torch.randint(0, 2, shape, device="cuda").to(dt))  # fmt: skip
             else:
@@ -252,6 +267,8 @@ class JaxOp:
         for k, (a, b, t, g) in enumerate(zip(self.tensors, batched, tensors, groups, strict=True)):
             if b:
                 t = jnp.moveaxis(t, 0, g[1])
+            elif scalars.get(GIVEN + a.name) is False:  # an absent optional input's placeholder: not mapped
+                pass
             elif g is not None and g[0] in mapped:  # the same group: every member is mapped
                 t = jnp.broadcast_to(jnp.expand_dims(t, g[1]), (*t.shape[: g[1]], size, *t.shape[g[1] :]))
             elif k in self.mutated:
@@ -401,6 +418,13 @@ def new_buffer(shape: tuple[int, ...], dtype: Any) -> Any:
 
     empty = getattr(jax.lax, "empty", None)  # not in every jax the extra allows (jax>=0.5); 0.10 and 0.11 have it
     return jnp.zeros(shape, dtype) if empty is None else empty(shape, dtype)
+
+
+def _placeholder(decl: TensorArg) -> Any:
+    """What an optional input passed as None travels as: a zero-size array of its dtype (float32 if open)."""
+    import jax.numpy as jnp
+
+    return jnp.zeros((0,), to_jax_dtype(getattr(torch, decl.dtype or "float32")))
 
 
 def _attribute(py_type: str, v: Any) -> Any:

@@ -26,7 +26,11 @@ import torch
 
 from .cpp import cpp_str
 
-__all__ = ["XLA_GLUE", "XLA_RUNTIME", "handler_export", "handler_source", "handler_symbol"]
+__all__ = ["GIVEN", "XLA_GLUE", "XLA_RUNTIME", "handler_export", "handler_source", "handler_symbol"]
+
+#: The attribute telling a handler whether optional input <name> was given (``opsmith.jax`` passes a zero-size
+#: placeholder buffer for one that was not).
+GIVEN = "opsmith_given_"
 
 XLA_GLUE = r"""#include "xla/ffi/api/ffi.h"
 
@@ -274,7 +278,18 @@ def handler_source(n: Any, args: list[str]) -> tuple[list[str], list[str]]:
     params, bind, call, inplace = [], [], [], []
     tensor_k = 0
     for a, local in zip(schema.arguments, args, strict=True):
-        if isinstance(a.type, torch.TensorType):
+        if str(a.type) == "Optional[Tensor]":  # a buffer (a placeholder when absent) and whether it was given
+            bind += [".Arg<xla::ffi::AnyBuffer>()", f".Attr<bool>({cpp_str(GIVEN + a.name)})"]
+            tensor = f"opsmith::Tensor({local}, at)"
+            if tensor_k in mutated:
+                params.append(f"xla::ffi::AnyBuffer {local}_aliased, bool {local}_given")
+                inplace.append(f"xla::ffi::Result<xla::ffi::AnyBuffer> {local}")
+                tensor = f"opsmith::Tensor(*{local}, at)"
+            else:
+                params.append(f"xla::ffi::AnyBuffer {local}, bool {local}_given")
+            call.append(f"{local}_given ? std::optional<opsmith::Tensor>({tensor}) : std::nullopt")
+            tensor_k += 1
+        elif isinstance(a.type, torch.TensorType):
             bind.append(".Arg<xla::ffi::AnyBuffer>()")
             if tensor_k in mutated:  # the operand is unread: XLA aliases it to a result, which holds its values
                 params.append(f"xla::ffi::AnyBuffer {local}_aliased")

@@ -1,12 +1,12 @@
-"""Cross-entropy kernels whose host code passes ``None`` for features that are off (issue 40, item 1): optional
-tensor inputs (``InputDecl(optional=True)``, schema ``Tensor?``) with presence flags (``Present``), as
-Liger-Kernel's ``liger_cross_entropy_kernel`` takes its class weights, z-loss, token-accuracy and
-predicted-token buffers.
+"""Kernels whose host code passes ``None`` for a feature that is off (issue 40, item 1): optional tensor inputs
+(``InputDecl(optional=True)``, schema ``Tensor?``) with presence flags (``Present``), as Liger-Kernel's
+``liger_cross_entropy_kernel`` takes its class weights, z-loss, token-accuracy and predicted-token buffers.
 
-``register_cross_entropy(ns)`` declares ``ce_rows`` (our own kernel in Liger's style, ``kernels/rows_triton.py``)
-and, where liger-kernel is installed, Liger's own kernel from its package, unchanged. Both write the loss's
-gradient into the logits in place (``mutates=True``), as Liger's forward does; the optional buffers a kernel fills
-are optional in-place inputs. ``ce_reference`` is the PyTorch result.
+``register_optional(ns)`` declares ``scale_rows`` (CUDA C++: ``y = x * w + b`` with ``w`` and ``b`` optional, a
+null pointer when absent) and ``ce_rows`` (our own Triton kernel in Liger's style, ``kernels/rows_triton.py``);
+``liger_cross_entropy(ns)`` declares Liger's own kernel from its package, unchanged. Both cross-entropies write
+the loss's gradient into the logits in place (``mutates=True``), as Liger's forward does; the optional buffers a
+kernel fills are optional in-place inputs. ``ce_reference`` and ``scale_reference`` are the PyTorch results.
 """
 
 from __future__ import annotations
@@ -15,17 +15,43 @@ from typing import Any
 
 import torch
 
-from opsmith import Autotune, Config, Const, Dim, Grid, InputDecl, OutputDecl, Present, ScalarInput, Stride
+from opsmith import Autotune, Config, Const, Dim, Grid, InputDecl, OutputDecl, Present, SameAs, ScalarInput, Stride
 
-__all__ = ["ce_reference", "liger_cross_entropy", "register_cross_entropy"]
+__all__ = ["ce_reference", "liger_cross_entropy", "register_optional", "scale_reference"]
+
+SCALE_ROWS = r"""
+// y = x * w + b over rows of n_cols; w and b are optional: a null pointer, with has_w / has_b saying so. w is
+// read at its own stride (0 when absent), so a strided or broadcast weight is not copied.
+extern "C" __global__ void scale_rows(const float* x, const float* w, const float* b, float* y, long long n,
+                                      int n_cols, bool has_w, bool has_b, long long w_stride) {
+  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const int c = i % n_cols;
+  float v = x[i];
+  if (has_w) v *= w[c * w_stride];
+  if (has_b) v += b[c];
+  y[i] = v;
+}
+"""
 
 
-def register_cross_entropy(ns: str) -> dict[str, Any]:
-    """``{"ce_rows": op}`` (empty without Triton); ``liger_cross_entropy(ns)`` adds Liger's own."""
+def register_optional(ns: str) -> dict[str, Any]:
+    """``{"scale_rows": op, "ce_rows": op}`` (``ce_rows`` only with Triton); ``liger_cross_entropy(ns)`` adds
+    Liger's own."""
+    from opsmith import Elementwise, KernelSpec, Numel, cuda_kernel_op
+
     from .tuned import triton_available
 
+    ops: dict[str, Any] = {"scale_rows": cuda_kernel_op(f"{ns}::scale_rows", KernelSpec(
+        kernel_source=SCALE_ROWS, kernel_name="scale_rows",
+        inputs=[InputDecl("x", shape=("*R", "N")), InputDecl("w", shape=("N",), optional=True),
+                InputDecl("b", shape=("N",), optional=True)],
+        outputs=[OutputDecl("y", SameAs("x"))],
+        extras=[Numel("x", name="n", dtype="int64"), Dim("N", name="n_cols"), Present("w", name="has_w"),
+                Present("b", name="has_b"), Stride("w", 0, name="w_stride", dtype="int64")],
+        geometry=Elementwise(), index_dtype="int64"))}  # fmt: skip
     if not triton_available():
-        return {}
+        return ops
     import triton
 
     from opsmith import triton_op
@@ -43,7 +69,7 @@ def register_cross_entropy(ns: str) -> dict[str, Any]:
         extras=[Stride("X", 0, name="X_stride"), Dim("V", name="n_cols"), Present("weight", name="HAS_WEIGHT"),
                 Present("z_loss", name="RETURN_Z_LOSS")],
         geometry=Grid(grid=("BT",)))  # fmt: skip
-    return {"ce_rows": op}
+    return {**ops, "ce_rows": op}
 
 
 def liger_cross_entropy(ns: str) -> Any:
@@ -52,7 +78,7 @@ def liger_cross_entropy(ns: str) -> Any:
     ``predicted_tokens``. ``lse_square_scale`` and ``label_smoothing`` are scalars the kernel compiles in (its
     ``tl.constexpr``s), one kernel per value; ``reduction="mean"``, no softcapping, gradients on. Liger's host
     code picks ``BLOCK_SIZE = min(32768, next_power_of_2(V))`` and 32 warps (16 on its AMD path); so does this
-    declaration, as a heuristic."""
+    declaration: the block as a heuristic, the warps as its one config."""
     import triton
     from liger_kernel.ops.cross_entropy import liger_cross_entropy_kernel
 
@@ -94,3 +120,8 @@ def ce_reference(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, 
     loss.backward()
     lse = torch.logsumexp(xf.detach(), dim=-1)
     return loss.detach(), xf.grad, torch.where(y != ignore_index, lse * lse, 0.0)
+
+
+def scale_reference(x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor:
+    y = x if w is None else x * w
+    return y if b is None else y + b
