@@ -35,11 +35,11 @@ if liger is not None:
     for with_z in (False, True):
         x, y = torch.randn(6, 40), torch.randint(0, 40, (6,))
         y[2] = -100
-        kept = float((y != -100).sum())
+        kept = int((y != -100).sum())
         loss_want, grad_want, _ = ce_reference(x, y, None)
         z = torch.full((6,), float("nan")) if with_z else None
         xx = x.clone()
-        loss = liger(xx, y, None, z, None, None, kept, kept, 0.0, -100, 0.0, 0.0)
+        loss = liger(xx, y, None, z, None, None, kept, float(kept), 0.0, -100, 0.0, 0.0)
         torch.testing.assert_close(loss.sum(), loss_want, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(xx, grad_want, atol=1e-5, rtol=1e-5)
         if with_z:  # lse_square_scale 0: a z-loss of 0; an ignored row's entry is not written (Liger zeroes it)

@@ -24,8 +24,9 @@ def _run(tmp_path: Path, with_gpu: bool) -> dict:
 def test_the_guide_runs_without_a_gpu(tmp_path):
     pytest.importorskip("triton", reason="the guide's Triton example needs Triton (the test extra installs it)")
     blocks = _blocks(GUIDE.read_text())
-    assert sum(not g for g, _ in blocks) == 8 and sum(g for g, _ in blocks) == 3
+    assert sum(not g for g, _ in blocks) == 9 and sum(g for g, _ in blocks) == 3
     scope = _run(tmp_path, with_gpu=False)
+    assert scope["scale_rows"].record.optional == (1,)  # the optional weight
     assert [p.name for p in scope["reshape_and_cache"].record.params] == [
         "key", "value", "key_cache", "value_cache", "slot_mapping", "key_stride", "value_stride", "num_heads",
         "head_size"]  # fmt: skip

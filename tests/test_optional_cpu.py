@@ -144,9 +144,9 @@ def test_ligers_own_kernel_with_its_optional_buffers_on_both_paths():
     op = liger_cross_entropy(NS)
     X, Y, W, Z = tensor_call((6, 40)), tensor_call((6,), "int64"), tensor_call((40,)), tensor_call((6,))
     acc, pred = tensor_call((6,)), tensor_call((6,), "int64")
-    calls = [[X, Y, NONE, NONE, NONE, NONE, *map(_scalar, (5.0, 5.0, 0.0, -100, 0.0, 0.0))],
-             [X, Y, W, Z, NONE, NONE, *map(_scalar, (5.0, 4.5, 30.0, -100, 1e-4, 0.0))],
-             [X, Y, NONE, Z, acc, pred, *map(_scalar, (5.0, 5.0, 0.0, -100, 0.0, 0.1))]]  # fmt: skip
+    calls = [[X, Y, NONE, NONE, NONE, NONE, *map(_scalar, (5, 5.0, 0.0, -100, 0.0, 0.0))],
+             [X, Y, W, Z, NONE, NONE, *map(_scalar, (5, 4.5, 30.0, -100, 1e-4, 0.0))],
+             [X, Y, NONE, Z, acc, pred, *map(_scalar, (5, 5.0, 0.0, -100, 0.0, 0.1))]]  # fmt: skip
     py = both_dry_runs([Registered(op, calls)])
     assert all(r["ok"] for r in py.values()), py
 

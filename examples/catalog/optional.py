@@ -92,14 +92,14 @@ def liger_cross_entropy(ns: str) -> Any:
         f"{ns}::liger_cross_entropy", kernel,
         inputs=[InputDecl("X", shape=("BT", "V"), mutates=True), InputDecl("Y", shape=("BT",), dtype=torch.int64),
                 InputDecl("weight", shape=("V",), dtype=torch.float32, optional=True),
-                InputDecl("z_loss", dtype=torch.float32, **buffer),
+                InputDecl("z_loss", dtype="X", **buffer),
                 InputDecl("token_accuracy", dtype=torch.float32, **buffer),
                 InputDecl("predicted_tokens", dtype=torch.int64, **buffer),
-                ScalarInput("n_non_ignore", float), ScalarInput("sum_non_ignore_weight", float),
+                ScalarInput("n_non_ignore", int), ScalarInput("sum_non_ignore_weight", float),
                 ScalarInput("weight_sum", float), ScalarInput("ignore_index", int),
                 ScalarInput("lse_square_scale", float), ScalarInput("label_smoothing", float)],
         # Liger's kernel returns early for an ignored row without writing its loss (its host zeroes the buffer)
-        outputs=[OutputDecl("loss", shape=("BT",), dtype=torch.float32, init=0)],
+        outputs=[OutputDecl("loss", shape=("BT",), dtype_from="X", init=0)],  # in X's dtype, as Liger's host
         extras=[Stride("X", 0, name="X_stride"), Stride("Y", 0, name="Y_stride"), Stride("loss", 0, name="loss_stride"),
                 Stride("token_accuracy", 0, name="token_accuracy_stride"),
                 Stride("predicted_tokens", 0, name="predicted_tokens_stride"), Dim("V", name="n_cols"),
