@@ -123,6 +123,8 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         maybe_empty |= {f"i{k}" for k in range(len(targs)) if k not in mutated or len(mutated) > 1}
     maybe_empty |= absent  # an absent optional tensor reads as empty
     var_bounds = tuple((f"n{k}", (0 if f"i{k}" in maybe_empty else 1, hi)) for k, (_, (_, hi)) in enumerate(var_bounds))
+    var_bounds += tuple((f"s{p}", _scalar_bounds(a)) for p, a in enumerate(record.inputs)
+                        if isinstance(a, ScalarArg) and a.py_type in ("int", "bool"))  # fmt: skip
     facts = Facts(frozenset(narrow_refs), nonempty=True, vars=var_bounds,
                   numel_vars=tuple((f"n{k}", f"i{k}") for k in range(len(targs))),
                   maybe_empty=frozenset(maybe_empty))  # fmt: skip
@@ -135,6 +137,14 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
                     tuple(p for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)),
                     tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts, early,
                     record.optional)  # fmt: skip
+
+
+def _scalar_bounds(a: ScalarArg) -> tuple[int, int]:
+    """The values an int or bool scalar input can take (what its C type holds, within a schema int's int64)."""
+    if a.py_type == "bool":
+        return 0, 1
+    lo, hi = INT_LIMITS.get(a.ctype, (-(2**63), I64_MAX))
+    return max(lo, -(2**63)), min(hi, I64_MAX)
 
 
 def absent_zero(expr: Any, absent: frozenset[str]) -> Any:

@@ -175,10 +175,12 @@ class _Opaque:
         self._name = name
 
     def __getattr__(self, attr: str) -> Any:
-        raise Untraceable(f"it reads the argument '{self._name}', whose value is not a size")
+        raise Untraceable(f"it reads the float argument '{self._name}', which no size expression holds (a heuristic "
+                          "may read int and bool scalars)")  # fmt: skip
 
     def _refuse(self, *a: Any) -> Any:
-        raise Untraceable(f"it reads the argument '{self._name}', whose value is not a size")
+        raise Untraceable(f"it reads the float argument '{self._name}', which no size expression holds (a heuristic "
+                          "may read int and bool scalars)")  # fmt: skip
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __mod__ = _refuse
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __truediv__ = _refuse  # type: ignore[assignment]

@@ -31,7 +31,11 @@ try:
     liger = liger_cross_entropy("t_opt_interp")
 except ImportError:
     liger = None
-if liger is not None:
+skipped = ""
+
+
+def run_liger() -> int:
+    done = 0
     for with_z in (False, True):
         x, y = torch.randn(6, 40), torch.randint(0, 40, (6,))
         y[2] = -100
@@ -45,5 +49,17 @@ if liger is not None:
         if with_z:  # lse_square_scale 0: a z-loss of 0; an ignored row's entry is not written (Liger zeroes it)
             keep = y != -100
             assert torch.equal(z[keep], torch.zeros(5)) and z[~keep].isnan().all(), z
-        n += 1
-print(f"checked {n} cases ({'with' if liger is not None else 'without'} Liger's own kernel)")
+        done += 1
+    return done
+
+
+if liger is not None:
+    from triton.runtime.errors import InterpreterError
+
+    try:
+        n += run_liger()
+    except InterpreterError as e:  # Triton 3.6's interpreter passes a runtime int as a 1-element array
+        if "only 0-dimensional arrays" not in str(e):
+            raise
+        skipped = f": this Triton's interpreter cannot run it ({e}; Triton 3.9's can)"
+print(f"checked {n} cases ({'with' if liger is not None and not skipped else 'without'} Liger's own kernel{skipped})")

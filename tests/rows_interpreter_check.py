@@ -2,7 +2,7 @@
 CPU tensors of rank 2 to 4, dense, row-sliced (a row stride the kernel is given: no copy) and with the leading
 axes transposed (their strides do not flatten into one row stride: copied), forward and the backward whose
 GEMMA constexpr a heuristic computes from the declared one, and the layer norm whose block and warps
-heuristics choose, against PyTorch."""
+heuristics choose, and the roll whose WRAP a heuristic computes from a scalar's value, against PyTorch."""
 
 import torch
 
@@ -33,5 +33,9 @@ for ls in (0.0, 0.1, -0.0):  # a constexpr set per call (compiled per value)
     x = torch.softmax(torch.randn(3, 50), -1)
     want = x * (1 - ls) + ls / 50 if ls != 0.0 else x
     torch.testing.assert_close(ops["smooth"](x, ls), want, atol=1e-6, rtol=1e-6)
+    n += 1
+for shift in (0, 3, 50, -7, 123):  # a heuristic over the scalar shift (WRAP = shift % n_cols != 0)
+    x = torch.randn(4, 50)
+    assert torch.equal(ops["roll"](x, shift), torch.roll(x, shift, -1))
     n += 1
 print(f"checked {n} cases")

@@ -125,11 +125,12 @@ def test_ligers_own_kernel_matches_its_own_launch_bit_for_bit(weighted, features
                torch.full((rows,), -1, device="cuda", dtype=torch.int64) if "pred" in features else None]  # fmt: skip
     xx = x.clone()
     loss = _liger(op, xx, y, w, z_scale, smoothing, buffers)
-    xl = x.clone().requires_grad_(True)  # HAS_GRADIENTS, as the declaration's constexpr
+    xl = x.clone().requires_grad_(True)  # Liger writes the gradient only for an input that requires grad
     with torch.no_grad():
-        want = cross_entropy_forward(xl.data, y, w, -100, z_scale, smoothing, "mean", None, "z" in features,
+        want = cross_entropy_forward(xl, y, w, -100, z_scale, smoothing, "mean", None, "z" in features,
                                      "acc" in features, "pred" in features)  # fmt: skip
-    assert torch.equal(loss.sum(), want[0]) and torch.equal(xx, xl.data)
+    assert torch.equal(loss.sum(), want[0]) and torch.equal(xx, xl.detach())
+    assert not torch.equal(xx, x)  # the gradient was written
     if "z" in features:
         assert torch.equal(buffers[0].sum(), want[1])
     if "acc" in features:

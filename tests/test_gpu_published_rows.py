@@ -180,3 +180,13 @@ def test_an_int_template_argument_set_per_call():
         kernel_source=neg, kernel_name="maybe_neg<{NEG}>", inputs=[ok.InputDecl("x"), ok.ScalarInput("NEG", bool)],
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
     assert torch.equal(op(x, True), -x) and torch.equal(op(x, False), x)
+
+
+def test_a_heuristic_over_a_scalar_eagerly_and_compiled(ops):
+    """Issue 40, item 4: WRAP = shift % n_cols != 0 over the int scalar shift, eagerly and under torch.compile."""
+    op = ops["roll"]
+    x = torch.randn(64, 1000, device="cuda")
+    compiled = torch.compile(lambda x, s: op(x, s), fullgraph=True)
+    for s in (0, 3, 1000, -7, 2500):
+        want = torch.roll(x, s, -1)
+        assert torch.equal(op(x, s), want) and torch.equal(compiled(x, s), want)

@@ -68,7 +68,7 @@ def test_the_interpreter_runs_the_row_kernels_on_every_rank():
     out = subprocess.run([sys.executable, str(HERE / "rows_interpreter_check.py")], capture_output=True, text=True,
                          env=env, timeout=900)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "checked 16 cases" in out.stdout
+    assert "checked 21 cases" in out.stdout
 
 
 def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
@@ -217,3 +217,31 @@ def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and
     gens = [Registered(op, [[tensor_call((300,)), {"t": "scalar", "v": v}] for v in (True, False)])]
     py = both_dry_runs(gens)
     assert len({py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(2)}) == 2
+
+
+def test_a_heuristic_reads_an_int_scalar_and_refuses_a_float_one(ops):
+    """Issue 40, item 4: ``WRAP = shift % n_cols != 0`` over the int scalar ``shift``: one kernel for shifts that are
+    whole rows (0, 100, 200), another for the rest, chosen alike on the Python path and in the native library; a
+    heuristic over a float scalar is refused with the reason."""
+    import triton
+    import triton.language as tl
+
+    sys.path.insert(0, str(HERE))
+    from differential import Registered, both_dry_runs, tensor_call
+
+    op = ops["roll"]
+    assert op.record.heuristics[0]["exprs"] == [["ne", ["mod", ["var", "s1"], ["size", "i0", 1]], 0]]
+    calls = [[tensor_call((4, 100)), {"t": "scalar", "v": v}] for v in (0, 3, 100, -7, 200)]
+    py = both_dry_runs([Registered(op, calls)])
+    images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(5)]
+    assert images[0] == images[2] == images[4] != images[1] == images[3], images
+
+    @triton.heuristics({"POS": lambda args: args["eps"] > 0})
+    @triton.jit
+    def by_eps(Y, X, eps, n, POS: tl.constexpr, BLOCK: tl.constexpr):
+        pass
+
+    with pytest.raises(ok.SpecError, match=r"heuristics\['POS'\].*reads the float argument 'eps'.*int and bool"):
+        ok.triton_op(f"{NS}::by_eps", by_eps, inputs=[ok.InputDecl("X"), ok.ScalarInput("eps", float)],
+                     outputs=[ok.OutputDecl("Y", ok.SameAs("X"))], extras=[ok.Numel("X", name="n")],
+                     geometry=ok.Elementwise(block=("BLOCK",)), autotune=ok.Autotune([ok.Config({"BLOCK": 128})]))  # fmt: skip

@@ -3,6 +3,7 @@ kernels that take one row stride (``("*R", "N")`` with ``Stride(x, -2)``: a grou
 flattened into it, or the tensor is copied where its strides do not allow that), a heuristic over a declared
 constexpr (unsloth's ``GEMMA``), and Liger-Kernel's own RMSNorm forward from its package where installed.
 
+A heuristic may read an int scalar input's value (``roll_rows``: ``WRAP = shift % n_cols != 0``).
 ``register_rows(ns)`` returns ``{name: Op}`` (empty without Triton); ``rms_reference`` is the PyTorch result.
 """
 
@@ -51,6 +52,12 @@ def register_rows(ns: str) -> dict[str, Any]:
     # A scalar named like a constexpr is compiled in per value (Liger's label_smoothing)
     ops["smooth"] = triton_op(
         f"{ns}::smooth_rows", rt.smooth_rows, inputs=[InputDecl("X", shape=("R", "N")), ScalarInput("label_smoothing", float)],
+        outputs=[OutputDecl("Y", SameAs("X"))],
+        extras=[Dim("N", name="n_cols"), DimSize("X", -1, name="BLOCK_SIZE", bucket="pow2")],
+        geometry=Reduction(reduce_dims=(-1,)))  # fmt: skip
+    # A heuristic over a scalar's value (WRAP = shift % n_cols != 0)
+    ops["roll"] = triton_op(
+        f"{ns}::roll_rows", rt.roll_rows, inputs=[InputDecl("X", shape=("R", "N")), ScalarInput("shift", int)],
         outputs=[OutputDecl("Y", SameAs("X"))],
         extras=[Dim("N", name="n_cols"), DimSize("X", -1, name="BLOCK_SIZE", bucket="pow2")],
         geometry=Reduction(reduce_dims=(-1,)))  # fmt: skip

@@ -13,6 +13,7 @@ import torch
 
 from ..errors import LaunchError
 from ..record import KernelRecord, ScalarArg, TensorArg
+from ..variants import scalar_refs
 from .triton import TritonSource, _interpreted
 
 log = logging.getLogger("opsmith.compile")
@@ -134,8 +135,9 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras},
                   **{record.inputs[k].name: args[k] for k in record.static_scalars}}  # fmt: skip
         chosen: dict[str, int] = {}  # heuristics that set num_warps / num_stages
+        svals = {f"s{p}": args[p] for p in scalar_refs(record)}
         for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
-            v = fns[h["pick"][c]](*t)
+            v = fns[h["pick"][c]](*t, **svals)
             value = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)
             if h["name"] in src.option_heuristics:
                 chosen[h["name"]] = int(value)

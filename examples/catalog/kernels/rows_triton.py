@@ -118,3 +118,18 @@ def ce_rows(X, X_stride, Y, weight, loss, z_loss, n_cols, n_non_ignore, ignore_i
     tl.store(loss + row, row_loss)
     if RETURN_Z_LOSS:
         tl.store(z_loss + row, tl.where(keep, lse * lse, 0.0))
+
+
+@triton.heuristics({"WRAP": lambda args: args["shift"] % args["n_cols"] != 0})
+@triton.jit
+def roll_rows(Y, X, n_cols, shift, WRAP: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    """``torch.roll(x, shift, -1)`` per row; a heuristic over the scalar ``shift`` compiles the kernel that only
+    copies when the shift is a whole number of rows (``WRAP`` false)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    src = cols
+    if WRAP:
+        src = ((cols - shift) % n_cols + n_cols) % n_cols
+    x = tl.load(X + row * n_cols + src, mask=mask)
+    tl.store(Y + row * n_cols + cols, x, mask=mask)
