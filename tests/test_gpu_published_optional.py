@@ -186,3 +186,12 @@ def test_jax_calls_the_op_with_none_on_the_gpu(ops):
         want = want if bb is None else want + bb
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
     assert isinstance(jnp.zeros(1), jax.Array)
+
+
+def test_ligers_kernel_passes_check():
+    pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (a test extra)")
+    from examples.catalog.optional import liger_case, liger_cross_entropy
+
+    report = ok.check(liger_case(liger_cross_entropy(NS)), examples=6)
+    print(report.table())
+    assert report.ok, report.table()

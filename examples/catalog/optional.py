@@ -17,7 +17,7 @@ import torch
 
 from opsmith import Autotune, Config, Const, Dim, Grid, InputDecl, OutputDecl, Present, SameAs, ScalarInput, Stride
 
-__all__ = ["ce_reference", "liger_cross_entropy", "register_optional", "scale_reference"]
+__all__ = ["ce_reference", "liger_case", "liger_cross_entropy", "register_optional", "scale_reference"]
 
 SCALE_ROWS = r"""
 // y = x * w + b over rows of n_cols; w and b are optional: a null pointer, with has_w / has_b saying so. w is
@@ -125,3 +125,28 @@ def ce_reference(x: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None, 
 def scale_reference(x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor:
     y = x if w is None else x * w
     return y if b is None else y + b
+
+
+def liger_case(op: Any) -> Any:
+    """``opsmith check`` of Liger's cross-entropy (weights and buffers None, ``reduction="mean"``): per row its
+    loss, and the gradient it writes into the logits, against PyTorch. A third of the rows are ignored."""
+    from opsmith import CheckCase
+
+    def inputs(shape: tuple, dtype: torch.dtype, device: str) -> tuple:
+        rows, v = shape
+        x, y = torch.randn(rows, v, dtype=dtype, device=device), torch.randint(0, v, (rows,), device=device)
+        y[1::3] = -100
+        n = int((y != -100).sum())
+        return x, y, None, None, None, None, n, float(n), 0.0, -100, 0.0, 0.0
+
+    def reference(x: torch.Tensor, y: torch.Tensor, *rest: Any) -> torch.Tensor:
+        n, keep = rest[4], y != -100
+        xf = x.float()
+        lse = torch.logsumexp(xf, -1)
+        x_y = xf.gather(1, y.clamp(min=0)[:, None])[:, 0]
+        grad = torch.softmax(xf, -1) - torch.nn.functional.one_hot(y.clamp(min=0), x.shape[-1]).float()
+        x.copy_(torch.where(keep[:, None], grad / n, 0.0).to(x.dtype))
+        return torch.where(keep, (lse - x_y) / n, 0.0).to(x.dtype)
+
+    return CheckCase(op, inputs=inputs, reference=reference, shapes=((16, 1000), (7, 4096)), dtypes=(torch.float32,),
+                     tol=1e-5)  # fmt: skip
