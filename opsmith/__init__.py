@@ -25,7 +25,7 @@ _LAZY = {
     "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Config", "Const", "Custom", "Dim", "DimSize", "Divisible",
              "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
              "ReduceDims",
-             "Reduction", "SameAs", "ScalarInput", "Stride", "TuneDim"),
+             "Reduction", "SameAs", "ScalarInput", "Size", "Stride", "TuneDim"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
         Reduction,
         SameAs,
         ScalarInput,
+        Size,
         Stride,
         TuneDim,
     )
@@ -124,6 +125,7 @@ __all__ = [
     "ScalarInput",
     "ShardingError",
     "ShardingWarning",
+    "Size",
     "SpecError",
     "Stride",
     "ToolchainError",

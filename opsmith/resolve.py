@@ -33,6 +33,7 @@ from .spec import (
     Reduction,
     SameAs,  # fmt: skip
     ScalarInput,
+    Size,
     Stride,
     TuneDim,
     index_type_name,
@@ -142,10 +143,10 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
     out: list[ExtraArg] = []
     for k, e in enumerate(extras):
         field = f"extras[{k}]"
-        if not isinstance(e, Numel | DimSize | Dim | Stride | Const | Present):
-            raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Dim, Stride, Const or Present.",
-                            "use Numel(name), DimSize(name, axis), Dim('K'), Stride(name, axis), Const(value) or "
-                            "Present(name).")  # fmt: skip
+        if not isinstance(e, Numel | DimSize | Dim | Stride | Const | Present | Size):
+            raise SpecError(op, field, f"{e!r} is not Numel, DimSize, Dim, Stride, Const, Present or Size.",
+                            "use Numel(name), DimSize(name, axis), Dim('K'), Stride(name, axis), Const(value), "
+                            "Present(name) or Size('expression').")  # fmt: skip
         if isinstance(e.dtype, torch.dtype):  # torch.int64 and "int64" are one convention
             e = dataclasses.replace(e, dtype=index_type_name(e.dtype))
         if e.dtype not in (None, "int32", "int64"):
@@ -165,6 +166,8 @@ def _extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], o
         elif isinstance(e, Numel):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             expr, label = ["numel", f"i{idx}"], f"numel({e.input_name})"
+        elif isinstance(e, Size):
+            expr, label = size_extra(op, field, e.expr, tensors, out_names, sh), str(e.expr)
         elif isinstance(e, Present):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             if idx not in optional:
@@ -413,6 +416,21 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
                                          d.align or 0, sh.like[ti], optional=d.optional))  # fmt: skip
     return resolved_inputs
+
+
+def size_extra(op: str, field: str, text: object, tensors: list[str], out_names: list[str], sh: Shapes) -> object:
+    """A ``Size`` extra's expression tree, over the op's tensors and named dimensions."""
+    from .expr import ExprError, parse_size
+
+    refs = {**{n: f"i{k}" for k, n in enumerate(tensors)}, **{n: f"o{k}" for k, n in enumerate(out_names)}}
+    try:
+        tree = parse_size(text, refs, dims=sh.trees())  # type: ignore[arg-type]
+    except ExprError as e:
+        raise SpecError(op, field + ".expr", str(e), "write a size expression over numel/size/stride of the op's "
+                        "tensors, its named dimensions and sm_count (as Grid takes), e.g. 'cdiv(numel(x), sm_count)'.") from None  # fmt: skip
+    if not isinstance(tree, list):
+        raise SpecError(op, field + ".expr", f"{text!r} is a constant.", "pass Const(value) for a fixed number.")
+    return tree
 
 
 def _outputs_of_required(op: str, out_args: list[OutputArg], decls: list[InputDecl]) -> None:

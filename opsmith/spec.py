@@ -43,6 +43,7 @@ __all__ = [
     "Requirement",
     "SameAs",
     "ScalarInput",
+    "Size",
     "Step",
     "Stride",
     "TuneDim",
@@ -280,6 +281,18 @@ class Dim:
 
 
 @dataclass(frozen=True)
+class Size:
+    """Pass a size expression (``opsmith/expr.py``'s language, as ``Grid`` writes it) as an integer extra: what
+    host code computes from sizes for a runtime parameter, such as Liger's RMSNorm backward's
+    ``rows_per_program = cdiv(n_rows, sm_count)``: ``Size("cdiv(numel(RSTD), sm_count)", name="rows_per_program")``.
+    Width and range as for ``Numel``."""
+
+    expr: str
+    name: str | None = None
+    dtype: IndexType | None = None
+
+
+@dataclass(frozen=True)
 class Present:
     """Pass whether the optional tensor input ``input_name`` was given (1) or ``None`` (0) as an integer extra:
     Liger's ``HAS_WEIGHT: tl.constexpr`` beside its ``weight_ptr``. Named like a Triton ``tl.constexpr`` or a
@@ -301,7 +314,7 @@ class Const:
     dtype: IndexType | None = None
 
 
-Extra = Numel | DimSize | Dim | Stride | Const | Present
+Extra = Numel | DimSize | Dim | Stride | Const | Present | Size
 
 
 # -- preconditions: what a kernel assumes of a call's sizes, checked before launch on every path ------------

@@ -114,10 +114,14 @@ class TritonSource:
         self.params_ = [(n, c, self.fixed.get(n, d) if c else d) for n, c, d in _params(kernel)]
         constexpr_names = {n for n, c, _ in self.params_ if c}
         unknown = set(self.fixed) - constexpr_names
-        if unknown or not all(isinstance(v, int | float | bool | str) for v in self.fixed.values()):
+        import triton.language as tl
+
+        # A tl.dtype too: Liger's RMSNorm backward casts to an X_dtype its host code passes (fixed per op here)
+        if unknown or not all(isinstance(v, int | float | bool | str | tl.dtype) for v in self.fixed.values()):
             raise SpecError(op_name, "constexprs", f"{self.fixed!r} sets {sorted(unknown) or 'values'} that are not "
                             f"tl.constexpr parameters of '{self.kernel_name}' with plain values.",
-                            "name the kernel's constexpr parameters, with ints, floats, bools or strings.")  # fmt: skip
+                            "name the kernel's constexpr parameters, with ints, floats, bools, strings or Triton "
+                            "dtypes (tl.bfloat16).")  # fmt: skip
         self.static = frozenset(static) & constexpr_names
         self.runtime_params = [n for n, c, _ in self.params_ if not c]
         # Constexprs named like a launch option are that option (``_options``); their defaults stay here.
