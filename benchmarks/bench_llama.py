@@ -19,6 +19,10 @@ GPU's bandwidth in the same run, so a throttled device shows.
 
     python benchmarks/bench_llama.py [--variants hf,liger-compile,...] [--steps 20] [--warmup 4] [--out r.json]
     python benchmarks/bench_llama.py --small   # 4 layers, sequence 512: minutes, for a quick look
+    python benchmarks/bench_llama.py --merge a.json b.json   # one report of runs split over processes or calls
+
+The opsmith variants' timed steps start once the native libraries opsmith builds in the background serve
+their ops (``opsmith.native.wait``): the steady state a training run reaches in its first minute.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -122,6 +127,11 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
         if k == warmup:
             torch.cuda.synchronize()
             out["warmup_s"] = time.perf_counter() - t0
+            if variant.startswith("opsmith"):  # time the steady state: the native libraries opsmith builds in the
+                from opsmith import native  # background for its ops serve them (docs/native.md)
+
+                out["native_ready"] = native.wait(600)
+                out["native_wait_s"] = time.perf_counter() - t0 - out["warmup_s"]
             torch.cuda.reset_peak_memory_stats()
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
@@ -149,8 +159,13 @@ def main() -> None:
     p.add_argument("--small", action="store_true")
     p.add_argument("--out", default=None)
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # run one variant here (the child process)
+    p.add_argument("--merge", nargs="+", default=None, help="print one report of earlier runs' --out files")
     a = p.parse_args()
     c = config(a.small)
+    if a.merge:
+        runs = [json.loads(Path(f).read_text()) for f in a.merge]
+        report([r for run in runs for r in run["results"]], runs[0]["config"], a.steps, runs[0]["device"])
+        return
     if a.one:
         print("RESULT " + json.dumps(run_one(a.one, c, a.steps, a.warmup)), flush=True)
         return
@@ -162,25 +177,26 @@ def main() -> None:
         proc = subprocess.run(args + (["--small"] if a.small else []), capture_output=True, text=True, env=env)
         line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
         if proc.returncode or line is None:
-            err = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
-            results.append({"variant": v, "error": err})
-            print(f"{v}: FAILED ({err})", flush=True)
+            lines = [x for x in proc.stderr.strip().splitlines() if x.strip() and "TORCHDYNAMO_VERBOSE" not in x]
+            err = next((x for x in reversed(lines) if "Error" in x or "error" in x), (lines or ["no output"])[-1])
+            results.append({"variant": v, "error": err[:400]})
+            print(f"{v}: FAILED ({err[:400]})\n" + "\n".join(lines[-40:]), flush=True)
             continue
         r = json.loads(line[len("RESULT ") :])
         r["wall_s"] = time.perf_counter() - t
         results.append(r)
         print(f"{v}: {r['tokens_per_s']:,.0f} tokens/s, peak {r['peak_gib']:.1f} GiB, copy {r['copy_gbs']:,.0f} GB/s, "
               f"{r['wall_s']:.0f} s", flush=True)  # fmt: skip
-    report(results, c, a.steps)
+    report(results, c, a.steps, torch.cuda.get_device_name())
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"config": c, "device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
 
 
-def report(results: list[dict], c: dict, steps: int) -> None:
+def report(results: list[dict], c: dict, steps: int, device: str) -> None:
     base = next((r for r in results if r["variant"] == "hf" and "losses" in r), None)
     explained = {r["variant"].removesuffix("-compile"): r["explain"] for r in results if "explain" in r}
-    print(f"\n{torch.cuda.get_device_name()}: Llama {c['layers']} layers, hidden {c['hidden']}, seq {c['seq']}, batch "
+    print(f"\n{device}: Llama {c['layers']} layers, hidden {c['hidden']}, seq {c['seq']}, batch "
           f"{c['batch']}, bf16, AdamW; {steps} timed steps (median)")  # fmt: skip
     print(
         f"{'variant':26} {'tokens/s':>10} {'vs hf':>6} {'peak GiB':>9} {'graphs':>6} {'breaks':>6} {'max loss dev':>12}"

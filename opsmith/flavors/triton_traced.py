@@ -1,6 +1,11 @@
 """What torch.compile traces of a Triton op, and what the interpreter runs: the op written as PyTorch calls
 plus ``wrap_triton(kernel)[grid](...)``, registered on the one registration path the way
 ``torch.library.triton_op`` registers it (``flavors/triton.py`` compiles and launches eagerly).
+
+The op stays whole in the traced graph (the graph calls it, and it launches what every other path launches)
+where handing the kernel to Inductor would change what it computes: float scalars Inductor would pass as fp64,
+and kernels whose writes Inductor's analysis of their TTIR gets wrong (it reports a tensor the declaration says
+is read-only as written: functionalized, that tensor would be overwritten by a copy, a parameter included).
 """
 
 from __future__ import annotations
@@ -151,10 +156,55 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         # torch's tracing takes num_warps and num_stages by keyword only (num_ctas and maxnreg it refuses
         # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
         options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages, **chosen}
+        if not interpret and op not in _CHECKED and torch.cuda.is_available():  # the analysis needs a driver
+            _CHECKED.add(op)
+            wrong = written_read_only(record, src, {**kwargs, **consts})
+            if wrong:  # functionalized as written, the op's read-only inputs would be copied over (module docstring)
+                _WHOLE[op] = f"Inductor's analysis of the kernel says it writes {wrong}, which the op reads only"
+                log.info("%s: kept whole under torch.compile: %s", op, _WHOLE[op])
+                raise _KeepWhole
         kern[grid](**{**kwargs, **consts, **options})
         return outs
 
     return impl
+
+
+#: Ops kept whole under torch.compile because Inductor's mutation analysis of their kernel disagrees with the
+#: declaration (op -> why), and the ops checked so far (once per op, at its first decomposition).
+_WHOLE: dict[str, str] = {}
+_CHECKED: set[str] = set()
+
+
+class _KeepWhole(Exception):
+    """Raised by the visible implementation, while tracing, when the op must stay whole (``_WHOLE``)."""
+
+
+def written_read_only(record: KernelRecord, src: TritonSource, kwargs: dict) -> list[str]:
+    """The tensor inputs the declaration says the kernel only reads but Inductor's analysis of its TTIR says it
+    writes (a pointer advanced in a loop, Liger's RMSNorm backward: the analysis then assumes every input is
+    written). Functionalization would then copy the kernel's "writes" back into those inputs, a parameter
+    included ("a leaf Variable that requires grad is being used in an in-place operation"). Where the analysis
+    cannot run at all, every read-only input counts."""
+    from torch._higher_order_ops import triton_kernel_wrap as tkw
+    from triton.runtime.jit import JITFunction
+
+    read_only = [name for name, p in zip(src.runtime_params, record.params, strict=True)
+                 if p.role == "input" and isinstance(record.inputs[p.index], TensorArg)
+                 and not record.inputs[p.index].mutates and kwargs.get(name) is not None]  # fmt: skip
+    kernel = src.kernel
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # @triton.heuristics / autotune wrappers
+        kernel = kernel.fn
+    with torch._C._DisableTorchDispatch():  # stand-ins of the traced (functional) tensors, as Inductor makes them
+        kwargs = {k: torch.empty(2, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    try:
+        if hasattr(tkw, "identify_accessed_tensors"):  # torch >= 2.12
+            written = {d.name for d in tkw.identify_accessed_tensors(kernel, kwargs, {}).read_writes.writes}
+        else:
+            written = set(tkw.identify_mutated_tensors(kernel, kwargs, {}))
+    except Exception as e:  # the analysis itself failed: nothing says the inputs are safe
+        log.info("%s: Inductor's mutation analysis failed (%s: %s)", record.op_name, type(e).__name__, e)
+        return read_only
+    return [name for name in read_only if name in written]
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
@@ -188,14 +238,19 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         import triton
 
         on_cpu = any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args)
-        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or floats_widen():
+        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or floats_widen() \
+                or op_name in _WHOLE:  # fmt: skip
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
         if visible is None:
             visible = make_visible_impl(record, variants, custom)
         with mode:
-            return visible(*args, **kwargs)
+            try:
+                return visible(*args, **kwargs)
+            except _KeepWhole:  # what it traced so far is dead code, which the graph drops
+                pass
+        return mode.__torch_dispatch__(op, types, args, kwargs)
 
     float_scalars = [a.name for a in record.inputs if isinstance(a, ScalarArg) and a.py_type == "float"]
     said: list[str] = []  # the reason is logged once per op
