@@ -71,7 +71,9 @@ def build(variant: str, c: dict) -> tuple:
 
         norm = None
         if family == "opsmith-rmsnorm":
-            from opsmith.ops.rmsnorm import rms_norm
+            from opsmith.ops.rmsnorm import rms_norm, rmsnorm_ops
+
+            rmsnorm_ops("cuda")  # registered before tracing: torch.compile cannot trace a registration
 
             def norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
                 return rms_norm(x, w, eps, impl="cuda")

@@ -47,15 +47,21 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         ce = _OPS["cross_entropy"]
         rows, hidden = x.shape
         chunk = flce_chunk(rows, hidden, weight.shape[0])
-        grad_x = torch.empty_like(x)
-        grad_w = torch.zeros_like(weight)
-        total = x.new_zeros((), dtype=torch.float32)
+        # Eagerly grad_weight accumulates in place (addmm_); traced, in-place accumulation into a buffer would be
+        # functionalized into a copy of the (V, H) buffer per chunk, so the traced form sums the parts.
+        compiling = torch.compiler.is_compiling()
+        losses, grads_x, grad_w = [], [], None if compiling else torch.zeros_like(weight)
         for start in range(0, rows, chunk):
             xc = x[start : start + chunk]
             logits = xc @ weight.t()
-            total = total + ce(logits, target[start : start + chunk], None, None, None, None, -100).sum()
-            grad_x[start : start + chunk] = logits @ weight  # logits now hold d(sum of losses)/d(logits)
-            grad_w.addmm_(logits.t(), xc)
+            losses.append(ce(logits, target[start : start + chunk], None, None, None, None, -100).sum())
+            grads_x.append(logits @ weight)  # logits now hold d(sum of losses)/d(logits)
+            if not compiling:
+                grad_w.addmm_(logits.t(), xc)
+            else:
+                grad_w = logits.t() @ xc if grad_w is None else grad_w + logits.t() @ xc
+        grad_x = torch.cat(grads_x)
+        total = torch.stack(losses).sum()
         kept = (target != -100).sum().clamp(min=1).to(torch.float32)
         ctx.save_for_backward(grad_x, grad_w, kept)
         return total / kept

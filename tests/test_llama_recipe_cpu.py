@@ -1,0 +1,67 @@
+"""The Llama recipe (examples/llama, docs/llama.md) at toy size on CPU: Liger-Kernel's kernels register from the
+package, swap into a transformers Llama, and one training step (forward, loss, backward) traces under
+``torch.compile(fullgraph=True)`` on meta tensors: one forward graph and one backward graph, no break, every
+parameter given a gradient. Numerics run on the GPU (tests/test_gpu_llama_recipe.py, benchmarks/bench_llama.py)."""
+
+import pytest
+import torch
+
+pytest.importorskip("triton", reason="the recipe's kernels are Triton kernels (the test extra installs Triton)")
+pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (a test extra)")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed (a test extra)")
+
+from examples.llama.kernels import llama_kernels  # noqa: E402
+from examples.llama.model import flce_chunk, swap_in  # noqa: E402
+
+NS = "t_llama_cpu"
+
+
+def _config():
+    return transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                    use_cache=False)  # fmt: skip
+
+
+def test_the_kernels_register_from_the_package_with_their_schemas():
+    ops = llama_kernels(NS)
+    assert ops["cross_entropy"].record.schema == ("(Tensor(a!) X, Tensor Y, Tensor? weight, Tensor(b!)? z_loss, "
+                                                  "Tensor(c!)? token_accuracy, Tensor(d!)? predicted_tokens, "
+                                                  "SymInt ignore_index) -> Tensor")  # fmt: skip
+    assert ops["rope"].record.schema == "(Tensor(a!) q, Tensor(b!) k, Tensor cos, Tensor sin) -> ()"
+    assert ops["rms_norm"].backward is not None and ops["swiglu"].backward is not None
+    # Liger's host code, as the declarations state it: rows per program over the multiprocessors, the row block
+    assert [e.label for e in ops["rms_norm_backward"].record.extras][-1] == "cdiv(numel(RSTD), sm_count)"
+
+
+def test_the_chunk_is_ligers():
+    """Liger's chunk: next_power_of_2(cdiv(BT, cdiv(V, H))), at most BT."""
+    assert flce_chunk(8192, 2048, 32000) == 512
+    assert flce_chunk(100, 2048, 1000) == 100
+    assert flce_chunk(4096, 4096, 128256) == 128
+
+
+def test_one_step_traces_whole_on_meta_tensors():
+    from torch._dynamo.backends.common import aot_autograd
+    from transformers.models.llama import modeling_llama
+
+    forward_graphs, backward_graphs = [], []
+    backend = aot_autograd(fw_compiler=lambda gm, _: forward_graphs.append(gm) or gm.forward,
+                           bw_compiler=lambda gm, _: backward_graphs.append(gm) or gm.forward)  # fmt: skip
+    original = modeling_llama.apply_rotary_pos_emb
+    try:
+        with torch.device("meta"):
+            model = swap_in(transformers.LlamaForCausalLM(_config()).to(torch.bfloat16), NS)
+            ids = torch.randint(0, 256, (2, 16))
+        torch._dynamo.reset()
+        step = torch.compile(lambda ids: model(input_ids=ids, labels=ids).loss, fullgraph=True, backend=backend)
+        loss = step(ids)
+        loss.backward()
+    finally:
+        modeling_llama.apply_rotary_pos_emb = original  # swap_in patches the module for every Llama
+        torch._dynamo.reset()
+    assert loss.shape == () and len(forward_graphs) == 1 and len(backward_graphs) == 1
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
+    code = forward_graphs[0].code + backward_graphs[0].code
+    # RMSNorm stays whole (a float scalar); the others decompose into their Triton kernels (no GPU here: Inductor's
+    # mutation analysis does not run, so nothing is kept whole for it)
+    assert f"{NS}.rms_norm.default" in code and code.count("triton_kernel_wrapper") >= 4
