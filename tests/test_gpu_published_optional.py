@@ -172,7 +172,6 @@ def test_ligers_kernel_compiles_whole_and_exports_with_none():
 def test_jax_calls_the_op_with_none_on_the_gpu(ops):
     jax = pytest.importorskip("jax", reason="JAX not installed: pip install 'opsmith[jax]'")
     import jax.numpy as jnp
-    import numpy as np
 
     from opsmith.jax import jax_op
 
@@ -184,8 +183,7 @@ def test_jax_calls_the_op_with_none_on_the_gpu(ops):
         got = jax.jit(lambda x, ww=ww, bb=bb: f(x, ww, bb))(x)
         want = x if ww is None else x * ww
         want = want if bb is None else want + bb
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
-    assert isinstance(jnp.zeros(1), jax.Array)
+        assert bool(jnp.allclose(got, want, rtol=1e-6, atol=1e-6)), (ww is None, bb is None)
 
 
 def test_ligers_kernel_passes_check():
