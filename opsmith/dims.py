@@ -79,7 +79,7 @@ def input_shapes(op: str, decls: list[InputDecl], tensors: list[str], reserved: 
     sh = Shapes()
     own = _own_entries(op, decls, tensors)
     # Required inputs bind the names first: an optional one (None in a call) only ties to them.
-    order = sorted(range(len(decls)), key=lambda k: bool(getattr(decls[k], "optional", False)))
+    order = sorted(range(len(decls)), key=lambda k: decls[k].optional)
     done: dict[int, tuple] = {}
     for k in order:
         done[k] = _bind(op, k, decls[k], own[k], sh, tensors, reserved)
@@ -90,7 +90,7 @@ def input_shapes(op: str, decls: list[InputDecl], tensors: list[str], reserved: 
         sh.exact.append(exact)
         sh.least.append(least)
     for name, (k, *_) in [*sh.dims.items(), *sh.groups.items()]:
-        if getattr(decls[k], "optional", False):
+        if decls[k].optional:
             raise SpecError(op, f"inputs '{decls[k].name}'.shape", f"'{name}' is named only by optional inputs, so a "
                             "call that passes them as None has no size for it.", f"name '{name}' in a required input's "
                             "shape too, or use None (any size) there.")  # fmt: skip

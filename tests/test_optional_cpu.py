@@ -6,13 +6,13 @@ agree call for call, refusals included; DTensor's rule gives an absent input no 
 placeholder its handler reads as None; the interpreter runs the cross-entropy kernels against PyTorch."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from interpreted import run_interpreted
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
@@ -129,12 +129,8 @@ def test_triton_compiles_none_in_as_its_own_specialization_on_both_paths(ops):
 
 
 def test_the_interpreter_runs_the_cross_entropy_kernels_against_pytorch():
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
-    out = subprocess.run([sys.executable, str(HERE / "optional_interpreter_check.py")], capture_output=True, text=True,
-                         env=env, timeout=900)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "checked 8 cases" in out.stdout or "checked 10 cases" in out.stdout, out.stdout
+    stdout = run_interpreted("optional_interpreter_check.py")
+    assert "checked 8 cases" in stdout or "checked 10 cases" in stdout, stdout
 
 
 def test_ligers_own_kernel_with_its_optional_buffers_on_both_paths():

@@ -4,13 +4,12 @@ constexpr (unsloth's ``GEMMA``), fake tracing, the interpreter against PyTorch, 
 runs making the same launches (a row-sliced input passed as it is, an input whose leading strides do not
 flatten copied first), on every path."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from interpreted import run_interpreted
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
@@ -63,12 +62,8 @@ def test_a_heuristic_reads_the_declared_constexpr_it_then_sets(ops):
 
 
 def test_the_interpreter_runs_the_row_kernels_on_every_rank():
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
-    out = subprocess.run([sys.executable, str(HERE / "rows_interpreter_check.py")], capture_output=True, text=True,
-                         env=env, timeout=900)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "checked 21 cases" in out.stdout
+    stdout = run_interpreted("rows_interpreter_check.py")
+    assert "checked 21 cases" in stdout
 
 
 def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
