@@ -1,6 +1,6 @@
 """The Llama recipe on the GPU at small size: the opsmith-swapped model's loss and every parameter's gradient
-against Hugging Face eager (bf16), eagerly and under torch.compile(fullgraph=True); benchmarks/bench_llama.py
-measures the full-size model."""
+against Hugging Face eager (bf16), eagerly and under torch.compile(fullgraph=True), the latter also with
+``causal_sdpa`` (no materialized causal mask); benchmarks/bench_llama.py measures the full-size model."""
 
 import copy
 
@@ -13,11 +13,11 @@ if not torch.cuda.is_available():
 pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (a test extra)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (a test extra)")
 
-from examples.llama.model import swap_in  # noqa: E402
+from examples.llama.model import causal_sdpa, swap_in  # noqa: E402
 
 
-@pytest.mark.parametrize("compiled", [False, True])
-def test_loss_and_gradients_match_hugging_face(compiled):
+@pytest.mark.parametrize(("compiled", "causal"), [(False, False), (True, False), (True, True)])
+def test_loss_and_gradients_match_hugging_face(compiled, causal):
     from transformers.models.llama import modeling_llama
 
     cfg = transformers.LlamaConfig(vocab_size=4096, hidden_size=512, intermediate_size=1408, num_hidden_layers=2,
@@ -34,6 +34,8 @@ def test_loss_and_gradients_match_hugging_face(compiled):
     mine.zero_grad(set_to_none=True)
     try:
         swap_in(mine, "t_gpu_llama")
+        if causal:
+            causal_sdpa(mine)
 
         def step(i: torch.Tensor) -> torch.Tensor:
             return mine(input_ids=i, labels=i).loss

@@ -11,7 +11,7 @@ pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (a tes
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (a test extra)")
 
 from examples.llama.kernels import llama_kernels  # noqa: E402
-from examples.llama.model import flce_chunk, swap_in  # noqa: E402
+from examples.llama.model import causal_sdpa, flce_chunk, swap_in  # noqa: E402
 
 NS = "t_llama_cpu"
 
@@ -65,3 +65,40 @@ def test_one_step_traces_whole_on_meta_tensors():
     # RMSNorm stays whole (a float scalar); the others decompose into their Triton kernels (no GPU here: Inductor's
     # mutation analysis does not run, so nothing is kept whole for it)
     assert f"{NS}.rms_norm.default" in code and code.count("triton_kernel_wrapper") >= 4
+
+
+def _sdpa_call(fn, *args):
+    """fn compiled whole; its output and the scaled_dot_product_attention call of its graph."""
+    graphs = []
+    torch._dynamo.reset()
+    try:
+        out = torch.compile(fn, fullgraph=True, backend=lambda gm, _: graphs.append(gm) or gm.forward)(*args)
+    finally:
+        torch._dynamo.reset()
+    return out, next(line for line in graphs[0].code.splitlines() if "scaled_dot_product_attention" in line)
+
+
+def test_causal_sdpa_keeps_a_plain_causal_mask_unmaterialized_under_compile_and_every_other_mask():
+    """transformers materializes the causal mask while tracing; causal_sdpa leaves it to SDPA's is_causal when the
+    call has no padding, position ids or cache, and any other call keeps transformers' mask (same outputs)."""
+    torch.manual_seed(0)
+    config = _config()
+    config._attn_implementation = "sdpa"
+    hf = transformers.LlamaForCausalLM(config).eval()
+    ours = transformers.LlamaForCausalLM(config).eval()
+    ours.load_state_dict(hf.state_dict())
+    causal_sdpa(ours)
+    ids = torch.randint(0, 256, (2, 16))
+    _, shipped = _sdpa_call(lambda ids: hf(input_ids=ids).logits, ids)
+    assert "is_causal = False" in shipped and "attn_mask = None" not in shipped  # what causal_sdpa is for
+    out, call = _sdpa_call(lambda ids: ours(input_ids=ids).logits, ids)
+    assert "attn_mask = None" in call and "is_causal = True" in call
+    torch.testing.assert_close(out, hf(input_ids=ids).logits)
+    padding = torch.ones(2, 16, dtype=torch.long)
+    padding[0, :5] = 0
+    packed = torch.cat([torch.arange(9), torch.arange(7)]).expand(2, -1)
+    for kw in ({"attention_mask": padding}, {"position_ids": packed}):
+        out, call = _sdpa_call(lambda ids, kw=kw: ours(input_ids=ids, **kw).logits, ids)
+        assert "is_causal = False" in call and "attn_mask = None" not in call, kw
+        torch.testing.assert_close(out, hf(input_ids=ids, **kw).logits)
+        torch.testing.assert_close(ours(input_ids=ids, **kw).logits, hf(input_ids=ids, **kw).logits)

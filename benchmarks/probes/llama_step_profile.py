@@ -1,23 +1,45 @@
-"""Where a training step's time goes, per variant of benchmarks/bench_llama.py: the CUDA kernels (total time,
-calls) and the host time per step, from torch.profiler over 3 steps after 3 warm-up steps.
+"""Where a training step's GPU time goes, per variant of benchmarks/bench_llama.py, side by side: the CUDA kernels
+grouped by what they are (GEMMs, attention, Liger's kernels, Inductor's generated kernels, copies, the optimizer,
+other ATen kernels), in ms per step, from torch.profiler over 3 steps after 4 warm-up steps; then each variant's
+step time (CUDA events, unprofiled) against the sum of its kernels (the rest is the GPU waiting on the host), and
+its heaviest kernels.
 
-    python benchmarks/probes/llama_step_profile.py liger opsmith [--small]
+    python benchmarks/probes/llama_step_profile.py opsmith opsmith-compile hf-compile [--small] [--json out.json]
 """
 
 from __future__ import annotations
 
+import json
+import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, ".")
 from benchmarks.bench_llama import build, config
 
+# (group, substrings of a kernel's name), first match wins
+GROUPS = [
+    ("liger", ("_rms_norm_", "_swiglu_", "_triton_rope", "liger_cross_entropy")),
+    ("opsmith", ("opsmith", "rmsnorm")),
+    ("inductor", ("triton_",)),
+    ("attention", ("flash", "fmha", "attention", "sdpa")),
+    ("gemm", ("gemm", "sm90", "cutlass", "nvjet", "cublas", "xmma", "splitkreduce")),
+    ("optimizer", ("multi_tensor_apply",)),
+    ("copy", ("copy", "memcpy", "memset", "cat", "fill")),
+]
 
-def profile(variant: str, small: bool) -> None:
+
+def group(name: str) -> str:
+    low = name.lower()
+    return next((g for g, keys in GROUPS if any(k.lower() in low for k in keys)), "aten other")
+
+
+def profile(variant: str, small: bool, steps: int = 3) -> dict:
     c = config(small)
     model, loss_of = build(variant, c)
+    if variant.endswith("-compile"):
+        loss_of = torch.compile(loss_of, fullgraph=variant.startswith("opsmith"))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device="cuda")
 
@@ -26,22 +48,75 @@ def profile(variant: str, small: bool) -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(3):
+    for _ in range(4):
         step()
+    if variant.startswith("opsmith"):
+        from opsmith import native
+
+        native.wait(600)
     torch.cuda.synchronize()
-    t = time.perf_counter()
-    with torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    ) as p:
-        for _ in range(3):
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(5):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        step()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    wall = (time.perf_counter() - t) / 3
-    print(f"== {variant}: {wall * 1e3:.1f} ms per step (profiled)")
-    print(p.key_averages().table(sort_by="cuda_time_total", row_limit=18, max_name_column_width=60))
+    kernels: dict[str, list] = {}
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name, [0.0, 0])
+            k[0] += e.device_time / 1e3 / steps  # ms per step
+            k[1] += 1
+    groups: dict[str, float] = {}
+    for name, (ms, _) in kernels.items():
+        groups[group(name)] = groups.get(group(name), 0.0) + ms
+    return {"step_ms": statistics.median(times), "peak_gib": peak, "kernels": kernels, "groups": groups, "steps": steps}
+
+
+def main() -> None:
+    small = "--small" in sys.argv
+    out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    variants = [a for a in sys.argv[1:] if not a.startswith("--") and a != out]
+    res = {}
+    for v in variants:
+        torch._dynamo.reset()
+        res[v] = profile(v, small)
+        torch.cuda.empty_cache()
+        r = res[v]
+        if v.startswith("opsmith") and v.endswith("-compile"):
+            from opsmith.flavors.triton_traced import _WHOLE
+
+            print(f"kept whole under compile: {_WHOLE}")
+        print(
+            f"\n== {v}: {r['step_ms']:.1f} ms a step (CUDA events), kernels {sum(r['groups'].values()):.1f} ms, "
+            f"peak {r['peak_gib']:.2f} GiB"
+        )
+        top = sorted(r["kernels"].items(), key=lambda kv: -kv[1][0])[:14]
+        for name, (ms, n) in top:
+            print(f"  {ms:7.2f} ms {n // r['steps']:5d}x  [{group(name)}] {name[:110]}")
+    names = sorted({g for r in res.values() for g in r["groups"]})
+    print(f"\n{torch.cuda.get_device_name()}: ms per step by kernel group")
+    print(f"{'group':12}" + "".join(f"{v:>18}" for v in variants))
+    for g in [*names, "kernels", "step", "host-bound"]:
+        row = []
+        for v in variants:
+            r = res[v]
+            total = sum(r["groups"].values())
+            val = {"kernels": total, "step": r["step_ms"], "host-bound": r["step_ms"] - total}.get(g)
+            row.append(r["groups"].get(g, 0.0) if val is None else val)
+        print(f"{g:12}" + "".join(f"{x:18.2f}" for x in row))
+    if out:
+        with open(out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "variants": res}, f, indent=1)
 
 
 if __name__ == "__main__":
-    small = "--small" in sys.argv
-    for v in [a for a in sys.argv[1:] if not a.startswith("--")]:
-        profile(v, small)
+    main()

@@ -23,7 +23,7 @@ import torch
 
 from .kernels import llama_kernels
 
-__all__ = ["FusedLinearCrossEntropy", "Rope", "flce_chunk", "swap_in"]
+__all__ = ["CAUSAL_SDPA", "FusedLinearCrossEntropy", "Rope", "causal_sdpa", "flce_chunk", "swap_in"]
 
 #: The ops the autograd functions call (swap_in fills it): a module global, which torch.compile reads as a
 #: constant (an attribute of an autograd.Function class it does not).
@@ -47,20 +47,26 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         ce = _OPS["cross_entropy"]
         rows, hidden = x.shape
         chunk = flce_chunk(rows, hidden, weight.shape[0])
-        # Eagerly grad_weight accumulates in place (addmm_); traced, in-place accumulation into a buffer would be
-        # functionalized into a copy of the (V, H) buffer per chunk, so the traced form sums the parts.
+        # Eagerly the gradients are written into two buffers (grad_x chunk by chunk, grad_weight accumulated by
+        # addmm_), as Liger's are. Traced, in-place writes into a buffer would be functionalized into a copy of the
+        # buffer per chunk, so the traced form concatenates and sums the parts (Inductor plans the concatenation).
         compiling = torch.compiler.is_compiling()
-        losses, grads_x, grad_w = [], [], None if compiling else torch.zeros_like(weight)
+        losses, grads_x = [], []
+        grad_x = None if compiling else torch.empty_like(x)
+        grad_w = None if compiling else torch.zeros_like(weight)
         for start in range(0, rows, chunk):
             xc = x[start : start + chunk]
             logits = xc @ weight.t()
             losses.append(ce(logits, target[start : start + chunk], None, None, None, None, -100).sum())
-            grads_x.append(logits @ weight)  # logits now hold d(sum of losses)/d(logits)
+            # the logits now hold d(sum of losses)/d(logits)
             if not compiling:
+                torch.mm(logits, weight, out=grad_x[start : start + chunk])
                 grad_w.addmm_(logits.t(), xc)
             else:
-                grad_w = logits.t() @ xc if grad_w is None else grad_w + logits.t() @ xc
-        grad_x = torch.cat(grads_x)
+                grads_x.append(logits @ weight)
+                grad_w = logits.t() @ xc if grad_w is None else torch.addmm(grad_w, logits.t(), xc)
+        if compiling:
+            grad_x = torch.cat(grads_x)
         total = torch.stack(losses).sum()
         kept = (target != -100).sum().clamp(min=1).to(torch.float32)
         ctx.save_for_backward(grad_x, grad_w, kept)
@@ -70,17 +76,24 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple:
         grad_x, grad_w, kept = ctx.saved_tensors
         scale = grad / kept
-        return (grad_x * scale).to(grad_x.dtype), (grad_w * scale).to(grad_w.dtype), None
+        if torch.compiler.is_compiling():
+            return (grad_x * scale).to(grad_x.dtype), (grad_w * scale).to(grad_w.dtype), None
+        # Eagerly the saved gradients (this function's own buffers, read by nothing else) are scaled in place, as
+        # Liger's are: no second (rows, H) and (V, H) pair at the step's peak, when every activation is alive.
+        return grad_x.mul_(scale), grad_w.mul_(scale), None
 
 
 class Rope(torch.autograd.Function):
-    """``apply_rotary_pos_emb(q, k, cos, sin)`` through the in-place ``rope`` op on copies laid out as the
-    kernel reads them ((B, S, H, D), contiguous); backward rotates the gradients back with ``rope_backward``."""
+    """``apply_rotary_pos_emb(q, k, cos, sin)`` through the in-place ``rope`` op, on q and k laid out as the
+    kernel reads them ((B, S, H, D)); backward rotates the gradients back with ``rope_backward``.
+
+    As Liger's wrapper does, the kernel rotates q and k where they lie when that layout is contiguous (q and k are
+    transposed views of the projections' outputs, which nothing else reads; their backward needs no activation),
+    and copies them only otherwise; likewise the incoming gradients, which attention's backward hands over alone."""
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple:
-        qq = q.transpose(1, 2).clone(memory_format=torch.contiguous_format)
-        kk = k.transpose(1, 2).clone(memory_format=torch.contiguous_format)
+        qq, kk = q.transpose(1, 2).contiguous(), k.transpose(1, 2).contiguous()
         _OPS["rope"](qq, kk, cos, sin)
         ctx.save_for_backward(cos, sin)
         return qq.transpose(1, 2), kk.transpose(1, 2)
@@ -88,10 +101,56 @@ class Rope(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, dq: torch.Tensor, dk: torch.Tensor) -> tuple:
         cos, sin = ctx.saved_tensors
-        dqq = dq.transpose(1, 2).clone(memory_format=torch.contiguous_format)
-        dkk = dk.transpose(1, 2).clone(memory_format=torch.contiguous_format)
+        dqq, dkk = dq.transpose(1, 2).contiguous(), dk.transpose(1, 2).contiguous()
         _OPS["rope_backward"](dqq, dkk, cos, sin)
         return dqq.transpose(1, 2), dkk.transpose(1, 2), None, None
+
+
+#: The attention implementation ``causal_sdpa`` registers: transformers' SDPA attention and its own mask, except
+#: that a plain causal mask stays ``None`` (SDPA's ``is_causal``) while tracing too.
+CAUSAL_SDPA = "sdpa_causal"
+
+#: Whether the model call in progress is plain causal attention (set by ``causal_sdpa``'s forward, read by its mask).
+_PLAIN = {"causal": False}
+
+
+def causal_sdpa(model: Any) -> Any:
+    """Give a ``LlamaForCausalLM`` SDPA attention whose plain causal mask is never materialized, under
+    ``torch.compile`` too, and return it.
+
+    transformers builds no mask eagerly when nothing is padded (SDPA's ``is_causal`` does the masking) but, while
+    tracing, always materializes a (batch, 1, S, S) boolean mask (transformers#48925): it cannot read a padding mask's
+    or the position ids' values (packed sequences) then. Attention then computes the masked blocks too, and GQA
+    repeats k and v: on an H100, attention took 30.7 ms of a 16-layer, sequence-2048 training step instead of 11.4
+    (benchmarks/probes/llama_step_profile.py). What transformers cannot see while tracing is known before the call:
+    the mask is ``None`` when the model is called without an attention mask, position ids or a cache (positions
+    0..S-1 in every row: nothing padded, nothing packed); any other call gets transformers' own ``sdpa_mask``."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def mask(**kw: Any) -> torch.Tensor | None:
+        if _PLAIN["causal"] and kw.get("local_size") is None and kw["q_length"] == kw["kv_length"]:
+            return None
+        return sdpa_mask(**kw)
+
+    inner = model.model
+    original = inner.forward
+
+    def forward(self: Any, input_ids: Any = None, attention_mask: Any = None, position_ids: Any = None,
+                past_key_values: Any = None, **kw: Any) -> Any:  # fmt: skip
+        _PLAIN["causal"] = attention_mask is None and position_ids is None and past_key_values is None
+        try:
+            return original(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                            past_key_values=past_key_values, **kw)  # fmt: skip
+        finally:
+            _PLAIN["causal"] = False
+
+    AttentionInterface.register(CAUSAL_SDPA, sdpa_attention_forward)
+    AttentionMaskInterface.register(CAUSAL_SDPA, mask)
+    model.set_attn_implementation(CAUSAL_SDPA)
+    inner.forward = types.MethodType(forward, inner)
+    return model
 
 
 def swap_in(model: Any, ns: str = "llama", rms_norm: Any = None) -> Any:
