@@ -204,12 +204,12 @@ def main() -> None:
         r = json.loads(line[len("RESULT ") :])
         r["wall_s"] = time.perf_counter() - t
         results.append(r)
-        print(f"{v}: {r['tokens_per_s']:,.0f} tokens/s, peak {r['peak_gib']:.1f} GiB, copy {r['copy_gbs']:,.0f} GB/s, "
+        print(f"{v}: {r['tokens_per_s']:,.0f} tokens/s, peak {r['peak_gib']:.2f} GiB, copy {r['copy_gbs']:,.0f} GB/s, "
               f"{r['wall_s']:.0f} s", flush=True)  # fmt: skip
+        if a.out:  # after every variant: a run stopped by a time limit keeps what it measured
+            Path(a.out).write_text(json.dumps({"config": c, "device": torch.cuda.get_device_name(),
+                                               "results": results}, indent=1))  # fmt: skip
     report(results, c, a.steps, torch.cuda.get_device_name())
-    if a.out:
-        with open(a.out, "w") as f:
-            json.dump({"config": c, "device": torch.cuda.get_device_name(), "results": results}, f, indent=1)
 
 
 def report(results: list[dict], c: dict, steps: int, device: str) -> None:
@@ -227,7 +227,7 @@ def report(results: list[dict], c: dict, steps: int, device: str) -> None:
         e = explained.get(r["variant"].removesuffix("-compile"), {})
         dev = "" if base is None else f"{deviation(r, base):.2%}"
         ratio = "" if base is None else f"{r['tokens_per_s'] / base['tokens_per_s']:.2f}x"
-        print(f"{r['variant']:26} {r['tokens_per_s']:>10,.0f} {ratio:>6} {r['peak_gib']:>9.1f} {e.get('graphs', ''):>6} "
+        print(f"{r['variant']:26} {r['tokens_per_s']:>10,.0f} {ratio:>6} {r['peak_gib']:>9.2f} {e.get('graphs', ''):>6} "
               f"{e.get('breaks', ''):>6} {dev:>12}")  # fmt: skip
     for fam, e in explained.items():
         if e["breaks"]:
@@ -261,7 +261,7 @@ def summary(results: list[dict], base: dict | None) -> str:
         best = max((t, v) for v, t in compiled.items() if not v.startswith("opsmith"))
         parts.append(f"compiled opsmith/{best[1]} {compiled['opsmith-compile'] / best[0]:.3f}x")
     if "opsmith" in ok and "liger" in ok:
-        parts.append(f"peak memory opsmith {ok['opsmith']['peak_gib']:.1f} GiB vs liger {ok['liger']['peak_gib']:.1f}")
+        parts.append(f"peak memory opsmith {ok['opsmith']['peak_gib']:.3f} GiB vs liger {ok['liger']['peak_gib']:.3f}")
     return "SUMMARY " + "; ".join(parts)
 
 
