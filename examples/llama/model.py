@@ -65,6 +65,9 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
             else:
                 grads_x.append(logits @ weight)
                 grad_w = logits.t() @ xc if grad_w is None else torch.addmm(grad_w, logits.t(), xc)
+            # released before the next chunk's logits are allocated: otherwise two chunks (32 MB each at vocabulary
+            # 32,000) are alive at once, at the forward's peak (benchmarks/probes/llama_memory_phases.py)
+            del logits
         if compiling:
             grad_x = torch.cat(grads_x)
         total = torch.stack(losses).sum()
