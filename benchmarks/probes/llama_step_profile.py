@@ -5,6 +5,7 @@ step time (CUDA events, unprofiled) against the sum of its kernels (the rest is 
 its heaviest kernels.
 
     python benchmarks/probes/llama_step_profile.py opsmith opsmith-compile hf-compile [--small] [--json out.json]
+    python benchmarks/probes/llama_step_profile.py --table out.json   # the table of a saved run
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ import torch
 sys.path.insert(0, ".")
 from benchmarks.bench_llama import build, config
 
-# (group, substrings of a kernel's name), first match wins
+# (group, substrings of a kernel's name), first match wins; Inductor's kernels are those named triton_* (its fused
+# kernels may carry an op's name, e.g. triton_poi_fused_add_rms_norm_backward_view_5)
 GROUPS = [
     ("liger", ("_rms_norm_", "_swiglu_", "_triton_rope", "liger_cross_entropy")),
     ("opsmith", ("opsmith", "rmsnorm")),
-    ("inductor", ("triton_",)),
     ("attention", ("flash", "fmha", "attention", "sdpa")),
     ("gemm", ("gemm", "sm90", "cutlass", "nvjet", "cublas", "xmma", "splitkreduce")),
     ("optimizer", ("multi_tensor_apply",)),
@@ -31,6 +32,8 @@ GROUPS = [
 
 
 def group(name: str) -> str:
+    if name.startswith("triton_"):
+        return "inductor"
     low = name.lower()
     return next((g for g, keys in GROUPS if any(k.lower() in low for k in keys)), "aten other")
 
@@ -102,8 +105,21 @@ def main() -> None:
         top = sorted(r["kernels"].items(), key=lambda kv: -kv[1][0])[:14]
         for name, (ms, n) in top:
             print(f"  {ms:7.2f} ms {n // r['steps']:5d}x  [{group(name)}] {name[:110]}")
+    table(res, torch.cuda.get_device_name())
+    if out:
+        with open(out, "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "variants": res}, f, indent=1)
+
+
+def table(res: dict, device: str) -> None:
+    """The kernel groups side by side (groups recomputed from the kernels, so a saved run can be re-read)."""
+    variants = list(res)
+    for r in res.values():
+        r["groups"] = {}
+        for name, (ms, _) in r["kernels"].items():
+            r["groups"][group(name)] = r["groups"].get(group(name), 0.0) + ms
     names = sorted({g for r in res.values() for g in r["groups"]})
-    print(f"\n{torch.cuda.get_device_name()}: ms per step by kernel group")
+    print(f"\n{device}: ms per step by kernel group")
     print(f"{'group':12}" + "".join(f"{v:>18}" for v in variants))
     for g in [*names, "kernels", "step", "host-bound"]:
         row = []
@@ -113,10 +129,12 @@ def main() -> None:
             val = {"kernels": total, "step": r["step_ms"], "host-bound": r["step_ms"] - total}.get(g)
             row.append(r["groups"].get(g, 0.0) if val is None else val)
         print(f"{g:12}" + "".join(f"{x:18.2f}" for x in row))
-    if out:
-        with open(out, "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "variants": res}, f, indent=1)
 
 
 if __name__ == "__main__":
-    main()
+    if "--table" in sys.argv:  # re-read a saved run: --table run.json
+        with open(sys.argv[sys.argv.index("--table") + 1]) as f:
+            saved = json.load(f)
+        table(saved["variants"], saved["device"])
+    else:
+        main()
