@@ -21,8 +21,8 @@ transformers does eagerly when nothing is padded. While tracing, transformers ma
 
 Per variant: tokens per second (median over the timed steps, after warm-up), peak memory over the timed steps, the
 graphs and graph breaks ``torch._dynamo.explain`` finds in the forward and loss, and every step's loss against
-Hugging Face eager's (agreement: within 2% of it at every step; bf16 kernels differ in rounding). A device-to-device copy measures the
-GPU's bandwidth in the same run, so a throttled device shows.
+Hugging Face eager's (agreement: within 2% of it at every step; bf16 kernels differ in rounding). A device-to-device
+copy measures the GPU's bandwidth in the same run, so a throttled device shows.
 
     python benchmarks/bench_llama.py [--variants hf,liger-compile,...] [--steps 20] [--warmup 4] [--out r.json]
     python benchmarks/bench_llama.py --small   # 4 layers, sequence 512: minutes, for a quick look

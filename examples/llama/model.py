@@ -11,7 +11,13 @@
 
 The two autograd functions are the glue that remains: RoPE's kernel rotates its inputs in place, and the fused
 cross-entropy computes its gradients in its forward, neither of which a declared backward expresses. Both trace
-whole under ``torch.compile(fullgraph=True)``; no ``.item()`` is taken (the mean's divisor stays a tensor).
+whole under ``torch.compile(fullgraph=True)``; no ``.item()`` is taken (the mean's divisor stays a tensor). Like
+Liger's wrappers, they write over what nothing else reads (q and k, the incoming RoPE gradients, SwiGLU's saved
+inputs in its backward, the cross-entropy's own gradient buffers): the same memory as Liger's, for a graph
+differentiated once.
+
+``causal_sdpa(model)`` is separate from the kernels: it keeps transformers from materializing a plain causal mask
+under ``torch.compile`` (transformers#48925).
 """
 
 from __future__ import annotations
@@ -125,9 +131,12 @@ def causal_sdpa(model: Any) -> Any:
     tracing, always materializes a (batch, 1, S, S) boolean mask (transformers#48925): it cannot read a padding mask's
     or the position ids' values (packed sequences) then. Attention then computes the masked blocks too, and GQA
     repeats k and v: on an H100, attention took 30.7 ms of a compiled 16-layer, sequence-2048 training step, and
-    12.4 ms with this (benchmarks/probes/llama_step_profile.py). What transformers cannot see while tracing is known before the call:
-    the mask is ``None`` when the model is called without an attention mask, position ids or a cache (positions
-    0..S-1 in every row: nothing padded, nothing packed); any other call gets transformers' own ``sdpa_mask``."""
+    12.4 ms with this (benchmarks/probes/llama_step_profile.py).
+
+    What transformers cannot see while tracing is known before the call: the mask is ``None`` when the model is
+    called without an attention mask, position ids or a cache (positions 0..S-1 in every row: nothing padded,
+    nothing packed); any other call gets transformers' own ``sdpa_mask``. The attention implementation is
+    registered under ``CAUSAL_SDPA`` for the process (transformers' registries are global)."""
     from transformers import AttentionInterface
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
