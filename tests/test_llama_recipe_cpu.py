@@ -102,3 +102,5 @@ def test_causal_sdpa_keeps_a_plain_causal_mask_unmaterialized_under_compile_and_
         assert "is_causal = False" in call and "attn_mask = None" not in call, kw
         torch.testing.assert_close(out, hf(input_ids=ids, **kw).logits)
         torch.testing.assert_close(ours(input_ids=ids, **kw).logits, hf(input_ids=ids, **kw).logits)
+    with pytest.raises(TypeError, match=r"expected a transformers LlamaForCausalLM.*got LlamaModel"):
+        causal_sdpa(hf.model)

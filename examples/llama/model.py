@@ -146,7 +146,12 @@ def causal_sdpa(model: Any) -> Any:
             return None
         return sdpa_mask(**kw)
 
-    inner = model.model
+    from transformers.models.llama.modeling_llama import LlamaModel
+
+    inner = getattr(model, "model", None)
+    if not isinstance(inner, LlamaModel):
+        raise TypeError(f"causal_sdpa: expected a transformers LlamaForCausalLM (its .model a LlamaModel, whose "
+                        f"forward it wraps), got {type(model).__name__}; pass the causal-LM model itself")  # fmt: skip
     original = inner.forward
 
     def forward(self: Any, input_ids: Any = None, attention_mask: Any = None, position_ids: Any = None,
