@@ -28,7 +28,7 @@ from .guards import Refusals, bf16_bits, out_shape, span
 from .launch_code import custom_launch, dry_launch, inline_simple, variant_launch
 from .layout import addressable, share_strides
 from .record import KernelRecord, dtype_from_name
-from .variants import Variants, scalar_refs
+from .variants import Variants
 
 __all__ = ["checks_of", "locals_for", "make_checks", "make_dry_run", "make_eager"]
 
@@ -56,7 +56,7 @@ class _Printer:
         self.refs = {f"i{k}": v for k, v in enumerate(self.t)} | {f"o{k}": f"_o{k}" for k in range(len(plan.outputs))}
         self.refs |= {f"n{k}": f"_n{k}" for k in range(len(self.t))} | {"sm_count": "_sms(_dev)"}
         self.refs |= {f"x{k}": f"_x{k}" for k in range(len(record.extras))}
-        self.refs |= {f"s{p}": self.args[p] for p in scalar_refs(record)}  # a heuristic over a scalar's value
+        self.refs |= {f"s{p}": self.args[p] for p in record.int_scalars}  # a heuristic over a scalar's value
         self.where_n = 0
         self.sources: list[str] = []  # functions printed besides the body (a tuned op's grids), for reading
 

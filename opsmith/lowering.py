@@ -123,8 +123,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         maybe_empty |= {f"i{k}" for k in range(len(targs)) if k not in mutated or len(mutated) > 1}
     maybe_empty |= absent  # an absent optional tensor reads as empty
     var_bounds = tuple((f"n{k}", (0 if f"i{k}" in maybe_empty else 1, hi)) for k, (_, (_, hi)) in enumerate(var_bounds))
-    var_bounds += tuple((f"s{p}", _scalar_bounds(a)) for p, a in enumerate(record.inputs)
-                        if isinstance(a, ScalarArg) and a.py_type in ("int", "bool"))  # fmt: skip
+    var_bounds += tuple((f"s{p}", _scalar_bounds(record.inputs[p])) for p in record.int_scalars)
     facts = Facts(frozenset(narrow_refs), nonempty=True, vars=var_bounds,
                   numel_vars=tuple((f"n{k}", f"i{k}") for k in range(len(targs))),
                   maybe_empty=frozenset(maybe_empty))  # fmt: skip

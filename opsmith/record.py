@@ -169,6 +169,12 @@ class KernelRecord:
         return tuple(k for k, a in enumerate(self.inputs) if isinstance(a, ScalarArg) and a.static)
 
     @property
+    def int_scalars(self) -> tuple[int, ...]:
+        """Positions among the inputs of the int and bool scalars, which expressions may read as
+        ``["var", "s<p>"]`` (a heuristic over a scalar's value); a float is no size and is never read."""
+        return tuple(p for p, a in enumerate(self.inputs) if isinstance(a, ScalarArg) and a.py_type in ("int", "bool"))
+
+    @property
     def optional(self) -> tuple[int, ...]:
         """Positions among the tensor inputs of those a call may pass as None."""
         return tuple(k for k, a in enumerate(self.tensor_inputs) if a.optional)

@@ -24,15 +24,9 @@ from .flavors.base import Binary, KernelSource, scalar_from_key
 from .geometry import LaunchPlan
 from .launch import DeviceKernel, _Params, pack_format
 from .lowering import absent_zero
-from .record import KernelRecord, ScalarArg, TensorArg
+from .record import KernelRecord, TensorArg
 
-__all__ = ["Variants", "scalar_refs"]
-
-
-def scalar_refs(record: KernelRecord) -> list[int]:
-    """Positions of the int and bool scalar inputs, which expressions read as ``["var", "s<p>"]`` (a heuristic
-    over a scalar's value); a float is no size and is never read."""
-    return [p for p, a in enumerate(record.inputs) if isinstance(a, ScalarArg) and a.py_type in ("int", "bool")]
+__all__ = ["Variants"]
 
 
 log = logging.getLogger("opsmith.compile")
@@ -174,7 +168,7 @@ class Variants:
         """``lambda t0, t1, ..., *, s<p>=None ...: body`` over the tensor inputs then the outputs, and by keyword
         the int and bool scalar inputs a heuristic may read (our own expression trees)."""
         args = [f"t{k}" for k in range(len(self.record.tensor_inputs) + len(self.record.outputs))]
-        scalars = [f"s{p}=None" for p in scalar_refs(self.record)]
+        scalars = [f"s{p}=None" for p in self.record.int_scalars]
         return eval(f"lambda {', '.join(args + (['*', *scalars] if scalars else []))}: {body}", EXPR_GLOBALS)
 
     def refs(self) -> dict[str, str]:
@@ -183,7 +177,7 @@ class Variants:
         refs = {f"i{k}": f"t{k}" for k in range(n_in)}
         refs["sm_count"] = "_sms(t0)"
         refs.update({f"o{k}": f"t{n_in + k}" for k in range(len(self.record.outputs))})
-        refs.update({f"s{p}": f"s{p}" for p in scalar_refs(self.record)})
+        refs.update({f"s{p}": f"s{p}" for p in self.record.int_scalars})
         if not self.record.outputs:  # the geometry spans the first in-place input
             first = next(k for k, a in enumerate(self.record.tensor_inputs) if isinstance(a, TensorArg) and a.mutates)
             refs["o0"] = f"t{first}"

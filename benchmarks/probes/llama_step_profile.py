@@ -11,12 +11,12 @@ its heaviest kernels.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, ".")
+from benchmarks.bench_core import device_time
 from benchmarks.bench_llama import build, config
 
 # (group, substrings of a kernel's name), first match wins; Inductor's kernels are those named triton_* (its fused
@@ -59,14 +59,7 @@ def profile(variant: str, small: bool, steps: int = 3) -> dict:
         native.wait(600)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(5):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        step()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
+    step_ms = device_time(step, warmup=0, reps=5)  # median of 5 steps, CUDA events
     peak = torch.cuda.max_memory_allocated() / 2**30
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
         for _ in range(steps):
@@ -81,7 +74,7 @@ def profile(variant: str, small: bool, steps: int = 3) -> dict:
     groups: dict[str, float] = {}
     for name, (ms, _) in kernels.items():
         groups[group(name)] = groups.get(group(name), 0.0) + ms
-    return {"step_ms": statistics.median(times), "peak_gib": peak, "kernels": kernels, "groups": groups, "steps": steps}
+    return {"step_ms": step_ms, "peak_gib": peak, "kernels": kernels, "groups": groups, "steps": steps}
 
 
 def main() -> None:

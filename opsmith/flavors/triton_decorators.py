@@ -102,9 +102,7 @@ def trace_heuristics(source: Any, record: Any) -> list[Any]:
         if e.static and e.name:
             args[e.name] = Sym(e.expr)
     # An int or bool scalar input (passed or compiled in) reads as its value in the call; a float is no size.
-    from ..variants import scalar_refs
-
-    args |= {record.inputs[p].name: Sym(["var", f"s{p}"]) for p in scalar_refs(record)}
+    args |= {record.inputs[p].name: Sym(["var", f"s{p}"]) for p in record.int_scalars}
     # What a call passes, as Triton's heuristics see it: the declared constexprs (``constexprs=``, the values a
     # caller gives by keyword) even where a heuristic then sets that name (unsloth's backward computes GEMMA
     # from the GEMMA it is passed), the config's values and the launch options.

@@ -18,7 +18,6 @@ import torch
 
 from ..errors import LaunchError
 from ..record import KernelRecord, ScalarArg, TensorArg
-from ..variants import scalar_refs
 from .triton import TritonSource, _interpreted
 
 log = logging.getLogger("opsmith.compile")
@@ -96,6 +95,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
     takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
+    int_scalars = record.int_scalars  # the scalars a heuristic may read
     if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
         # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
         from triton.runtime.interpreter import InterpretedFunction
@@ -140,7 +140,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras},
                   **{record.inputs[k].name: args[k] for k in record.static_scalars}}  # fmt: skip
         chosen: dict[str, int] = {}  # heuristics that set num_warps / num_stages
-        svals = {f"s{p}": args[p] for p in scalar_refs(record)}
+        svals = {f"s{p}": args[p] for p in int_scalars}
         for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
             v = fns[h["pick"][c]](*t, **svals)
             value = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)

@@ -16,7 +16,6 @@ from .. import plan as P
 from ..expr import bounds
 from ..record import KernelRecord, dtype_from_name
 from ..validate import PYTHON_PATH_NS
-from ..variants import scalar_refs
 from .cpp import SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 from .dispatch_cpp import int_arg, launch, tables
@@ -132,7 +131,7 @@ class _Printer(DimsSteps):
         }
         self.refs |= {f"n{k}": f"n{k}.expect_int()" if meta else f"n{k}" for k in range(len(self.t))}
         self.refs |= {f"x{k}": f"x{k}" for k in range(len(self.record.extras))}
-        self.refs |= {f"s{p}": int_arg(self, p) for p in scalar_refs(self.record)}  # a heuristic over a scalar
+        self.refs |= {f"s{p}": int_arg(self, p) for p in self.record.int_scalars}  # a heuristic over a scalar
         self.refs["sm_count"] = (f"opsmith::sm_count({self.t[0]}.is_cuda() ? {self.t[0]}.get_device() : -1)"
                                  if meta or self.nodevice else "opsmith::sm_count(dev.index())")  # fmt: skip
         self.statics_done = False
