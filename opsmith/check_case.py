@@ -67,16 +67,24 @@ class CheckCase:
     def tolerance(self, dtype: torch.dtype) -> dict:
         return dict(self.lowp_tol) if dtype in (torch.float16, torch.bfloat16) else dict(self.tol)
 
-    def samples(self, device: torch.device, dtype: torch.dtype) -> list[tuple]:
+    def samples(self, device: torch.device, dtype: torch.dtype, solver: Any = None) -> list[tuple]:
         """The example shapes, the last one again with non-contiguous tensors (but those the op writes in
-        place, which must be contiguous), and an empty problem."""
-        out = [self.inputs(tuple(s), dtype, device) for s in self.shapes]
+        place, which must be contiguous), and an empty problem. With a ``solver`` (``check_samples.ShapeSolver``)
+        each shape is first fitted to the op's preconditions; a shape no candidate fits is left out."""
+
+        def fit(shape: Shape) -> Shape | None:
+            return tuple(shape) if solver is None else solver.fit(shape, dtype)
+
+        shapes = [s for s in (fit(tuple(s)) for s in self.shapes) if s is not None]
+        out = [self.inputs(s, dtype, device) for s in shapes]
         written = self.written_args()
-        last = self.inputs(tuple(self.shapes[-1]), dtype, device)
-        out.append(tuple(a if k in written else noncontiguous(a) for k, a in enumerate(last)))
+        if shapes:
+            last = self.inputs(shapes[-1], dtype, device)
+            out.append(tuple(a if k in written else noncontiguous(a) for k, a in enumerate(last)))
         # An empty problem, as fresh empty tensors: an empty view with a storage offset (a chunk of an empty
         # tensor) holds nothing, and opcheck's own input cloning fails on it (torch._dynamo.utils.clone_input).
-        empty = self.inputs(zero_size(self.shapes[0]), dtype, device)
+        # The first axis at 0 of a fitted shape: 0 is a multiple of anything, so the fit holds.
+        empty = self.inputs(zero_size(shapes[0] if shapes else tuple(self.shapes[0])), dtype, device)
         out.append(tuple(torch.empty(a.shape, dtype=a.dtype, device=a.device)
                          if isinstance(a, torch.Tensor) and a.numel() == 0 else a for a in empty))  # fmt: skip
         return out

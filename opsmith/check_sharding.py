@@ -27,7 +27,9 @@ _FIX = ("tie the inputs' axes with named dimensions so the declaration says how 
         "sharding= a rule of the placements the kernel supports, or sharding='replicate'.")  # fmt: skip
 
 
-def check_sharding(case: CheckCase, device: torch.device) -> str:
+def check_sharding(case: CheckCase, device: torch.device, solver: Any = None) -> str:
+    """The derived DTensor rule against the kernel on simulated shards, at the largest example shape (fitted
+    to the op's preconditions by ``solver``, a ``check_samples.ShapeSolver``)."""
     from .distributed.sharding import derived
     from .registration import Op
 
@@ -41,7 +43,12 @@ def check_sharding(case: CheckCase, device: torch.device) -> str:
         raise _Skip("its sharding is given with sharding= (" + ("'replicate'" if plan.user == "replicate" else "a rule")
                     + "), not derived")  # fmt: skip
     dt = case.dtypes[0]
-    shape = max((tuple(s) for s in case.shapes), key=lambda s: (min(s, default=0), len(s)))
+    shapes = [tuple(s) for s in case.shapes]
+    if solver is not None:
+        shapes = [f for f in (solver.fit(s, dt) for s in shapes) if f is not None]
+        if not shapes:
+            raise _Skip("no example shape satisfies the op's preconditions")
+    shape = max(shapes, key=lambda s: (min(s, default=0), len(s)))
     args = case.inputs(shape, dt, device)
     strategies = derived(plan, *args)
     if not strategies:

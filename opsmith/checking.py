@@ -16,7 +16,6 @@ The op may be any callable over a torch.library op, so users' hand-written ops c
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,20 +38,23 @@ from .check_case import (  # noqa: F401  (CHECKS, noncontiguous, poisoned: read 
     poisoned,
     zero_size,
 )
+from .check_child import can_fork, in_child
+from .check_numerics import check_numerics as _check_numerics
+from .check_samples import ShapeSolver
 from .check_sharding import check_sharding
 from .errors import DifferentiationError, InputError, SpecError
 
 __all__ = ["CheckCase", "CheckReport", "assert_check_passes", "check"]
 
 
-def _check_opcheck(case: CheckCase, device: torch.device) -> str:
+def _check_opcheck(case: CheckCase, device: torch.device, solver: ShapeSolver) -> str:
     ov = case.overload
     if ov is None:
         raise _Skip("the op is not a torch.library op (pass the Op or torch.ops.<ns>.<name>)")
     grad = is_differentiable(case)
     samples, refused = [], []
     for dt in case.dtypes:
-        for args in case.samples(device, dt):
+        for args in case.samples(device, dt, solver):
             try:
                 case.op(*_clone(args))
             except InputError as e:  # a clear refusal of the input (contiguous="require") is fine; opcheck skips it
@@ -69,68 +71,40 @@ def _check_opcheck(case: CheckCase, device: torch.device) -> str:
     return detail + (f"; refused clearly: {'; '.join(refused)}" if refused else "")
 
 
-def _check_numerics(case: CheckCase, device: torch.device, examples: int) -> str:
-    done, poison = 0, True
-    for dt in case.dtypes:
-        for k, args in enumerate(case.samples(device, dt)):
-            try:
-                poison &= _run_and_compare(case, args, dt, f"{dt} sample {k} ({_describe(args)})")
-            except InputError:
-                continue  # refused with a clear error (listed by opcheck's row)
-            done += 1
-    if done == 0:
-        raise AssertionError("no fixed sample ran: the op refused every one")
-    try:
-        from hypothesis import HealthCheck, given, settings
-        from hypothesis import strategies as st
-    except ImportError:
-        return f"{done} fixed samples; hypothesis is not installed (pip install hypothesis) for drawn shapes"
-    bounds = [tuple(max(2 * d, 4) for d in s) for s in case.shapes]
-    failing: list[str] = []
-    written = case.written_args()
-
-    shapes = st.sampled_from(bounds).flatmap(lambda b: st.tuples(*(st.integers(1, d) for d in b)))
-
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True, print_blob=False,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
-    @given(shape=shapes, dt=st.sampled_from(list(case.dtypes)), strided=st.booleans())
-    def drawn(shape: Shape, dt: torch.dtype, strided: bool) -> None:
-        args = case.inputs(shape, dt, device)
-        if strided:
-            args = tuple(a if k in written else noncontiguous(a) for k, a in enumerate(args))
-        try:
-            _run_and_compare(case, args, dt, f"{dt} {_describe(args)}")
-        except Exception as e:
-            if strided and isinstance(e, InputError):
-                return  # a declared contiguous="require" refusal
-            failing[:] = [f"{type(e).__name__}: {e}"]
-            raise
-
-    try:
-        drawn()
-    except Exception:
-        raise AssertionError(f"smallest failing draw: {failing[0] if failing else traceback.format_exc(limit=1)}") \
-            from None  # fmt: skip
-    where = "outputs in poisoned memory" if poison else "outputs not poisoned (no CUDA MemPool here)"
-    return f"{done} fixed samples + {examples} hypothesis draws over {', '.join(str(d) for d in case.dtypes)}; {where}"
-
-
-def _check_compile(case: CheckCase, device: torch.device, dynamic: bool, backend: str) -> str:
+def _check_compile(case: CheckCase, device: torch.device, dynamic: bool, backend: str,
+                   solver: ShapeSolver) -> str:  # fmt: skip
     torch._dynamo.reset()
     fn = torch.compile(lambda *a: case.op(*a), fullgraph=True, dynamic=dynamic, backend=backend)
-    shapes = _grown(case.shapes[0], 3 if dynamic else 1) + ([] if dynamic else [tuple(s) for s in case.shapes[1:2]])
     dt = case.dtypes[0]
+    shapes = _grown(case, solver, dt, 3 if dynamic else 1)
+    if not dynamic:
+        shapes += [s for s in (solver.fit(t, dt) for t in case.shapes[1:2]) if s is not None]
     for s in shapes:
         _run_and_compare(case, case.inputs(s, dt, device), dt, f"compiled, shape {s}", fn)
     return f"fullgraph, backend={backend}, shapes {', '.join(str(s) for s in shapes)}"
 
 
-def _grown(shape: Shape, n: int) -> list[Shape]:
-    """``n`` shapes of the same rank, every dimension different each time (2, 3, ... added)."""
-    return [tuple(d + 2 + k for d in shape) for k in range(n)]
+def _grown(case: CheckCase, solver: ShapeSolver, dt: torch.dtype, n: int) -> list[Shape]:
+    """``n`` shapes of the first example's rank, larger and each different, that the op's preconditions
+    accept (``check_samples.ShapeSolver.grown``)."""
+    shapes = solver.grown(_first(case, solver, dt), dt, n)
+    if len(shapes) < n:
+        raise _Skip(f"only {len(shapes)} of {n} grown shapes near {tuple(case.shapes[0])} satisfy the op's "
+                    "preconditions")  # fmt: skip
+    return shapes
 
 
-def _check_export(case: CheckCase, device: torch.device) -> str:
+def _first(case: CheckCase, solver: ShapeSolver, dt: torch.dtype) -> Shape:
+    """The first example shape, fitted to the op's preconditions (``check_samples``)."""
+    for s in case.shapes:
+        got = solver.fit(tuple(s), dt)
+        if got is not None:
+            return got
+    raise _Skip(f"no shape near the case's {[tuple(s) for s in case.shapes]} satisfies the op's preconditions "
+                "(its InputError on each); give CheckCase shapes= that do")  # fmt: skip
+
+
+def _check_export(case: CheckCase, device: torch.device, solver: ShapeSolver) -> str:
     from torch.export import Dim
 
     class _M(torch.nn.Module):
@@ -138,7 +112,7 @@ def _check_export(case: CheckCase, device: torch.device) -> str:
             return case.op(*args)
 
     dt = case.dtypes[0]
-    first, second = _grown(case.shapes[0], 2)
+    first, second = _grown(case, solver, dt, 2)
     args = case.inputs(first, dt, device)
     dyn = tuple({i: Dim.AUTO for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
     ep = torch.export.export(_M(), tuple(_clone(args)), dynamic_shapes=(dyn,))  # one entry: forward(*args)
@@ -147,7 +121,11 @@ def _check_export(case: CheckCase, device: torch.device) -> str:
         raise AssertionError(f"the exported graph does not call {ov.name()}: {ep.graph}")
     _check_exported_shapes(ep, case.op(*_clone(args)))
     for s in (first, second):
-        _run_and_compare(case, case.inputs(s, dt, device), dt, f"exported, shape {s}", ep.module())
+        # Scalar inputs as exported: torch.export specializes an int or float argument to its traced value
+        # (a rerun with another one fails the program's guard), so only the tensors are fresh.
+        fresh = tuple(f if isinstance(f, torch.Tensor) else a for f, a in zip(case.inputs(s, dt, device), args,
+                                                                             strict=True))  # fmt: skip
+        _run_and_compare(case, fresh, dt, f"exported, shape {s}", ep.module())
     return f"dynamic dims; the graph calls the op; ran shapes {first} and {second}"
 
 
@@ -172,10 +150,10 @@ def _cuda_only(device: torch.device) -> None:
         raise _Skip("needs a CUDA device")
 
 
-def _check_cuda_graph(case: CheckCase, device: torch.device) -> str:
+def _check_cuda_graph(case: CheckCase, device: torch.device, solver: ShapeSolver) -> str:
     _cuda_only(device)
     dt = case.dtypes[0]
-    shape = tuple(case.shapes[0])
+    shape = _first(case, solver, dt)
     static = _clone(case.inputs(shape, dt, device))
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -199,10 +177,10 @@ def _check_cuda_graph(case: CheckCase, device: torch.device) -> str:
     return f"captured once, replayed twice on fresh inputs, shape {shape}"
 
 
-def _check_stream(case: CheckCase, device: torch.device) -> str:
+def _check_stream(case: CheckCase, device: torch.device, solver: ShapeSolver) -> str:
     _cuda_only(device)
     dt = case.dtypes[0]
-    shape = tuple(case.shapes[0])
+    shape = _first(case, solver, dt)
     args = case.inputs(shape, dt, device)
     case.op(*_clone(args))  # warm-up: loading a module or tuning synchronizes the device, hiding the order
     ref_args = _clone(args)
@@ -231,9 +209,9 @@ def _check_stream(case: CheckCase, device: torch.device) -> str:
     return "input written behind a 50 ms sleep on a side stream; the op waited for it"
 
 
-def _check_autograd(case: CheckCase, device: torch.device) -> str:
+def _check_autograd(case: CheckCase, device: torch.device, solver: ShapeSolver) -> str:
     dt = case.dtypes[0]
-    shape = tuple(case.shapes[0])
+    shape = _first(case, solver, dt)
     if not is_differentiable(case):
         leaves = [a.detach().requires_grad_() for a in case.inputs(shape, dt, device) if _is_float(a)]
         if not leaves:
@@ -263,6 +241,15 @@ def _check_autograd(case: CheckCase, device: torch.device) -> str:
         ref = [a.detach().clone().requires_grad_() if _is_float(a) else a for a in args]
         outs = _as_tuple(case.op(*mine))
         routs = _as_tuple(case.reference(*ref))
+        # Only the outputs the op's backward differentiates (a saved float32 rstd beside y is marked
+        # non-differentiable): the reference's at the same positions.
+        keep = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+        if not keep:
+            raise AssertionError("no output of the op requires grad although its inputs do: its backward "
+                                 "differentiates nothing")  # fmt: skip
+        if len(routs) != len(outs):
+            raise AssertionError(f"the op returned {len(outs)} values, the reference {len(routs)}")
+        outs, routs = tuple(outs[k] for k in keep), tuple(routs[k] for k in keep)
         cot = [torch.randn_like(o) for o in outs]
         leaves, rleaves = [a for a in mine if _is_float(a)], [a for a in ref if _is_float(a)]
         g = torch.autograd.grad(outs, leaves, cot, allow_unused=True)
@@ -282,7 +269,11 @@ def _check_autograd(case: CheckCase, device: torch.device) -> str:
     if torch.float64 in case.dtypes:
         small = tuple(min(d, 8) for d in shape)
         args = [a.detach().requires_grad_() if _is_float(a) else a for a in case.inputs(small, torch.float64, device)]
-        torch.autograd.gradcheck(lambda *a: case.op(*a), args, eps=1e-6, atol=1e-5, rtol=1e-3)
+
+        def differentiated(*a: Any) -> tuple:
+            return tuple(o for o in _as_tuple(case.op(*a)) if isinstance(o, torch.Tensor) and o.requires_grad)
+
+        torch.autograd.gradcheck(differentiated, args, eps=1e-6, atol=1e-5, rtol=1e-3)
         notes.append(f"gradcheck float64 {small}")
     else:
         notes.append("gradcheck skipped: float64 is not among the dtypes")
@@ -298,7 +289,7 @@ def _fake_inputs(case: CheckCase, shape: Shape, fake: Any) -> tuple:
                         f"{str(e).splitlines()[0][:100]}); nothing to trace") from None  # fmt: skip
 
 
-def _trace_compile(case: CheckCase, dynamic: bool) -> str:
+def _trace_compile(case: CheckCase, dynamic: bool, solver: ShapeSolver) -> str:
     """torch.compile(fullgraph=True) traced on fake CUDA tensors (no GPU here): one graph, no break, the op in
     it, the traced outputs' shapes the op's own. Nothing runs."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -313,7 +304,7 @@ def _trace_compile(case: CheckCase, dynamic: bool) -> str:
     torch._dynamo.reset()
     fake = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
     fn = torch.compile(lambda *a: case.op(*a), fullgraph=True, dynamic=dynamic, backend=backend)
-    shapes = _grown(case.shapes[0], 3 if dynamic else 1)
+    shapes = _grown(case, solver, case.dtypes[0], 3 if dynamic else 1)
     for s in shapes:
         args = _fake_inputs(case, s, fake)
         with fake:
@@ -328,7 +319,7 @@ def _trace_compile(case: CheckCase, dynamic: bool) -> str:
     return f"traced on fake CUDA tensors (nothing ran): fullgraph, {len(graphs)} graph(s), shapes {shapes}"
 
 
-def _trace_export(case: CheckCase) -> str:
+def _trace_export(case: CheckCase, solver: ShapeSolver) -> str:
     """torch.export with dynamic dims, traced on fake CUDA tensors: the graph calls the op and records its
     outputs with the shapes the op gives."""
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -340,7 +331,7 @@ def _trace_export(case: CheckCase) -> str:
             return case.op(*args)
 
     fake = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
-    (first,) = _grown(case.shapes[0], 1)
+    (first,) = _grown(case, solver, case.dtypes[0], 1)
     args = _fake_inputs(case, first, fake)
     dyn = tuple({i: Dim.AUTO for i in range(a.dim())} if isinstance(a, torch.Tensor) else None for a in args)
     with fake:
@@ -380,9 +371,15 @@ def _runner(case: CheckCase, dev: torch.device) -> tuple[str, str]:
 
 
 def check(case: CheckCase, *, device: str | torch.device | None = None, examples: int = 25,
-          compile_backend: str = "inductor", only: Sequence[str] | None = None) -> CheckReport:  # fmt: skip
+          compile_backend: str = "inductor", only: Sequence[str] | None = None,
+          isolate: bool | None = None) -> CheckReport:  # fmt: skip
     """Run every check (or those named in ``only``, from ``CHECKS``) on ``case``; never raises for a failing
     check: each failure is a FAIL row with its reason. ``device``: default cuda when available, else cpu.
+    ``isolate``: run the rows that launch the kernel in a forked child, so a crash is a FAIL row (default: on
+    CPU, where Triton's interpreter runs the kernel; never where CUDA is initialized, which cannot fork).
+
+    Every sample is first fitted to the op's declared preconditions (``check_samples``): a correct op's
+    ``InputError`` for a shape it declares it cannot take is never counted against it.
 
     A row says ``pass`` only where the op's kernel ran and matched. Where it cannot run here (CUDA only, no GPU;
     or a CPU ``reference=`` serving CPU tensors in its place), the compile and export rows trace the op on fake
@@ -400,25 +397,29 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
         dev = torch.device("cuda", torch.cuda.current_device())
     name = f"{dev} ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else str(dev)
     report = CheckReport(case.label, name)
+    solver = ShapeSolver(case, dev)  # every sample fitted to the op's declared preconditions
     runs: dict[str, Callable[[], str]] = {
-        "opcheck": lambda: _check_opcheck(case, dev),
-        "numerics": lambda: _check_numerics(case, dev, examples),
-        "compile-static": lambda: _check_compile(case, dev, False, compile_backend),
-        "compile-dynamic": lambda: _check_compile(case, dev, True, compile_backend),
-        "export": lambda: _check_export(case, dev),
-        "cuda-graph": lambda: _check_cuda_graph(case, dev),
-        "stream": lambda: _check_stream(case, dev),
-        "autograd": lambda: _check_autograd(case, dev),
-        "sharding": lambda: check_sharding(case, dev),
+        "opcheck": lambda: _check_opcheck(case, dev, solver),
+        "numerics": lambda: _check_numerics(case, dev, examples, solver),
+        "compile-static": lambda: _check_compile(case, dev, False, compile_backend, solver),
+        "compile-dynamic": lambda: _check_compile(case, dev, True, compile_backend, solver),
+        "export": lambda: _check_export(case, dev, solver),
+        "cuda-graph": lambda: _check_cuda_graph(case, dev, solver),
+        "stream": lambda: _check_stream(case, dev, solver),
+        "autograd": lambda: _check_autograd(case, dev, solver),
+        "sharding": lambda: check_sharding(case, dev, solver),
     }
     unknown = set(only or ()) - set(runs)
     if unknown:
         raise ValueError(f"check(only=...): unknown checks {sorted(unknown)}. Fix: choose from {list(CHECKS)}.")
     runner, why = _runner(case, dev)
+    if isolate is None:
+        isolate = dev.type == "cpu" and runner == "kernel"
+    isolate = bool(isolate) and can_fork()
     traced: dict[str, Callable[[], str]] = {
-        "compile-static": lambda: _trace_compile(case, False),
-        "compile-dynamic": lambda: _trace_compile(case, True),
-        "export": lambda: _trace_export(case),
+        "compile-static": lambda: _trace_compile(case, False, solver),
+        "compile-dynamic": lambda: _trace_compile(case, True, solver),
+        "export": lambda: _trace_export(case, solver),
     }
     for c in CHECKS:
         if only is not None and c not in only:
@@ -430,14 +431,27 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
         elif runner != "kernel" and c not in ("cuda-graph", "stream"):
             report.rows.append((c, "skip", why))
             continue
+        row = _row_runner(result, run)
+        report.rows.append((c, *(in_child(row) if isolate and c in _RISKY else row())))
+    return report
+
+
+# The rows that run the kernel on many samples; under Triton's interpreter a kernel's stray store can abort the
+# process (``check_child``), so on CPU these run in a forked child.
+_RISKY = ("opcheck", "numerics", "compile-static", "compile-dynamic", "export", "autograd", "sharding")
+
+
+def _row_runner(result: str, run: Callable[[], str]) -> Callable[[], tuple[str, str]]:
+    def row() -> tuple[str, str]:
         try:
-            report.rows.append((c, result, run()))
+            return result, run()
         except _Skip as s:
-            report.rows.append((c, "skip", str(s)))
+            return "skip", str(s)
         except Exception as e:
             msg = str(e).strip() or type(e).__name__
-            report.rows.append((c, "FAIL", f"{type(e).__name__}: {msg}"))
-    return report
+            return "FAIL", f"{type(e).__name__}: {msg}"
+
+    return row
 
 
 def assert_check_passes(case: CheckCase, **kwargs: Any) -> CheckReport:

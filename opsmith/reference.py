@@ -48,8 +48,28 @@ def cpu_reference(op_name: str, overload: Any, reference: Callable, checks: Call
                             "for these inputs (on CPU).", "return the op's outputs, with the declared shapes and "
                             "dtypes, as CPU tensors (write in-place arguments and return None for an op that "
                             "returns nothing).")  # fmt: skip
+        got = _fresh(got, args)
         if len(want) == 1 and isinstance(got, tuple | list):
             return got[0]
         return tuple(got) if isinstance(got, list) else got
 
     return cpu
+
+
+def _fresh(got: Any, args: tuple) -> Any:
+    """The reference's outputs as an op's outputs must be: fresh and contiguous. ``x.float()`` of a float32
+    ``x`` returns ``x`` itself and ``x.t()`` a transposed view; served as they are, the op's output would alias
+    its input (opcheck fails, an in-place write later changes the caller's tensor) or break the contiguous
+    strides the op's fake promises (torch.compile's stride assertion)."""
+    storages = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor) and a.numel()}
+
+    def one(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if t.numel() and t.untyped_storage().data_ptr() in storages:
+            return t.clone(memory_format=torch.contiguous_format)
+        return t if t.is_contiguous() else t.contiguous()
+
+    if isinstance(got, tuple | list):
+        return type(got)(one(t) for t in got)
+    return one(got)

@@ -1,0 +1,63 @@
+"""Risky check rows run in a child process, so a crash is a FAIL row and not the end of ``opsmith check``.
+
+Triton's interpreter runs a kernel's loads and stores as numpy reads and writes of the tensors' host memory: a
+store without a mask past a row's end writes over the allocator's bookkeeping, and glibc aborts the whole
+process ("malloc(): corrupted top size", signal 6) with no report at all. On CPU, where only the interpreter
+runs kernels, each row runs in a forked child that sends its result back through a pipe; a child that dies
+becomes a FAIL row naming the likely cause. (CUDA cannot be forked after initialization; there an
+out-of-bounds access is a CUDA error the row reports, and ``opsmith check --sanitize`` locates it.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+
+__all__ = ["can_fork", "in_child"]
+
+
+def can_fork() -> bool:
+    """Whether rows can run in a forked child here: a POSIX fork, and CUDA not initialized in this process."""
+    import torch
+
+    return hasattr(os, "fork") and not torch.cuda.is_initialized()
+
+
+def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+    """``run()``'s (result, detail), computed in a forked child; a child that dies gives a FAIL naming why."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run, send, and leave without running the parent's exit handlers
+        os.close(read)
+        code = 0
+        try:
+            payload = json.dumps(list(run())).encode()
+        except BaseException as e:  # run() reports failures as rows; anything else is still a row
+            payload = json.dumps(["FAIL", f"{type(e).__name__}: {e}"]).encode()
+            code = 1
+        with os.fdopen(write, "wb") as f:
+            f.write(payload)
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    if data:
+        result, detail = json.loads(data)
+        return result, detail
+    return "FAIL", _death(status)
+
+
+def _death(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        how = f"was killed by signal {sig} ({name})"
+    else:
+        how = f"exited with status {os.WEXITSTATUS(status)} and no report"
+    return (f"the process running this check {how} while the kernel ran: most likely the kernel reads or writes "
+            "past a tensor (a tl.load or tl.store without a mask, an index past the declared shape), which "
+            "corrupts memory under Triton's interpreter. Check the masks of the kernel's loads and stores, and run "
+            "`opsmith check --sanitize` on a GPU to locate the access.")  # fmt: skip
