@@ -18,7 +18,7 @@ from ._version import __version__
 _LAZY = {
     "api": ("cuda_kernel_op", "cute_op", "ptx_op", "triton_op"),
     "checking": ("CheckCase", "CheckReport", "assert_check_passes", "check"),
-    "errors": ("CompileError", "DifferentiationError", "InputError", "LaunchError", "OpsmithError",
+    "errors": ("CompileError", "DeclarationWarning", "DifferentiationError", "InputError", "LaunchError", "OpsmithError",
                "RegistrationError", "ShardingError", "ShardingWarning", "SpecError", "ToolchainError"),
     "record": ("KernelRecord",),
     "registration": ("Op",),
@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
     from .checking import CheckCase, CheckReport, assert_check_passes, check
     from .errors import (
         CompileError,
+        DeclarationWarning,
         DifferentiationError,
         InputError,
         LaunchError,
@@ -101,6 +102,7 @@ __all__ = [
     "Config",
     "Const",
     "Custom",
+    "DeclarationWarning",
     "DifferentiationError",
     "Dim",
     "DimSize",

@@ -70,7 +70,7 @@ def cuda_kernel_op(
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
                               param_order=spec.param_order, sharding=sharding, requires=spec.requires,
-                              reference=reference, native=native)  # fmt: skip
+                              reference=reference, native=native, silence=spec.silence)  # fmt: skip
 
 
 def _template_scalars(op_name: str, spec: KernelSpec) -> tuple[frozenset[str], frozenset[str]]:
@@ -151,6 +151,7 @@ def triton_op(
     constexprs: dict[str, int | float | bool | str] | None = None,
     reference: Callable | None = None,
     native: bool = True,
+    silence: Sequence[str] = (),
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -176,7 +177,8 @@ def triton_op(
     refused), and each ``@triton.heuristics`` value a constexpr computed per call from the call's sizes, by the
     generated code and by native libraries alike (``flavors/triton_decorators.py``). ``constexprs`` gives
     values to constexprs that neither the configs nor the kernel's defaults set: what a caller passes by
-    keyword (the matmul tutorial's ``ACTIVATION=""``); a config's own value wins.
+    keyword (the matmul tutorial's ``ACTIVATION=""``); a config's own value wins. ``silence`` as in ``KernelSpec``
+    (the declaration is checked against the kernel function's source).
     """
     from .flavors.triton import TritonSource
     from .flavors.triton_decorators import unwrap
@@ -187,7 +189,8 @@ def triton_op(
                           fixed=constexprs)  # fmt: skip
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference, native=native,
+                              silence=silence)  # fmt: skip
 
 
 def cute_op(

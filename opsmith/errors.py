@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CompileError",
+    "DeclarationWarning",
     "DifferentiationError",
     "InputError",
     "LaunchError",
@@ -89,3 +90,10 @@ class ShardingWarning(UserWarning):
     """DTensor inputs reached an op whose derived rule could shard an axis the declaration cannot justify (an
     input tied to nothing beside a size taken from a sharded axis): it runs replicated there; the message says
     how to settle it (``opsmith check``'s sharding row, then ``sharding="derive"``)."""
+
+
+class DeclarationWarning(UserWarning):
+    """At registration, the declaration disagrees with what the kernel's body does (``opsmith/analysis``): a
+    declared stride the kernel never reads, a dimension named once that nothing can tell the kernel, one
+    tensor's stride addressing another. The message says what opsmith does about it and the declaration to
+    write instead; ``silence=`` on the declaration names what the user has judged."""

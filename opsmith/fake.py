@@ -128,7 +128,8 @@ class _MetaPrinter(_Printer):
         return [*pre, f"if _st and {' and '.join(f'{self.expr(w)} == 0' for w in s.written)}: return {self.ret()}"]
 
     def refuseempty(self, s: P.RefuseEmpty) -> list[str]:
-        return [x.replace("if ", "if _st and (", 1).replace(": raise", "): raise", 1) for x in super().refuseempty(s)]
+        return [x.replace("if ", "if _st and (", 1).replace(": raise", "): raise", 1).replace(": return", "): return", 1)
+                for x in super().refuseempty(s)]  # fmt: skip
 
     def extra(self, s: P.Extra) -> list[str]:
         if s.check is None and not s.wide and not _divides(s.expr):

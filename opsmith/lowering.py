@@ -106,7 +106,8 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     if record.outputs and not single:
         # An input whose numel is the one thing written was refused by the return above already.
         alone = [k for k in range(len(targs)) if _dedupe(written) == (["var", f"n{k}"],)]
-        steps.append(RefuseEmpty(tuple(k for k in range(len(targs)) if k not in alone)))
+        filled = all(o.init is not None for o in record.outputs)
+        steps.append(RefuseEmpty(tuple(k for k in range(len(targs)) if k not in alone), filled))
     for e in record.extras:
         if e.same:
             steps.append(ShareStrides((alias.get(e.expr[1], e.expr[1]), *(alias.get(r, r) for r in e.same)),

@@ -187,9 +187,12 @@ class ReturnIfEmpty:
 
 @dataclass(frozen=True)
 class RefuseEmpty:
-    """A non-empty written tensor cannot be filled from an empty input (the first empty one is named)."""
+    """A non-empty written tensor cannot be filled from an empty input (the first empty one is named).
+    ``filled``: every output declares an ``init`` and holds it already, so an empty input returns them as they
+    are, without a launch (a dW over zero rows is its init 0; in-place inputs are left as they are)."""
 
     tensors: tuple[int, ...]
+    filled: bool = False
 
 
 @dataclass(frozen=True)

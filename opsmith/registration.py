@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from . import env
+from .analysis import check_against_kernel, check_silence
 from .autograd import check_backward, generic_no_backward, no_backward_globals, register_backward
 from .autotune import Tuner
 from .distributed.sharding import attach, derive_plan
@@ -173,6 +174,7 @@ def register_kernel_op(
     requires: Sequence = (),
     reference: Callable | None = None,
     native: bool = True,
+    silence: Sequence[str] = (),
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     configure_logging()  # OPSMITH_LOG, read once per process
@@ -189,11 +191,12 @@ def register_kernel_op(
         raise SpecError(op_name, "param_order", f"{param_order!r} is not a list of names.",
                         "pass the declared names in the kernel's parameter order, e.g. ['y', 'x', 'n'].")  # fmt: skip
     extras = tuple(extras or ())
+    silence = check_silence(op_name, silence)
     fingerprint, described = declaration_fingerprint({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
         "backward": backward, "index_dtype": index_dtype, "param_order": param_order, "sharding": sharding,
-        "requires": requires, "reference": reference,
+        "requires": requires, "reference": reference, "silence": silence,
     })  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -212,7 +215,7 @@ def register_kernel_op(
         meta_outputs = len(torch._C.parse_schema(f"{op_name}{schema}").returns) if outputs is None and schema else 0
         record, variants, resolved = _build(op_name, source, inputs, outputs, extras, geometry, autotune,
                                             index_dtype, param_order, meta_fn, eager_fn, schema, meta_outputs,
-                                            requires)  # fmt: skip
+                                            requires, silence)  # fmt: skip
         if backward is not None:
             if resolved is None:
                 raise SpecError(op_name, "backward", "a backward needs the declared inputs and outputs to name "
@@ -263,7 +266,8 @@ def _meta_schema(op_name: str, meta_fn: Callable) -> str:
 
 
 def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry, autotune, index_dtype: str,
-           param_order, meta_fn, eager_fn, schema: str | None, meta_outputs: int, requires: Sequence) -> tuple:  # fmt: skip
+           param_order, meta_fn, eager_fn, schema: str | None, meta_outputs: int, requires: Sequence,
+           silence: Sequence[str] = ()) -> tuple:  # fmt: skip
     """Compile the first kernel, bind the declaration to its parameters and assemble the record and its
     variants. Compiling comes first: a missing kernel or a compile error is the root cause of anything after."""
     triton = source.flavor == "triton"
@@ -277,28 +281,44 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
         log.info("%s: %s kernel %s for %s: %s in %.2f s", op_name, source.flavor, source.kernel_name, binary.arch,
                  "read from the disk cache" if binary.from_cache else "compiled", binary.seconds)  # fmt: skip
     params, names_why = sources[0].params(binary, arch)
-    resolved = resolve(op_name, inputs, outputs, extras, geometry, params, typed=source.typed,
+
+    def resolved_with(extras: Sequence) -> Any:
+        return resolve(op_name, inputs, outputs, extras, geometry, params, typed=source.typed,
                        has_meta_fn=meta_fn is not None, has_eager_fn=eager_fn is not None,
                        has_schema=schema is not None, meta_outputs=meta_outputs, configs=configs,
                        tune_key=autotune.key if autotune else (), dtype_generic=getattr(source, "dtype_generic", False),
                        names_why=names_why, param_order=param_order, static_names=source.static_names(),
                        host_launched=getattr(source, "host_launched", False), requires=requires)  # fmt: skip
+
+    def record_of(resolved: Any) -> KernelRecord:
+        return KernelRecord(
+            op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
+            binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
+            binary=binary.data if binary else b"", flavor=source.flavor,
+            configs=tuple(_config_dict(c) for c in configs), tune_default=autotune.default if autotune else 0,
+            index_dtype=index_dtype, compile_options=getattr(source, "compile_options", ()),
+            **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
+                                            "outputs": resolved.outputs, "launch": resolved.launch,
+                                            "launches": resolved.launches, "tune_key": resolved.tune_key,
+                                            "params": resolved.params, "dims": resolved.dims,
+                                            "groups": resolved.groups, "requires": resolved.requires}),
+        )  # fmt: skip
+
+    resolved = resolved_with(extras)
     if specialized and resolved is None:
         raise SpecError(op_name, "inputs/outputs", "a kernel compiled per dtype or size (a Triton kernel, or "
                         "placeholders in kernel_name) needs declared inputs and outputs.",
                         "declare inputs=[...] and outputs=[...]; eager_fn overrides need a fixed kernel.")  # fmt: skip
-    record = KernelRecord(
-        op_name=op_name, kernel_name=source.kernel_name, symbol=binary.symbol if binary else source.kernel_name,
-        binary_format=binary.fmt if binary else "cubin", arch=binary.arch if binary else arch,
-        binary=binary.data if binary else b"", flavor=source.flavor, configs=tuple(_config_dict(c) for c in configs),
-        tune_default=autotune.default if autotune else 0, index_dtype=index_dtype,
-        compile_options=getattr(source, "compile_options", ()),
-        **({} if resolved is None else {"inputs": resolved.inputs, "extras": resolved.extras,
-                                        "outputs": resolved.outputs, "launch": resolved.launch,
-                                        "launches": resolved.launches, "tune_key": resolved.tune_key,
-                                        "params": resolved.params, "dims": resolved.dims,
-                                        "groups": resolved.groups, "requires": resolved.requires}),
-    )  # fmt: skip
+    record = record_of(resolved)
+    if resolved is not None:  # the declaration checked against the kernel's body (opsmith/analysis)
+
+        def rebuild(new_extras: list) -> KernelRecord:
+            nonlocal resolved
+            resolved = resolved_with(new_extras)
+            return record_of(resolved)
+
+        decl = {"inputs": inputs, "outputs": outputs, "extras": extras, "requires": requires, "geometry": geometry}
+        record = check_against_kernel(op_name, sources[0], record, decl, silence, rebuild)
     if record.static_scalars and source.flavor not in ("triton", "cuda"):
         raise static_scalar_refusal(op_name, [record.inputs[k].name for k in record.static_scalars])
     if schema is None:

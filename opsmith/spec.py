@@ -516,6 +516,12 @@ class KernelSpec:
     NVRTC spells them (``-use_fast_math``, ``-lineinfo``, ``-maxrregcount=64``, ``-ftz=``, ``-prec-div=``,
     ``-prec-sqrt=``, ``-fmad=``, ``-restrict``, ``-extra-device-vectorization``); ``-G`` only with
     ``OPSMITH_DEVICE_DEBUG=1``. Part of the compile cache key and of the kernel record.
+
+    ``silence``: names (kernel parameters, dimensions) whose ``DeclarationWarning`` you have judged. At
+    registration opsmith reads the kernel's body (docs/checking.md, "The declaration checked against the
+    kernel") and warns where the declaration disagrees with it: a declared stride the kernel never reads (the
+    tensor is then made row-major along that axis), one tensor's stride addressing another (they are then
+    declared as one stride), a dimension named once. A silenced name gets neither the warning nor the change.
     """
 
     kernel_source: str
@@ -534,3 +540,4 @@ class KernelSpec:
     param_order: Sequence[str] | None = None
     requires: Sequence[Requirement] = ()
     options: Sequence[str] = ()
+    silence: Sequence[str] = ()

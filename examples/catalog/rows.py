@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from opsmith import Dim, DimSize, InputDecl, OutputDecl, Reduction, SameAs, ScalarInput, Stride
+from opsmith import Const, Dim, DimSize, InputDecl, OutputDecl, Reduction, SameAs, ScalarInput, Stride
 
 __all__ = ["layer_norm_reference", "liger_rms_norm", "register_rows", "rms_backward_reference", "rms_reference"]
 
@@ -92,7 +92,7 @@ def liger_rms_norm(ns: str) -> Any:
                 ScalarInput("offset", float)],
         outputs=[OutputDecl("Y", SameAs("X")), OutputDecl("RSTD", shape=("*R",), dtype=torch.float32)],
         extras=[Stride("Y", -2, name="Y_row_stride"), Stride("X", -2, name="X_row_stride"),
-                Stride("W", -1, name="W_row_stride"), Stride("RSTD", -1, name="RSTD_row_stride"), Dim("N", name="n_cols"),
+                Const(0, name="W_row_stride"), Stride("RSTD", -1, name="RSTD_row_stride"), Dim("N", name="n_cols"),
                 DimSize("X", -1, name="BLOCK_SIZE", bucket="pow2")],
         geometry=Reduction(reduce_dims=(-1,)), constexprs={"casting_mode": 0, "elementwise_affine": True})  # fmt: skip
 

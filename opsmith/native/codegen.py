@@ -292,8 +292,12 @@ class _Printer(DimsSteps):
         written = [f"&o{k}" for k in range(len(self.plan.outputs))] + [f"&{self.t[k]}" for k in self.plan.mutated]
         made = "{" + ", ".join(written) + "}"
         given = {k: f"{self.t[k]}.defined() && " if k in self.plan.optional else "" for k in s.tensors}
-        return [f"if ({'st && ' if self.meta else ''}{given[k]}{self.expr(['var', f'n{k}'])} == 0) "
-                f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});" for k in s.tensors]  # fmt: skip
+        then = {
+            k: self.ret() if s.filled else f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});"
+            for k in s.tensors
+        }  # fmt: skip  (filled: the outputs hold their declared init already)
+        return [f"if ({'st && ' if self.meta else ''}{given[k]}{self.expr(['var', f'n{k}'])} == 0) {then[k]}"
+                for k in s.tensors]  # fmt: skip
 
     def sharestrides(self, s: P.ShareStrides) -> list[str]:
         if self.meta or self.nodevice:

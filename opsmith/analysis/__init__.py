@@ -1,0 +1,33 @@
+"""The declaration checked against the kernel's own body at registration (``diagnose.py``), from what a reader
+of the flavor's source says the body does with its parameters (``reads.py``: the Triton function's AST, the
+CUDA C++ text). What it finds is warned about and, where it would give wrong values, made safe in the record,
+so every path (eager, fake, native, DTensor, JAX) applies it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import SpecError
+from .diagnose import Finding, check_silence, foreign_strides, single_dims, unread_extras, warn
+from .reads import KernelReads, reads_of
+
+__all__ = ["KernelReads", "check_against_kernel", "check_silence", "reads_of"]
+
+
+def check_against_kernel(op: str, source: Any, record: Any, decl: dict, silence: Sequence[str],
+                         rebuild: Callable[[list], Any]) -> Any:  # fmt: skip
+    """``record`` with the findings' changes applied (``rebuild(extras)`` re-resolves a declaration whose
+    Stride tuples gained tensors), after warning about each finding not silenced."""
+    reads = reads_of(source)
+    if reads is None or not reads.read:  # no text, or a body that reads nothing at all (a stub, a probe)
+        return record
+    extras, shared = foreign_strides(op, record, reads, list(decl.get("extras") or ()), silence)
+    if extras != list(decl.get("extras") or ()):
+        try:
+            record = rebuild(extras)
+        except SpecError as e:  # the shared declaration is not one opsmith can take: said, not changed
+            shared = [Finding(f.subject, f"{f.message} (Not applied here: {e})") for f in shared]
+    record, unread = unread_extras(op, record, reads, silence)
+    warn(op, [*shared, *unread, *single_dims(op, record, reads, decl)], silence)
+    return record

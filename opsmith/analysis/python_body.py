@@ -1,0 +1,127 @@
+"""Reads of a Python kernel body (a ``@triton.jit`` function) from its AST.
+
+A parameter is read where the body names it (``ast.Name`` in load context). Assignments make dependencies
+(``X_ptr += row * X_row_stride``: ``X_ptr`` now depends on ``X_row_stride``). An address is the pointer argument
+of a memory access: the first argument (or ``pointer=``/``base=``) of ``tl.load``, ``tl.store``, ``tl.atomic_*``,
+``tl.make_block_ptr`` and ``tl.make_tensor_descriptor``; and each argument of a call to a helper (a plain name,
+``_attn_inner(acc, K + offset, ...)``) that names a parameter itself, which the helper may access.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from typing import Any
+
+from .reads import KernelReads, closure
+
+__all__ = ["python_reads", "strings_of"]
+
+_ACCESS = {"load", "store", "make_block_ptr", "make_tensor_descriptor", "atomic_add", "atomic_max", "atomic_min",
+           "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas"}  # fmt: skip
+
+
+def _function(kernel: Any) -> Any:
+    """The plain Python function under ``@triton.jit`` (and any wrapper with ``.fn``)."""
+    fn = kernel
+    for _ in range(8):
+        if inspect.isfunction(fn):
+            return fn
+        fn = getattr(fn, "fn", None)
+    raise TypeError("no Python function under the kernel")
+
+
+def _names(node: ast.AST | None) -> set[str]:
+    if node is None:
+        return set()
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _value_names(node: ast.AST | None) -> set[str]:
+    """The names a value depends on. A loaded value (``y = tl.load(Y_ptr)``) depends on memory, not on the
+    address it came from: Liger's ``tl.load(weight_ptr + y)`` indexes by data, not by Y's stride."""
+    if node is None:
+        return set()
+    out: set[str] = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, ast.Call) and _callee(n) in ("load", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
+                                                       "atomic_cas", "atomic_and", "atomic_or", "atomic_xor"):  # fmt: skip
+            continue
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        todo += list(ast.iter_child_nodes(n))
+    return out
+
+
+def _callee(n: ast.Call) -> str:
+    f = n.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _targets(t: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(t) if isinstance(n, ast.Name)]
+
+
+def python_reads(kernel: Any) -> KernelReads:
+    fn = _function(kernel)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+    a = node.args
+    params = tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
+    deps: dict[str, set[str]] = {}
+    read: set[str] = set()
+    accesses: list[ast.AST] = []
+    helper_args: list[ast.AST] = []
+    for stmt in node.body:
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                read.add(n.id)
+            elif isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                for t in targets:
+                    for name in _targets(t):
+                        deps.setdefault(name, set()).update(_value_names(n.value))
+            elif isinstance(n, ast.For):
+                for name in _targets(n.target):
+                    deps.setdefault(name, set()).update(_value_names(n.iter))
+            elif isinstance(n, ast.Call):
+                f = n.func
+                if _callee(n) in _ACCESS:
+                    ptr = next((k.value for k in n.keywords if k.arg in ("pointer", "base", "ptr")), None)
+                    accesses.append(ptr if ptr is not None else n.args[0] if n.args else None)
+                elif isinstance(f, ast.Name):  # a @triton.jit helper: an argument naming a parameter itself may
+                    # be an address it accesses (``K + offset``); one that only derives from parameters (``acc``,
+                    # ``q``) carries values, and following it would tie every tensor to every other
+                    helper_args += [*n.args, *(k.value for k in n.keywords)]
+    # An augmented assignment reads its target too (``X_ptr += ...`` reads X_ptr).
+    read |= {t.target.id for t in ast.walk(node) if isinstance(t, ast.AugAssign) and isinstance(t.target, ast.Name)}
+    pset = set(params)
+    accesses += [a for a in helper_args if _names(a) & pset]
+    addresses: dict[str, set[str]] = {}
+    for expr in accesses:
+        if expr is None:
+            continue
+        used = closure(deps, _names(expr)) & pset
+        for p in used:
+            addresses.setdefault(p, set()).update(used)
+    return KernelReads(params, frozenset(read & pset), {p: frozenset(v) for p, v in addresses.items()},
+                       "the Triton function's source")  # fmt: skip
+
+
+def strings_of(fn: Any) -> set[str]:
+    """The string constants of a function's code and of the code it nests (a heuristic's ``args["n_rows"]``)."""
+    out: set[str] = set()
+    todo = [getattr(fn, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is None:
+            continue
+        for c in code.co_consts:
+            if isinstance(c, str):
+                out.add(c)
+            elif hasattr(c, "co_consts"):
+                todo.append(c)
+    return out
