@@ -31,6 +31,9 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
     pid = os.fork()
     if pid == 0:  # the child: run, send, and leave without running the parent's exit handlers
         os.close(read)
+        import faulthandler
+
+        faulthandler.disable()  # a crash is reported as the row, not as a traceback dump on the terminal
         code = 0
         try:
             payload = json.dumps(list(run())).encode()

@@ -20,18 +20,36 @@ from typing import Any
 
 import torch
 
-__all__ = ["explain", "mixed_layouts"]
+__all__ = ["explain", "mixed_layouts", "padded"]
 
 
 def mixed_layouts(args: Sequence, written: set[int]) -> list[tuple]:
-    """One sample per tensor input (of at least two) with only that input non-contiguous: a kernel that
-    addresses several tensors with one tensor's strides is right when all share a layout and wrong here."""
+    """Samples where one tensor input (of at least two) is laid out otherwise and the rest are contiguous: its
+    last axis at stride 2, and, for two or more dims, its rows padded (``x[:, :n]`` of a wider tensor: the
+    layout a kernel given row strides takes as it is). A kernel that addresses several tensors with one
+    tensor's strides is right when all share a layout and wrong here."""
     from .check_case import noncontiguous
 
     ks = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim() and a.numel() and k not in written]
     if len(ks) < 2:
         return []
-    return [tuple(noncontiguous(a) if j == k else a for j, a in enumerate(args)) for k in ks]
+    out = []
+    for k in ks:
+        for view in (noncontiguous, padded):
+            changed = view(args[k])
+            if changed is not args[k]:
+                out.append(tuple(changed if j == k else a for j, a in enumerate(args)))
+    return out
+
+
+def padded(a: Any) -> Any:
+    """The same values in a tensor whose rows are 3 elements longer than its last axis (2 dims or more)."""
+    if not isinstance(a, torch.Tensor) or a.dim() < 2 or a.numel() == 0:
+        return a
+    wide = torch.empty(*a.shape[:-1], a.shape[-1] + 3, dtype=a.dtype, device=a.device)
+    view = wide[..., : a.shape[-1]]
+    view.copy_(a)
+    return view
 
 
 def explain(case: Any, args: Sequence, dtype: torch.dtype, passes: Callable[[Sequence], bool],

@@ -29,7 +29,8 @@ def _failure(case: CheckCase, args: Sequence, dt: torch.dtype, what: str, e: Exc
         return True
 
     why = explain(case, args, dt, passes, shape, solver)
-    return AssertionError(f"{what}: {type(e).__name__}: {e}" + (f"\nwhy: {why}" if why else ""))
+    head = f"{what} fails; {why}" if why else f"{what} fails"
+    return AssertionError(f"{head}\n{type(e).__name__}: {e}")
 
 
 def check_numerics(case: CheckCase, device: torch.device, examples: int, solver: ShapeSolver) -> str:

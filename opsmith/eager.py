@@ -109,8 +109,11 @@ class _Printer:
         return [f"if {t}.get_device() != _dev: raise _E.device({n!r}, {t}, {self.tn[0]!r}, _dev)"]
 
     def dtype(self, s: P.Dtype) -> list[str]:
-        self.g[f"_dt{s.k}"] = dtype_from_name(s.dtype)
         t, n = self.t[s.k], self.tn[s.k]
+        if isinstance(s.dtype, tuple):  # a declared set
+            self.g[f"_dt{s.k}"] = tuple(dtype_from_name(d) for d in s.dtype)
+            return [f"if {t}.dtype not in _dt{s.k}: raise _E.dtype_in({n!r}, {t}, _dt{s.k})"]
+        self.g[f"_dt{s.k}"] = dtype_from_name(s.dtype)
         return [f"if {t}.dtype is not _dt{s.k}: raise _E.dtype({n!r}, {t}, _dt{s.k})"]
 
     def rank(self, s: P.Rank) -> list[str]:

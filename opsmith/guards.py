@@ -51,6 +51,10 @@ class Refusals:
     def dtype(self, name: str, t: torch.Tensor, dt: torch.dtype) -> InputError:
         return InputError(self.op, name, f"dtype {dt}", f"{t.dtype}", f"Fix: pass {name}.to({dt}).")
 
+    def dtype_in(self, name: str, t: torch.Tensor, allowed: Sequence[torch.dtype]) -> InputError:
+        return InputError(self.op, name, f"one of the dtypes {', '.join(str(a) for a in allowed)} (declared)",
+                          f"{t.dtype}", f"Fix: pass {name}.to({allowed[0]}).")  # fmt: skip
+
     def like(self, name: str, t: torch.Tensor, other: str, dt: torch.dtype) -> InputError:
         return InputError(self.op, name, f"dtype {dt}, the dtype of '{other}' (the kernel types both with one "
                           "template parameter)", f"{t.dtype}", f"Fix: pass {name}.to({other}.dtype).")  # fmt: skip

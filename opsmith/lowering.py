@@ -58,8 +58,8 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     steps: list[Any] = []
     for k, a in enumerate(targs):
         steps.append(Device(k))
-        if a.dtype:
-            steps.append(Dtype(k, a.dtype))
+        if a.dtype or a.dtypes:
+            steps.append(Dtype(k, a.dtype or tuple(a.dtypes)))
         if a.ndim is not None or a.min_ndim:
             shaped = a.shape is not None and (a.ndim is not None or a.min_ndim == len(a.shape) - 1)
             steps.append(Rank(k, a.ndim, a.min_ndim, shape_text(a.shape) if shaped else ""))

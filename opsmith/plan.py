@@ -47,8 +47,10 @@ class Device:
 
 @dataclass(frozen=True)
 class Dtype:
+    """The tensor's dtype is ``dtype``, or one of them (a tuple: a declared set)."""
+
     k: int
-    dtype: str
+    dtype: str | tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 9
+RECORD_VERSION = 10
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -52,6 +52,8 @@ class TensorArg:
     kind: Literal["tensor"] = "tensor"
     #: The call may pass None (``Tensor?``): a null pointer (Triton: None, compiled in); its sizes read 0.
     optional: bool = False
+    #: With ``dtype`` None: the dtypes a call may pass (``InputDecl(dtype={...})``); empty: any the kernel takes.
+    dtypes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -227,7 +229,7 @@ class KernelRecord:
 def _tuples(arg: Any) -> Any:
     """JSON gives lists where the record holds tuples (shapes, strided axes, shared refs)."""
     fix = {}
-    for f in ("shape", "strided", "same"):
+    for f in ("shape", "strided", "same", "dtypes"):
         v = getattr(arg, f, None)
         if isinstance(v, list):
             fix[f] = tuple(v)

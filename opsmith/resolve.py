@@ -75,9 +75,14 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
             raise SpecError(op, field + ".dtype", f"{d.dtype!r} is the name of a dtype; a string names the tensor "
                             "input whose dtype this one must have.",
                             f"pass a torch.dtype: dtype=torch.{d.dtype.removeprefix('torch.')}.")  # fmt: skip
-        if d.dtype is not None and not isinstance(d.dtype, torch.dtype | str):
+        if isinstance(d.dtype, set | frozenset | tuple | list):
+            if not d.dtype or not all(isinstance(x, torch.dtype) for x in d.dtype):
+                raise SpecError(op, field + ".dtype", f"{d.dtype!r} is not a set of torch.dtypes.",
+                                "pass e.g. dtype={torch.float16, torch.bfloat16, torch.float32}.")  # fmt: skip
+        elif d.dtype is not None and not isinstance(d.dtype, torch.dtype | str):
             raise SpecError(op, field + ".dtype", f"{d.dtype!r} is not a torch.dtype or an input's name.",
-                            "pass e.g. torch.float32, or the name of the tensor input whose dtype it must have.")  # fmt: skip
+                            "pass e.g. torch.float32, a set of them, or the name of the tensor input whose dtype "
+                            "it must have.")  # fmt: skip
         if d.contiguous not in ("make", "require"):
             raise SpecError(op, field + ".contiguous", f"{d.contiguous!r} is not a policy.",
                             "use 'make' (copy non-contiguous inputs) or 'require' (refuse them).")  # fmt: skip
@@ -279,6 +284,7 @@ def resolve(
                             f"the element type of '{d.name}' is unknown (the kernel's parameter does not say it).",
                             f"declare InputDecl('{d.name}', dtype=torch.float32) (or the dtype the kernel reads), or "
                             f"make it a template parameter of the kernel bound by {{T_{d.name}}}.")  # fmt: skip
+    _dtype_sets(op, inputs, tensor_decls, typing)
     out_args = _output_dtypes(op, outputs, out_args, typing, tensors)
     key = named_key(op, key, bound, inputs, extra_args, out_names, static_names)
     resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh, static_names)
@@ -321,10 +327,12 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
                             "kernel is not given strides for, and a tensor of another rank would be read at the "
                             "wrong places.", f"declare its shape (e.g. InputDecl('{d.name}', shape=('M', 'N')), or "
                             f"('*R', 'N') with strides counted from the end) or ndim.")  # fmt: skip
+        allowed = () if dt or not isinstance(d.dtype, set | frozenset | tuple | list) else \
+            tuple(sorted(str(x).removeprefix("torch.") for x in d.dtype))  # fmt: skip
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
-                                         d.align or 0, sh.like[ti], optional=d.optional))  # fmt: skip
+                                         d.align or 0, sh.like[ti], optional=d.optional, dtypes=allowed))  # fmt: skip
     return resolved_inputs
 
 
@@ -337,6 +345,21 @@ def _outputs_of_required(op: str, out_args: list[OutputArg], decls: list[InputDe
                 raise SpecError(op, f"outputs[{k}]{field}", f"'{o.name}' takes its {field[1:]} from the optional "
                                 f"input '{decls[j].name}', which a call may pass as None.",
                                 "take it from a required input, or name the sizes ('N').")  # fmt: skip
+
+
+def _dtype_sets(op: str, inputs: Sequence, decls: list[InputDecl], typing: Typing) -> None:
+    """A declared set of dtypes against what the kernel's parameter fixes (``const float* x``): the fixed one
+    must be in the set (it then stands alone); a dtype tied to another input (``dtype="x"``) takes x's set."""
+    for k, d in enumerate(decls):
+        if not isinstance(d.dtype, set | frozenset | tuple | list):
+            continue
+        fixed = typing.dtypes[k]
+        if fixed is not None and fixed not in d.dtype:
+            names = sorted(str(x) for x in d.dtype)
+            raise SpecError(op, f"inputs[{list(inputs).index(d)}].dtype", f"the kernel's parameter fixes '{d.name}' "
+                            f"to {fixed}, which is not in the declared {names}.",
+                            f"declare dtype={fixed} (the kernel reads only that), or type the parameter with a "
+                            f"template bound by {{T_{d.name}}}.")  # fmt: skip
 
 
 def _dtype_likes(op: str, decls: list[InputDecl], tensors: list[str]) -> list[str | None]:

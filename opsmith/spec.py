@@ -65,7 +65,9 @@ class InputDecl:
     dtype: the element type the kernel expects. ``None`` reads it from the kernel's signature
         (``const float* x`` means float32); a mismatch between the two is refused at registration. The name
         of another tensor input (``InputDecl("b", dtype="a")``): whatever dtype that input has in a call (a
-        Triton matmul's operands, which ``tl.dot`` needs alike).
+        Triton matmul's operands, which ``tl.dot`` needs alike). A set (``{torch.float16, torch.bfloat16,
+        torch.float32}``): any of those, refused otherwise before launch on every path (a Triton kernel or a
+        ``{T_x}`` template compiles one per dtype); where the kernel's parameter fixes one, it must be in the set.
     contiguous: what a call does with a non-contiguous tensor: ``"make"`` copies it to a contiguous
         tensor first (the kernel sees dense row-major data); ``"require"`` refuses it with an error.
     ndim: if set, calls with another rank are refused.
@@ -95,7 +97,7 @@ class InputDecl:
     """
 
     name: str
-    dtype: torch.dtype | str | None = None
+    dtype: torch.dtype | str | set[torch.dtype] | frozenset[torch.dtype] | None = None
     contiguous: Literal["make", "require"] = "make"
     ndim: int | None = None
     mutates: bool = False

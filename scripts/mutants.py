@@ -34,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutant_cases import MUTANTS as FIRST  # noqa: E402
 from mutant_cases import Mutant  # noqa: E402
+from mutant_cases_check import MUTANTS as CHECK  # noqa: E402
 from mutant_cases_plan import MUTANTS as PLAN  # noqa: E402
 
-MUTANTS = [*FIRST, *PLAN]
+MUTANTS = [*FIRST, *PLAN, *CHECK]
 
 
 def _copy_repo(dst: Path) -> None:

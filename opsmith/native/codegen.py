@@ -181,6 +181,9 @@ class _Printer(DimsSteps):
 
     def dtype(self, s: P.Dtype) -> list[str]:
         t, n = self._n(s.k)
+        if isinstance(s.dtype, tuple):  # a declared set
+            types = ", ".join(SCALAR_TYPE[dtype_from_name(d)] for d in s.dtype)
+            return [f"opsmith::check_dtype_in(op, {n}, {t}, {{{types}}});"]
         return [f"opsmith::check_dtype(op, {n}, {t}, {SCALAR_TYPE[dtype_from_name(s.dtype)]});"]
 
     def rank(self, s: P.Rank) -> list[str]:

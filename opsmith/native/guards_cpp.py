@@ -89,6 +89,17 @@ inline void check_dtype(const char* op, const char* name, const Tensor& t, c10::
                 std::string("Fix: pass ") + name + ".to(" + dtype_name(want) + ").");
 }
 
+inline void check_dtype_in(const char* op, const char* name, const Tensor& t,
+                           std::initializer_list<c10::ScalarType> allowed) {
+  std::string names;
+  for (c10::ScalarType a : allowed) {
+    if (t.scalar_type() == a) return;
+    names += (names.empty() ? "" : ", ") + dtype_name(a);
+  }
+  input_error(op, name, "one of the dtypes " + names + " (declared)", dtype_name(t.scalar_type()),
+              std::string("Fix: pass ") + name + ".to(" + dtype_name(*allowed.begin()) + ").");
+}
+
 inline void check_like(const char* op, const char* name, const Tensor& t, const char* other, const Tensor& o) {
   if (t.scalar_type() != o.scalar_type())
     input_error(op, name, "dtype " + dtype_name(o.scalar_type()) + ", the dtype of '" + other +

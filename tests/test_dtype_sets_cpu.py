@@ -1,0 +1,62 @@
+"""Input dtypes as a set (``InputDecl(dtype={...})``): a dtype outside it is an InputError before launch on every
+path (Python and native dry runs agree on the message; fake tensors too), one inside it runs its own
+specialization; a set that excludes what the kernel's parameter fixes is refused at registration."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import opsmith as ok
+
+sys.path.insert(0, str(Path(__file__).parent))
+from differential import Registered, both_dry_runs, tensor_call
+
+NS = "t_dtype_sets"
+SRC = r"""
+template <typename T> __global__ void twice(const T* x, int n, T* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + x[i];
+}
+extern "C" __global__ void twice_f(const float* x, int n, float* y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] + x[i];
+}
+"""
+FLOATS = {torch.float16, torch.bfloat16, torch.float32}
+
+
+def _op(name, kernel, dtype):
+    return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(
+        kernel_source=SRC, kernel_name=kernel, inputs=[ok.InputDecl("x", dtype=dtype)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+
+
+def test_a_dtype_outside_the_set_is_refused_alike_on_both_paths():
+    op = _op("twice", "twice<{T_x}>", FLOATS)
+    assert op.record.tensor_inputs[0].dtypes == ("bfloat16", "float16", "float32")
+    calls = [[tensor_call((8,), dt)] for dt in ("float16", "bfloat16", "float32", "int64", "float64")]
+    py = both_dry_runs([Registered(op, calls)])
+    outcomes = [py[f"{op.record.op_name}#{k}"] for k in range(5)]
+    assert [r["ok"] for r in outcomes] == [True, True, True, False, False], outcomes
+    assert len({r["launches"][0]["image"] for r in outcomes[:3]}) == 3  # one specialization per dtype
+    msg = "expected one of the dtypes torch.bfloat16, torch.float16, torch.float32 (declared), got torch.int64"
+    assert msg in str(outcomes[3]), outcomes[3]
+
+
+def test_fake_tensors_are_refused_too():
+    op = _op("twice_fake", "twice<{T_x}>", FLOATS)
+    with FakeTensorMode():
+        assert op(torch.empty(4, device="cuda", dtype=torch.float16)).dtype == torch.float16
+        with pytest.raises(ok.InputError, match=r"argument 'x': expected one of the dtypes .* got torch.int64"):
+            op(torch.empty(4, device="cuda", dtype=torch.int64))
+
+
+def test_a_set_the_kernels_parameter_contradicts_is_refused_at_registration():
+    assert _op("twice_f", "twice_f", FLOATS).record.tensor_inputs[0].dtype == "float32"  # float* in the set
+    with pytest.raises(ok.SpecError, match=r"fixes 'x' to torch.float32, which is not in the declared"):
+        _op("twice_f_half", "twice_f", {torch.float16, torch.bfloat16})
+    with pytest.raises(ok.SpecError, match=r"is not a set of torch.dtypes"):
+        _op("twice_bad", "twice<{T_x}>", {torch.float16, "float32"})
