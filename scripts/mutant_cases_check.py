@@ -15,7 +15,7 @@ MUTANTS = [
         "        first = self.accepts(shape, dtype)\n",
         "        first = True\n",
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "check-export-fresh-scalars",
         "the export row reruns with another int scalar than it exported",
@@ -23,7 +23,7 @@ MUTANTS = [
         "        fresh = tuple(f if isinstance(f, torch.Tensor) else a for f, a in",
         "        fresh = tuple(f if isinstance(f, torch.Tensor) else f for f, a in",
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "check-autograd-every-output",
         "the autograd row differentiates a non-differentiable float32 statistic",
@@ -31,7 +31,7 @@ MUTANTS = [
         "        keep = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]",
         "        keep = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor)]",
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "empty-input-refused-despite-init",
         "an empty input is refused although every output declares init=",
@@ -39,7 +39,7 @@ MUTANTS = [
         "        filled = all(o.init is not None for o in record.outputs)",
         "        filled = False",
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "reference-served-as-returned",
         "a reference returning its input is served aliased",
@@ -47,7 +47,7 @@ MUTANTS = [
         "        got = _fresh(got, args)\n",
         "\n",
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "check-rows-in-process",
         "a crashing row takes the whole check down",
@@ -55,7 +55,7 @@ MUTANTS = [
         "    isolate = bool(isolate) and can_fork()",
         "    isolate = False",
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "check-explains-nothing",
         "a failing numerics row does not say why",
@@ -63,7 +63,7 @@ MUTANTS = [
         "    why = explain(case, args, dt, passes, shape, solver)",
         '    why = ""',
         (T,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "analysis-off",
         "the declaration is not checked against the kernel",
@@ -71,7 +71,7 @@ MUTANTS = [
         "    reads = reads_of(source)\n",
         "    reads = None\n",
         (A, T),
-    ),  # fmt: skip
+    ),
     Mutant(
         "analysis-unread-kept",
         "an unread stride's axis stays addressable",
@@ -79,7 +79,7 @@ MUTANTS = [
         "                    if (r, e.expr[2]) not in covered:",
         "                    if False:",
         (A, T),
-    ),  # fmt: skip
+    ),
     Mutant(
         "analysis-no-sharing",
         "a stride addressing another tensor is not shared",
@@ -87,7 +87,7 @@ MUTANTS = [
         "            new[k] = Stride(group, d.axis, dtype=d.dtype, name=d.name)",
         "            pass",
         (A, T),
-    ),  # fmt: skip
+    ),
     Mutant(
         "analysis-load-address-flows",
         "a loaded value carries its address's dependencies (false sharing)",
@@ -95,7 +95,7 @@ MUTANTS = [
         '        if isinstance(n, ast.Call) and _callee(n) in ("load",',
         '        if isinstance(n, ast.Call) and _callee(n) in ("no-load",',
         (A,),
-    ),  # fmt: skip
+    ),
     Mutant(
         "dtype-set-unchecked",
         "a dtype outside the declared set reaches the kernel",
@@ -103,5 +103,5 @@ MUTANTS = [
         "        if a.dtype or a.dtypes:",
         "        if a.dtype:",
         ("tests/test_dtype_sets_cpu.py",),
-    ),  # fmt: skip
+    ),
 ]

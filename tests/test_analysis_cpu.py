@@ -98,7 +98,7 @@ def test_the_tutorial_attention_declared_per_tensor_gets_the_shared_record():
 
 
 def test_a_dimension_named_once_is_said():
-    op, said = _said(lambda: _rows_scale(NS, "rows_scale_typo", w_dim="M"))
+    _, said = _said(lambda: _rows_scale(NS, "rows_scale_typo", w_dim="M"))
     typo = [m for m in said if "dimension 'M'" in m]
     assert len(typo) == 1 and "of 'W' is named nowhere else" in typo[0] and "'N'" in typo[0], said
     _, said = _said(lambda: _rows_scale(NS, "rows_scale_n"))
