@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from opsmith import Const, Dim, Grid, InputDecl, OutputDecl, SameAs, ScalarInput, Stride
+from opsmith import Const, Dim, Grid, InputDecl, OneOf, OutputDecl, SameAs, ScalarInput, Stride
 
 __all__ = ["attention_reference", "register_attention"]
 
@@ -46,7 +46,8 @@ def register_attention(ns: str, shared: bool = True, silence: tuple[str, ...] = 
                 ScalarInput("sm_scale", float)],
         outputs=[OutputDecl("Out", SameAs("Q"))],
         extras=[*strides, Const(0, name="Z") if shared else Dim("Z"), Dim("H"), Dim("N_CTX"), Dim("HEAD_DIM")],
-        geometry=Grid(grid=("cdiv(N_CTX, BLOCK_M)", "Z * H")), silence=silence)  # fmt: skip
+        geometry=Grid(grid=("cdiv(N_CTX, BLOCK_M)", "Z * H")), silence=silence,
+        requires=[OneOf("HEAD_DIM", (16, 32, 64, 128), why="tl.arange and tl.dot over the head dimension")])  # fmt: skip
 
 
 def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sm_scale: float) -> torch.Tensor:
