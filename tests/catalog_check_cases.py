@@ -25,10 +25,6 @@ def _randn(*shape, dtype=torch.float32, device="cuda"):
 
 
 def catalog_cases(ns: str) -> dict[str, ok.CheckCase]:
-    from examples.catalog.attention import attention_reference, register_attention
-    from examples.catalog.optional import liger_case, liger_cross_entropy
-    from examples.catalog.published import register_published
-    from examples.catalog.rows import layer_norm_reference, liger_rms_norm, register_rows, rms_reference
     from styled_kernels import (
         gelu_reference,
         norm_reference,
@@ -38,6 +34,11 @@ def catalog_cases(ns: str) -> dict[str, ok.CheckCase]:
         register_swiglu,
         swiglu_reference,
     )
+
+    from examples.catalog.attention import attention_reference, register_attention
+    from examples.catalog.optional import liger_case, liger_cross_entropy
+    from examples.catalog.published import register_published
+    from examples.catalog.rows import layer_norm_reference, liger_rms_norm, register_rows, rms_reference
 
     cases = {f"published_{k}": c for k, c in register_published(ns).items()}
     rows = register_rows(ns)
@@ -84,9 +85,10 @@ def catalog_cases(ns: str) -> dict[str, ok.CheckCase]:
 def wrong_cases(ns: str) -> dict[str, tuple[ok.CheckCase, str]]:
     """Declarations the kernels do not honour, kept as written with ``silence=``: Liger's RMSNorm with its
     unread ``W_row_stride`` declared as W's stride; the attention with a stride per tensor."""
+    from liger_kernel.ops.rms_norm import _rms_norm_forward_kernel
+
     from examples.catalog.attention import attention_reference, register_attention
     from examples.catalog.rows import rms_reference
-    from liger_kernel.ops.rms_norm import _rms_norm_forward_kernel
 
     rms = ok.triton_op(
         f"{ns}::liger_rms_norm_w_stride", _rms_norm_forward_kernel,
