@@ -165,7 +165,9 @@ def _check_cuda_graph(case: CheckCase, device: torch.device, solver: ShapeSolver
     with torch.cuda.graph(graph):
         out = case.op(*static)
     for _ in range(2):  # replay on fresh values twice: the graph must read its inputs' current contents
-        fresh = case.inputs(shape, dt, device)
+        # Scalars as captured: a graph replays the values it was captured with (only tensors are refilled)
+        fresh = tuple(f if isinstance(f, torch.Tensor) else s for f, s in zip(case.inputs(shape, dt, device), static,
+                                                                            strict=True))  # fmt: skip
         for s, f in zip(static, fresh, strict=True):
             if isinstance(s, torch.Tensor):
                 s.copy_(f)
@@ -224,9 +226,13 @@ def _check_autograd(case: CheckCase, device: torch.device, solver: ShapeSolver) 
         try:
             out = [o for o in _as_tuple(case.op(*args)) if isinstance(o, torch.Tensor)]
             out += [a for k, a in enumerate(args) if k in written]
-            torch.autograd.grad([o.float().sum() for o in out], leaves, allow_unused=True)
-        except InputError:
-            raise  # the input was refused: nothing about differentiation was shown
+            if not any(o.requires_grad for o in out):
+                raise _Skip("no output of the op carries a gradient (none requires grad): nothing to differentiate")
+            # Only what autograd tracks: an int output (rowmax's flag) has no grad_fn, and summing it would raise
+            # PyTorch's own "does not require grad" before the op's refusal is reached.
+            torch.autograd.grad([o.float().sum() for o in out if o.requires_grad], leaves, allow_unused=True)
+        except (InputError, _Skip):
+            raise  # the input was refused, or nothing is differentiable: nothing about differentiation was shown
         except Exception as e:
             if isinstance(case.op, Op) and not isinstance(e, DifferentiationError):
                 raise AssertionError(f"differentiating raised {type(e).__name__} ({str(e).splitlines()[0][:120]}), "
