@@ -6,7 +6,8 @@ sample is rerun with one thing changed at a time, and the first change that make
 1. tensors of one shape given one layout (the first strided one's): a kernel that addresses K and V with Q's
    strides passes once they share Q's layout, so their strides should be declared as one ``Stride`` tuple;
 2. each strided input made contiguous in turn: a kernel that ignores W's declared stride (Liger's unread
-   ``W_row_stride``) passes once W is contiguous;
+   ``W_row_stride``) passes once W is contiguous; then all of them at once: a kernel that writes its output with
+   an input's strides (the attention's ``Out + qvk_offset``) passes only when the inputs have the outputs' layout;
 3. each axis of the problem at a smaller size (fitted to the op's preconditions): a kernel that fails only
    from some size on (a bound, a block that does not cover a row) passes below it.
 
@@ -73,6 +74,14 @@ def explain(case: Any, args: Sequence, dtype: torch.dtype, passes: Callable[[Seq
                    "it, or addresses the tensor as dense") if extras else \
                   f"the kernel reads {names[k]} as dense, yet the declaration lets a strided {names[k]} through"  # fmt: skip
             return f"passes when {names[k]} is contiguous: {why}"
+    if len(strided) > 1 and passes([a.contiguous() if j in strided else a for j, a in enumerate(args)]):
+        # 2b. only all together: they shared a layout already, so what differed is the outputs' (contiguous)
+        ins = ", ".join(names[k] for k in strided)
+        outs = [o.name for o in getattr(getattr(case.op, "record", None), "outputs", ())]
+        group = tuple([names[strided[0]], *outs[:1]]) if outs else tuple(names[k] for k in strided)
+        return (f"passes when {ins} are all contiguous (the layout opsmith gives the outputs{f' {outs}' if outs else ''}):"
+                " the kernel addresses an output with an input's strides, or reads the inputs as dense; declare the "
+                f"strides an output shares with an input as one Stride tuple, e.g. Stride({group!r}, axis)")  # fmt: skip
     if shape is not None and solver is not None:  # 3. one axis smaller
         for i, d in enumerate(shape):
             for smaller in sorted({1, max(1, d // 4), max(1, d // 2)}):

@@ -110,5 +110,5 @@ def wrong_cases(ns: str) -> dict[str, tuple[ok.CheckCase, str]]:
         "attention_per_tensor": (ok.CheckCase(
             attn, lambda s, dt, dev: (*(_randn(*s, dtype=dt, device=dev) for _ in range(3)), 0.125),
             attention_reference, shapes=((2, 3, 128, 64),), dtypes=(torch.float16,),
-            lowp_tol={"atol": 2e-2, "rtol": 2e-2}), "share one layout"),
+            lowp_tol={"atol": 2e-2, "rtol": 2e-2}), "Stride(('Q', 'Out'), axis)"),
     }  # fmt: skip
