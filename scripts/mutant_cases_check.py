@@ -38,7 +38,7 @@ MUTANTS = [
         "opsmith/lowering.py",
         "        filled = all(o.init is not None for o in record.outputs)",
         "        filled = False",
-        (T,),
+        (T, "tests/test_declared_inputs_cpu.py"),
     ),
     Mutant(
         "reference-served-as-returned",
@@ -102,6 +102,6 @@ MUTANTS = [
         "opsmith/lowering.py",
         "        if a.dtype or a.dtypes:",
         "        if a.dtype:",
-        ("tests/test_dtype_sets_cpu.py",),
+        ("tests/test_declared_inputs_cpu.py",),
     ),
 ]

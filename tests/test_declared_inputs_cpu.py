@@ -1,6 +1,7 @@
-"""Input dtypes as a set (``InputDecl(dtype={...})``): a dtype outside it is an InputError before launch on every
-path (Python and native dry runs agree on the message; fake tensors too), one inside it runs its own
-specialization; a set that excludes what the kernel's parameter fixes is refused at registration."""
+"""What a declaration says of its inputs, on every path: dtypes as a set (``InputDecl(dtype={...})``: a dtype
+outside it is an InputError before launch, Python and native dry runs agreeing on the message, fake tensors too;
+one inside it runs its own specialization; a set that excludes what the kernel's parameter fixes is refused at
+registration), and an empty input of an op whose outputs declare ``init=`` (those values, no launch)."""
 
 import sys
 from pathlib import Path
@@ -60,3 +61,35 @@ def test_a_set_the_kernels_parameter_contradicts_is_refused_at_registration():
         _op("twice_f_half", "twice_f", {torch.float16, torch.bfloat16})
     with pytest.raises(ok.SpecError, match=r"is not a set of torch.dtypes"):
         _op("twice_bad", "twice<{T_x}>", {torch.float16, "float32"})
+
+
+COLSUM = r"""
+extern "C" __global__ void colsum(const float* x, int R, int C, float* out) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.f;
+    for (int r = 0; r < R; ++r) s += x[r * C + c];
+    out[c] = s;
+}
+"""
+
+
+def test_an_empty_input_gives_the_declared_init_on_both_paths():
+    """A column sum over zero rows is its init (0) without a launch, on the Python path, in a native library and on
+    fake tensors; without an init the op keeps refusing, alike on both paths."""
+
+    def op(name, init):
+        return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(
+            kernel_source=COLSUM, kernel_name="colsum", inputs=[ok.InputDecl("x", shape=("R", "C"))],
+            outputs=[ok.OutputDecl("out", shape=("C",), init=init)], extras=[ok.Dim("R"), ok.Dim("C")],
+            geometry=ok.Grid(grid=("cdiv(C, 128)",), block=(128,))))  # fmt: skip
+
+    filled, bare = op("colsum_init", 0), op("colsum_bare", None)
+    calls = [[tensor_call((0, 5))], [tensor_call((3, 5))]]
+    py = both_dry_runs([Registered(filled, calls), Registered(bare, calls)])
+    f0, f1 = py[f"{NS}::colsum_init#0"], py[f"{NS}::colsum_init#1"]
+    b0 = py[f"{NS}::colsum_bare#0"]
+    assert f0["ok"] and f0["launches"] == [] and f1["ok"] and len(f1["launches"]) == 1, (f0, f1)
+    assert not b0["ok"] and "the kernel cannot fill them from no data" in str(b0), b0
+    with FakeTensorMode():
+        assert filled(torch.empty(0, 5, device="cuda")).shape == (5,)
