@@ -81,10 +81,10 @@ def run(m: Mutant, timeout: int) -> tuple[str, float, str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpu", action="store_true", help="also run the mutants only a GPU can catch")
-    ap.add_argument("-k", default="", help="only mutants whose id contains this")
+    ap.add_argument("-k", action="append", default=[], help="only mutants whose id contains this (repeatable)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per mutant")
     args = ap.parse_args()
-    chosen = [m for m in MUTANTS if args.k in m.id and (args.gpu or not m.gpu)]
+    chosen = [m for m in MUTANTS if (not args.k or any(k in m.id for k in args.k)) and (args.gpu or not m.gpu)]
     verdicts: dict[str, int] = {}
     print(f"{'mutant':38} {'verdict':9} {'s':>6}  detail")
     for m in chosen:
