@@ -79,6 +79,78 @@ def catalog_cases(ns: str) -> dict[str, ok.CheckCase]:
 
     for name, reg in (("liger_style_swiglu", register_swiglu), ("liger_swiglu", register_liger_swiglu)):
         cases[name] = ok.CheckCase(reg(ns), ab, swiglu_reference, shapes=((4, 256), (3, 1000)), tol=1e-5)
+    return {**cases, **llama_cases(ns)}
+
+
+def _sm_count(t: torch.Tensor) -> int:
+    """What opsmith's ``sm_count`` is where ``t`` lives (132 without a GPU, as ``geometry`` takes it)."""
+    return torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 132
+
+
+def llama_cases(ns: str) -> dict[str, ok.CheckCase]:
+    """The Llama recipe's backward kernels from Liger-Kernel's package (``examples/llama/kernels.py``): the RMSNorm
+    backward with its per-multiprocessor dW partials, SwiGLU's backward written over its inputs, RoPE in place."""
+    from examples.llama.kernels import llama_kernels
+
+    ops = llama_kernels(ns + "_llama")
+
+    def rms_inputs(s, dt, dev):
+        x = _randn(*s, dtype=torch.bfloat16, device=dev)
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1) + 1e-6)
+        return _randn(*s, dtype=torch.bfloat16, device=dev), x, _randn(s[-1], dtype=torch.bfloat16, device=dev), rstd
+
+    def rms_backward(dy, x, w, rstd):
+        """Liger's LLAMA casting: m = dy * w in x's dtype; dW partials per program of cdiv(rows, sm_count) rows."""
+        n, rows = x.shape[-1], x.reshape(-1, x.shape[-1])
+        m = (dy * w).float().reshape(rows.shape)
+        xf, r = rows.float(), rstd.reshape(-1, 1)
+        dx = r * m - r * (r * r / n) * (m * xf).sum(-1, keepdim=True) * xf
+        part = (dy.reshape(rows.shape) * (xf * r).to(x.dtype)).float()
+        sm = _sm_count(x)
+        per = -(-rows.shape[0] // sm) if rows.shape[0] else 0
+        dw = torch.zeros(sm, n, dtype=torch.float32, device=x.device)
+        for p in range(sm if per else 0):
+            dw[p] = part[p * per : (p + 1) * per].sum(0)
+        return dx.to(x.dtype).reshape(x.shape), dw
+
+    cases = {"llama_rms_norm_backward": ok.CheckCase(
+        ops["rms_norm_backward"], rms_inputs, rms_backward, shapes=((6, 256), (2, 3, 1000)), dtypes=(torch.bfloat16,),
+        lowp_tol={"atol": 3e-2, "rtol": 2e-2})}  # fmt: skip
+
+    def swiglu_inputs(s, dt, dev):
+        return tuple(_randn(*s, dtype=dt, device=dev) for _ in range(3))
+
+    def swiglu_backward(dc, a, b):
+        af = a.float()
+        sig = torch.sigmoid(af)
+        silu = af * sig
+        da, db = dc.float() * (silu * (1 - sig) + sig) * b.float(), dc.float() * silu
+        a.copy_(da.to(a.dtype))
+        b.copy_(db.to(b.dtype))
+
+    cases["llama_swiglu_backward"] = ok.CheckCase(ops["swiglu_backward"], swiglu_inputs, swiglu_backward,
+                                                  shapes=((4, 256), (2, 3, 1000)), tol=1e-5)  # fmt: skip
+
+    def rope_inputs(s, dt, dev):
+        b, t, h, d = s
+        half = _randn(1, t, d // 2, dtype=dt, device=dev)
+        return (_randn(b, t, h, d, dtype=dt, device=dev), _randn(b, t, max(1, h // 2), d, dtype=dt, device=dev),
+                torch.cat([half.cos(), half.cos()], -1), torch.cat([half.sin(), half.sin()], -1))  # fmt: skip
+
+    def rope(backward):
+        def rotate(q, k, cos, sin):
+            h = q.shape[-1] // 2
+            c, s_ = cos[..., None, :h], sin[..., None, :h] * (-1 if backward else 1)
+            for t in (q, k):
+                t1, t2 = t[..., :h].clone(), t[..., h:].clone()
+                t[..., :h] = t1 * c - t2 * s_
+                t[..., h:] = t2 * c + t1 * s_
+
+        return rotate
+
+    for name in ("rope", "rope_backward"):
+        cases[f"llama_{name}"] = ok.CheckCase(ops[name], rope_inputs, rope(name == "rope_backward"),
+                                              shapes=((2, 16, 4, 64), (1, 7, 3, 32)), tol=1e-5)  # fmt: skip
     return cases
 
 

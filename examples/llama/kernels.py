@@ -22,6 +22,7 @@ from opsmith import (
     Config,
     Const,
     Dim,
+    Divisible,
     Grid,
     InputDecl,
     OutputDecl,
@@ -124,7 +125,8 @@ def llama_kernels(ns: str) -> dict[str, Any]:
                     Dim("HK", name="n_kh"), Dim("D", name="hd"), Dim("D", name="rd"),
                     Size("pow2(HQ)", name="pad_n_qh"), Size("pow2(HK)", name="pad_n_kh"),
                     Const(0, name="pad_hd"), Size("pow2(D)", name="pad_rd")],
-            constexprs={"BACKWARD_PASS": backward}, geometry=Grid(grid=("B * S",)))  # fmt: skip
+            constexprs={"BACKWARD_PASS": backward}, geometry=Grid(grid=("B * S",)),
+            requires=[Divisible("D", 2, why="the rotation pairs the two halves of the head")])  # fmt: skip
 
     # Cross-entropy of a chunk of logits (rows of V), "sum" reduction (the mean's divisor is applied by the caller,
     # a tensor, so no .item() breaks the graph); the logits are overwritten with the loss's gradient. Liger's
