@@ -123,6 +123,7 @@ def test_check_on_a_machine_without_a_gpu_skips_what_needs_one():
 
 def test_autograd_row_needs_a_differentiation_error_not_a_refused_input(monkeypatch):
     """An opsmith op without a backward passes the autograd row only by refusing the gradient itself."""
+    from opsmith.check_samples import ShapeSolver
     from opsmith.checking import _check_autograd
 
     src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
@@ -132,6 +133,8 @@ def test_autograd_row_needs_a_differentiation_error_not_a_refused_input(monkeypa
     case = ok.CheckCase(op, inputs=lambda s, d, dev: (torch.randn(s, dtype=d, device=dev),), reference=torch.clone,
                         shapes=[(8,)])  # fmt: skip
     with pytest.raises(ok.InputError):  # on CPU tensors the op refuses the input, before any gradient
-        _check_autograd(case, torch.device("cpu"))
+        _check_autograd(case, torch.device("cpu"), ShapeSolver(case, torch.device("cpu")))
     # On meta tensors the fake runs and the gradient reaches the refusal node: the row passes.
-    assert "DifferentiationError" in _check_autograd(case, torch.device("meta"))
+    assert "DifferentiationError" in _check_autograd(
+        case, torch.device("meta"), ShapeSolver(case, torch.device("meta"))
+    )
