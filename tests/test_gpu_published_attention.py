@@ -1,7 +1,7 @@
 """The fused attention forward in the Triton tutorial's style on the GPU (issue 40, item 6): the kernel offsets
 K, V and Out by Q's batch and head strides, so its declaration shares those strides among the four; a Q given
-as a transposed view is then made to agree (right values), where a declaration with a stride per tensor gives
-wrong ones, silently, as the issue saw. Eager against PyTorch, fp16 and fp8 (e5m2), compiled with
+as a transposed view is then made to agree (right values). A declaration with a stride per tensor is warned
+about and shared by opsmith itself (issue 47); silenced, it gives the wrong values the issue saw. Eager against PyTorch, fp16 and fp8 (e5m2), compiled with
 ``fullgraph=True`` (Inductor compiles the kernel) and exported."""
 
 import os
