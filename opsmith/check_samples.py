@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -154,9 +154,8 @@ def _candidates(d: int, hints: dict[str, list[int]]) -> list[int]:
     return keep[:_PER_AXIS]
 
 
-def _nearest_first(per_axis: list[list[int]]) -> Any:
+def _nearest_first(per_axis: list[list[int]]) -> Iterator[tuple[int, ...]]:
     """Combinations of per-axis candidates in order of the summed candidate ranks (the shape first)."""
     ranks = [range(len(c)) for c in per_axis]
-    order: Callable[[tuple], int] = sum
-    for combo in sorted(itertools.product(*ranks), key=order):
+    for combo in sorted(itertools.product(*ranks), key=sum):
         yield tuple(c[i] for c, i in zip(per_axis, combo, strict=True))

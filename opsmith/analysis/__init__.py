@@ -22,12 +22,12 @@ def check_against_kernel(op: str, source: Any, record: Any, decl: dict, silence:
     reads = reads_of(source)
     if reads is None or not reads.read:  # no text, or a body that reads nothing at all (a stub, a probe)
         return record
-    extras, shared = foreign_strides(op, record, reads, list(decl.get("extras") or ()), silence)
+    extras, shared = foreign_strides(record, reads, list(decl.get("extras") or ()), silence)
     if extras != list(decl.get("extras") or ()):
         try:
             record = rebuild(extras)
         except SpecError as e:  # the shared declaration is not one opsmith can take: said, not changed
             shared = [Finding(f.subject, f"{f.message} (Not applied here: {e})") for f in shared]
-    record, unread = unread_extras(op, record, reads, silence)
-    warn(op, [*shared, *unread, *single_dims(op, record, reads, decl)], silence)
+    record, unread = unread_extras(record, reads, silence)
+    warn(op, [*shared, *unread, *single_dims(record, reads, decl)], silence)
     return record

@@ -83,7 +83,7 @@ def _pointer_params(record: Any) -> dict[str, str]:
     return out
 
 
-def unread_extras(op: str, record: Any, reads: KernelReads, silence: Sequence[str]) -> tuple[Any, list[Finding]]:
+def unread_extras(record: Any, reads: KernelReads, silence: Sequence[str]) -> tuple[Any, list[Finding]]:
     """Extras whose parameter the body never reads; an unread stride's axis stops being addressable."""
     names = _tensor_names(record)
     findings, drop = [], {}  # drop: tensor input index -> axes no longer passed at any stride
@@ -133,7 +133,7 @@ def unread_extras(op: str, record: Any, reads: KernelReads, silence: Sequence[st
     return record, findings
 
 
-def foreign_strides(op: str, record: Any, reads: KernelReads, extras: Sequence,
+def foreign_strides(record: Any, reads: KernelReads, extras: Sequence,
                     silence: Sequence[str]) -> tuple[list, list[Finding]]:  # fmt: skip
     """Stride extras whose parameter addresses another tensor too: the declared extras with those tensors
     added to the Stride's tuple (silenced ones unchanged), and the findings."""
@@ -234,7 +234,7 @@ def _declared_positions(record: Any, extras: Sequence) -> dict[int, int]:
     return out
 
 
-def single_dims(op: str, record: Any, reads: KernelReads, decl: dict) -> list[Finding]:
+def single_dims(record: Any, reads: KernelReads, decl: dict) -> list[Finding]:
     """Dimension names used once in the whole declaration, on a tensor whose size no extra passes and whose
     pointer the kernel reads."""
     counts: dict[str, int] = {}
