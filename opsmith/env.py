@@ -24,6 +24,7 @@ __all__ = [
     "LOG",
     "NATIVE",
     "PROGRESS",
+    "REINPLACE_SAVED",
     "SPECIALIZE_LIMIT",
     "SPECIALIZE_WARN",
     "TUNE_CLAIM_WAIT",
@@ -119,6 +120,12 @@ LOG: Knob[str] = Knob(
 )
 PROGRESS: Knob[bool] = Knob(
     "OPSMITH_PROGRESS", True, "0 = no progress display for long work (tuning, native builds) on a terminal."
+)
+REINPLACE_SAVED: Knob[bool] = Knob(
+    "OPSMITH_REINPLACE_SAVED",
+    True,
+    "0 = leave Inductor's post-grad passes alone: a saved activation an op overwrites in a compiled backward is "
+    "cloned first (opsmith/inductor/donated.py).",
 )
 DUMP_DIR: Knob[str | None] = Knob(
     "OPSMITH_DUMP_DIR",

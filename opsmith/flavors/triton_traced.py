@@ -2,10 +2,11 @@
 plus ``wrap_triton(kernel)[grid](...)``, registered on the one registration path the way
 ``torch.library.triton_op`` registers it (``flavors/triton.py`` compiles and launches eagerly).
 
-The op stays whole in the traced graph (the graph calls it, and it launches what every other path launches)
-where handing the kernel to Inductor would change what it computes: float scalars Inductor would pass as fp64,
-and kernels whose writes Inductor's analysis of their TTIR gets wrong (it reports a tensor the declaration says
-is read-only as written: functionalized, that tensor would be overwritten by a copy, a parameter included).
+The tensors the kernel writes are the declaration's (outputs and ``mutates=True`` inputs), not Inductor's analysis
+of its TTIR, which fails on some published kernels and then assumes every input is written
+(``inductor/writes.py``). The op stays whole in the traced graph (the graph calls it, and it launches what every
+other path launches) where handing the kernel to Inductor would change what it computes: float scalars Inductor
+would pass as fp64.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from ..errors import LaunchError
+from ..inductor.writes import declared_writes
 from ..record import KernelRecord, ScalarArg, TensorArg
 from .triton import TritonSource, _interpreted
 
@@ -96,6 +98,10 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
     int_scalars = record.int_scalars  # the scalars a heuristic may read
+    # per config, the kernel parameters it writes: the outputs and the inputs declared ``mutates=True``
+    written_names = [[name for p, name in zip(record.params, s.runtime_params, strict=True)
+                      if p.role == "output" or (p.role == "input" and getattr(record.inputs[p.index], "mutates", False))]
+                     for s in sources]  # fmt: skip
     if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
         # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
         from triton.runtime.interpreter import InterpretedFunction
@@ -156,55 +162,18 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         # torch's tracing takes num_warps and num_stages by keyword only (num_ctas and maxnreg it refuses
         # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
         options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages, **chosen}
-        if not interpret and op not in _CHECKED and torch.cuda.is_available():  # the analysis needs a driver
-            _CHECKED.add(op)
-            wrong = written_read_only(record, src, {**kwargs, **consts})
-            if wrong:  # functionalized as written, the op's read-only inputs would be copied over (module docstring)
-                _WHOLE[op] = f"Inductor's analysis of the kernel says it writes {wrong}, which the op reads only"
-                log.info("%s: kept whole under torch.compile: %s", op, _WHOLE[op])
-                raise _KeepWhole
-        kern[grid](**{**kwargs, **consts, **options})
+        if interpret:
+            kern[grid](**{**kwargs, **consts, **options})
+        else:  # functionalization takes the declared writes, not Inductor's analysis of the kernel (inductor/writes.py)
+            with declared_writes(src.kernel, written_names[c]):
+                kern[grid](**{**kwargs, **consts, **options})
         return outs
 
     return impl
 
 
-#: Ops kept whole under torch.compile because Inductor's mutation analysis of their kernel disagrees with the
-#: declaration (op -> why), and the ops checked so far (once per op, at its first decomposition).
+#: Ops kept whole under torch.compile, and why (op -> reason): float scalars Inductor would widen.
 _WHOLE: dict[str, str] = {}
-_CHECKED: set[str] = set()
-
-
-class _KeepWhole(Exception):
-    """Raised by the visible implementation, while tracing, when the op must stay whole (``_WHOLE``)."""
-
-
-def written_read_only(record: KernelRecord, src: TritonSource, kwargs: dict) -> list[str]:
-    """The tensor inputs the declaration says the kernel only reads but Inductor's analysis of its TTIR says it
-    writes (a pointer advanced in a loop, Liger's RMSNorm backward: the analysis then assumes every input is
-    written). Functionalization would then copy the kernel's "writes" back into those inputs, a parameter
-    included ("a leaf Variable that requires grad is being used in an in-place operation"). Where the analysis
-    cannot run at all, every read-only input counts."""
-    from torch._higher_order_ops import triton_kernel_wrap as tkw
-    from triton.runtime.jit import JITFunction
-
-    read_only = [name for name, p in zip(src.runtime_params, record.params, strict=True)
-                 if p.role == "input" and isinstance(record.inputs[p.index], TensorArg)
-                 and not record.inputs[p.index].mutates and kwargs.get(name) is not None]  # fmt: skip
-    kernel = src.kernel
-    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # @triton.heuristics / autotune wrappers
-        kernel = kernel.fn
-    with torch._C._DisableTorchDispatch():  # stand-ins of the traced (functional) tensors, as Inductor makes them
-        kwargs = {k: torch.empty(2, dtype=v.dtype) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    try:
-        if hasattr(tkw, "identify_accessed_tensors"):  # torch >= 2.12
-            written = {d.name for d in tkw.identify_accessed_tensors(kernel, kwargs, {}).read_writes.writes}
-        else:
-            written = set(tkw.identify_mutated_tensors(kernel, kwargs, {}))
-    except Exception as e:  # the analysis itself failed: nothing says the inputs are safe
-        log.info("%s: Inductor's mutation analysis failed (%s: %s)", record.op_name, type(e).__name__, e)
-        return read_only
-    return [name for name in read_only if name in written]
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
@@ -238,19 +207,14 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         import triton
 
         on_cpu = any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args)
-        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or floats_widen() \
-                or op_name in _WHOLE:  # fmt: skip
+        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or floats_widen():
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
         if visible is None:
             visible = make_visible_impl(record, variants, custom)
         with mode:
-            try:
-                return visible(*args, **kwargs)
-            except _KeepWhole:  # what it traced so far is dead code, which the graph drops
-                pass
-        return mode.__torch_dispatch__(op, types, args, kwargs)
+            return visible(*args, **kwargs)
 
     float_scalars = [a.name for a in record.inputs if isinstance(a, ScalarArg) and a.py_type == "float"]
     said: list[str] = []  # the reason is logged once per op
@@ -268,11 +232,18 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         widen = bool(getattr(config, "_use_fp64_for_unbacked_floats", False))
         if widen and not said:
             said.append(op_name)
+            _WHOLE[op_name] = f"Inductor would pass the float scalars {float_scalars} to its kernel as fp64"
             log.info("%s: kept whole under torch.compile: Inductor would pass the float scalars %s to its kernel as "
                      "fp64 (fp32 on every other path)", op_name, float_scalars)  # fmt: skip
         return widen
 
     torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, decompose, lib=lib)
+    if record.mutated:  # its kernel's writes into saved activations stay in place (inductor/donated.py)
+        from ..inductor.donated import note_kernel
+
+        for s in variants.sources:
+            note_kernel(s.kernel, [name for p, name in zip(record.params, s.runtime_params, strict=True)
+                                   if p.role == "input" and getattr(record.inputs[p.index], "mutates", False)])  # fmt: skip
 
     def cpu(*args: Any) -> Any:
         nonlocal interpreted

@@ -1,0 +1,227 @@
+"""What opsmith tells Inductor (opsmith/inductor), checked on CPU with traced and compiled graphs.
+
+Saved activations an op overwrites in a backward: a SwiGLU-shaped pair of ops (the backward op writes the gradients
+over the two saved inputs, declared ``mutates=True``), compiled by Inductor on CPU through the ops' references.
+With the pass, Inductor's reinplacing misses nothing (its own counter) and the compiled backward calls the op on the
+saved buffers themselves; with ``OPSMITH_REINPLACE_SAVED=0``, it misses both (each then copied first: a clone, or
+on CPU a copy fused into a neighbouring kernel). Gradients equal eager's
+either way. The Triton form (the op handed to Inductor as ``triton_kernel_wrapper_functional``) is checked on the
+traced backward graph: the pass adds the copy-back Inductor's reinplacing needs."""
+
+import pytest
+import torch
+
+import opsmith as ok
+from opsmith.inductor import donated
+
+triton = pytest.importorskip("triton", reason="the ops are Triton kernels (the test extra installs Triton)")
+import triton.language as tl  # noqa: E402
+
+NS = "t_inductor"
+
+
+@triton.jit
+def glu_kernel(a_ptr, b_ptr, c_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + i, mask=i < n)
+    tl.store(c_ptr + i, a * tl.sigmoid(a) * tl.load(b_ptr + i, mask=i < n), mask=i < n)
+
+
+@triton.jit
+def glu_backward_kernel(dc_ptr, a_ptr, b_ptr, n, BLOCK: tl.constexpr):
+    """The gradients written over a and b, as Liger's SwiGLU backward writes them."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    dc = tl.load(dc_ptr + i, mask=i < n)
+    a = tl.load(a_ptr + i, mask=i < n)
+    b = tl.load(b_ptr + i, mask=i < n)
+    s = tl.sigmoid(a)
+    tl.store(a_ptr + i, dc * b * s * (1 + a * (1 - s)), mask=i < n)
+    tl.store(b_ptr + i, dc * a * s, mask=i < n)
+
+
+def glu_ref(a, b):
+    return torch.nn.functional.silu(a) * b
+
+
+def glu_backward_ref(dc, a, b):
+    s = torch.sigmoid(a)
+    da, db = dc * b * s * (1 + a * (1 - s)), dc * a * s
+    a.copy_(da)
+    b.copy_(db)
+
+
+def _register(name, with_reference):
+    common = {"extras": [ok.Numel("a", name="n")], "geometry": ok.Elementwise(block=("BLOCK",)),
+              "constexprs": {"BLOCK": 256}}  # fmt: skip
+    refs = ({"reference": glu_ref}, {"reference": glu_backward_ref}) if with_reference else ({}, {})
+    bwd = ok.triton_op(f"{NS}::{name}_backward", glu_backward_kernel,
+                       inputs=[ok.InputDecl("dc"), ok.InputDecl("a", shape=ok.SameAs("dc"), mutates=True),
+                               ok.InputDecl("b", shape=ok.SameAs("dc"), mutates=True)],
+                       outputs=[], **refs[1], **common)  # fmt: skip
+
+    def backward(dc, a, b):
+        bwd(dc.contiguous(), a, b)
+        return a, b
+
+    fwd = ok.triton_op(f"{NS}::{name}", glu_kernel, inputs=[ok.InputDecl("a"), ok.InputDecl("b", shape=ok.SameAs("a"))],
+                       outputs=[ok.OutputDecl("c", ok.SameAs("a"))],
+                       backward=ok.Backward(backward, args=("grad_c", "a", "b"), grads=("a", "b")), **refs[0], **common)  # fmt: skip
+    return fwd, bwd
+
+
+@pytest.fixture(scope="module")
+def glu():
+    """The pair with CPU references: on CPU tensors (real or meta) the ops stay whole (custom ops, functionalized
+    as ``auto_functionalized_v2``) and run their references."""
+    return _register("glu", with_reference=True)
+
+
+@pytest.fixture(scope="module")
+def glu_traced():
+    """The pair without references: traced, each op decomposes into its Triton kernel
+    (``triton_kernel_wrapper_functional``), as on a GPU."""
+    return _register("glu_traced", with_reference=False)
+
+
+def _mlp(glu_op):
+    def f(x, wa, wb):
+        return glu_op(x @ wa, x @ wb).square().sum()  # a and b: matmul outputs nothing else reads
+
+    return f
+
+
+def _compiled_backward_code(fn, *args):
+    """(gradients, the generated code of every graph, the tensors Inductor's reinplacing missed) of
+    fn(*args).backward() compiled by Inductor."""
+    from torch._dynamo.utils import ReinplaceCounters
+    from torch._inductor.utils import run_and_get_code
+
+    def step():
+        for a in args:
+            a.grad = None
+        torch.compile(fn, fullgraph=True)(*args).backward()
+        return [a.grad.clone() for a in args]
+
+    torch._dynamo.reset()
+    ReinplaceCounters.clear()
+    try:  # caches off: a cached graph runs no passes (and Inductor reads its environment variable at import)
+        with torch._inductor.config.patch(force_disable_caches=True):
+            grads, code = run_and_get_code(step)
+        return grads, code, ReinplaceCounters.get_total_missed()
+    finally:
+        torch._dynamo.reset()
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(s, generator=g, requires_grad=True) for s in ((16, 32), (32, 48), (32, 48))]
+
+
+def test_the_saved_activations_are_overwritten_in_place_not_cloned(glu):
+    fwd, _ = glu
+    args = _inputs()
+    torch._dynamo.reset()
+    _mlp(fwd)(*args).backward()
+    eager = [a.grad.clone() for a in args]
+    before = len(donated.reinplaced)
+    grads, code, missed = _compiled_backward_code(_mlp(fwd), *args)
+    backward = next(c for c in code if f"{NS}.glu_backward" in c)
+    call = next(line.strip() for line in backward.splitlines() if f"{NS}.glu_backward.default(" in line)
+    # the op is called on two of the backward graph's inputs (the saved matmul outputs), nothing copied first
+    assert missed == 0
+    assert len(donated.reinplaced) == before + 1 and len(donated.reinplaced[-1]) == 2
+    assert all(name in call for name in donated.reinplaced[-1]), call
+    for g, e in zip(grads, eager, strict=True):
+        torch.testing.assert_close(g, e)
+
+
+def test_without_the_pass_inductor_clones_them(glu, monkeypatch):
+    """The same step with the pass switched off: the copies it removes are there (the test above can fail)."""
+    fwd, _ = glu
+    monkeypatch.setenv("OPSMITH_REINPLACE_SAVED", "0")
+    args = _inputs()
+    torch._dynamo.reset()
+    _mlp(fwd)(*args).backward()
+    eager = [a.grad.clone() for a in args]
+    grads, _, missed = _compiled_backward_code(_mlp(fwd), *args)
+    assert missed == 2
+    for g, e in zip(grads, eager, strict=True):
+        torch.testing.assert_close(g, e)
+
+
+def test_the_triton_form_gets_its_copy_back_on_the_traced_backward(glu_traced):
+    """Without references the op decomposes into its Triton kernel (``triton_kernel_wrapper_functional``, as on a
+    GPU); the pass, run on the traced backward graph, writes both saved buffers back so Inductor reinplaces."""
+    from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_functional
+
+    kinds = []
+    seen = _traced_backward(glu_traced[0], lambda g: kinds.extend(n.target for n in g.nodes if donated._writes(n)))
+    assert kinds == [triton_kernel_wrapper_functional]
+    assert len(seen) == 1 and len(seen[0]) == 2, seen
+
+
+def _traced_backward(fwd, edit=None) -> list[list[str]]:
+    """What the pass overwrites in place in the traced backward graph of the MLP on meta tensors; ``edit(graph)``
+    first."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    seen: list[list[str]] = []
+
+    def bw(gm, _):
+        if edit is not None:
+            edit(gm.graph)
+        seen.append(donated.rewrite(gm.graph))
+        return gm.forward
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: gm.forward, bw_compiler=bw)
+    with torch.device("meta"):
+        args = [torch.randn(s, requires_grad=True) for s in ((16, 32), (32, 48), (32, 48))]
+    torch._dynamo.reset()
+    try:
+        torch.compile(_mlp(fwd), fullgraph=True, backend=backend)(*args).backward()
+    finally:
+        torch._dynamo.reset()
+    return seen
+
+
+@pytest.mark.parametrize("pair", ["glu", "glu_traced"])
+def test_a_saved_activation_read_after_the_write_is_left_to_inductor(pair, request):
+    """A node after the op that reads the saved activation's old value: writing over it would change that read, so
+    the pass leaves it (Inductor then copies it first); the other buffer is still overwritten in place."""
+    fwd, _ = request.getfixturevalue(pair)
+
+    def read_a_later(graph):
+        node = next(n for n in graph.nodes if donated._writes(n))
+        a = donated._writes(node)[0][0]
+        with graph.inserting_after(node):
+            graph.call_function(torch.ops.aten.neg.default, (a,))  # dead, but the pass must not assume so
+
+    untouched = _traced_backward(fwd)
+    assert len(untouched) == 1 and len(untouched[0]) == 2
+    edited = _traced_backward(fwd, read_a_later)
+    assert len(edited) == 1 and len(edited[0]) == 1 and edited[0][0] != untouched[0][0]
+
+
+def test_functionalization_takes_the_declared_writes_not_inductors_analysis(glu_traced):
+    """Here Inductor's analysis of the kernels cannot run (no GPU driver: it then says every argument is written,
+    as it does on a GPU for kernels it cannot analyse). Functionalization clones only what the declarations say
+    each kernel writes: the forward its output, the backward its two ``mutates=True`` inputs, not ``dc``."""
+    from torch._higher_order_ops.triton_kernel_wrap import triton_kernel_wrapper_functional
+
+    clones = []
+
+    def note(graph):
+        clones.extend(n.kwargs["tensors_to_clone"] for n in graph.nodes if n.target is triton_kernel_wrapper_functional)
+
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(fw_compiler=lambda gm, _: note(gm.graph) or gm.forward,
+                           bw_compiler=lambda gm, _: note(gm.graph) or gm.forward)  # fmt: skip
+    with torch.device("meta"):
+        args = [torch.randn(s, requires_grad=True) for s in ((16, 32), (32, 48), (32, 48))]
+    torch._dynamo.reset()
+    try:
+        torch.compile(_mlp(glu_traced[0]), fullgraph=True, backend=backend)(*args).backward()
+    finally:
+        torch._dynamo.reset()
+    assert clones == [["c_ptr"], ["a_ptr", "b_ptr"]]
