@@ -104,3 +104,38 @@ def test_causal_sdpa_keeps_a_plain_causal_mask_unmaterialized_under_compile_and_
         torch.testing.assert_close(ours(input_ids=ids, **kw).logits, hf(input_ids=ids, **kw).logits)
     with pytest.raises(TypeError, match=r"expected a transformers LlamaForCausalLM.*got LlamaModel"):
         causal_sdpa(hf.model)
+
+
+def test_the_chunked_gradients_accumulate_in_place_when_compiled():
+    """The fused cross-entropy's two gradient buffers, written chunk by chunk through ``mm_into`` (a custom op that
+    declares its write): compiled by Inductor (CPU), every write is reinplaced (Inductor's own counter: nothing
+    missed), the compiled code calls the op on the buffers (no functional ``addmm``, which copies its input into a
+    new buffer first) and the buffers equal eager's."""
+    from torch._dynamo.utils import ReinplaceCounters
+    from torch._inductor.utils import run_and_get_code
+
+    from examples.llama.model import _mm_into
+
+    def grads(x, weight, chunk):
+        grad_x, grad_w = torch.empty_like(x), torch.empty_like(weight)
+        for start in range(0, x.shape[0], chunk):
+            xc = x[start : start + chunk]
+            logits = (xc @ weight.t()).softmax(-1)  # stands in for the cross-entropy's gradient
+            _mm_into(grad_x[start : start + chunk], logits, weight, False)
+            _mm_into(grad_w, logits.t(), xc, start > 0)
+        return grad_x * 2, grad_w * 2
+
+    g = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(64, 16, generator=g), torch.randn(40, 16, generator=g)
+    expected = grads(x, weight, 16)
+    torch._dynamo.reset()
+    ReinplaceCounters.clear()
+    try:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            got, code = run_and_get_code(torch.compile(grads, fullgraph=True), x, weight, 16)
+    finally:
+        torch._dynamo.reset()
+    assert ReinplaceCounters.get_total_missed() == 0
+    assert code[0].count("llama_recipe.mm_into.default(") == 8 and "addmm" not in code[0]
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)

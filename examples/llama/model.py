@@ -29,7 +29,7 @@ import torch
 
 from .kernels import llama_kernels
 
-__all__ = ["CAUSAL_SDPA", "FusedLinearCrossEntropy", "Rope", "causal_sdpa", "flce_chunk", "swap_in"]
+__all__ = ["CAUSAL_SDPA", "FusedLinearCrossEntropy", "Rope", "causal_sdpa", "flce_chunk", "mm_into", "swap_in"]
 
 #: The ops the autograd functions call (swap_in fills it): a module global, which torch.compile reads as a
 #: constant (an attribute of an autograd.Function class it does not).
@@ -43,6 +43,31 @@ def flce_chunk(rows: int, hidden: int, vocab: int) -> int:
     return min(chunk, rows)
 
 
+@torch.library.custom_op("llama_recipe::mm_into", mutates_args=("out",))
+def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
+    """``out = a @ b`` (``out += a @ b`` when ``accumulate``), written into ``out`` by cuBLAS.
+
+    Why an op that declares it writes ``out``: traced, ``grad_w.addmm_(...)`` becomes a functional ``addmm`` whose
+    result is a new buffer, and ATen's ``addmm`` into a buffer other than its input first copies the input there (a
+    131 MB device copy per chunk after the first in the Llama of docs/llama.md: 15 of 85 us a step on an H100).
+    A custom op declaring its write is functionalized and then reinplaced by Inductor (the buffer is the
+    function's own and nothing reads its old value), so the compiled step accumulates in place, as eagerly.
+    Eagerly ``_mm_into`` calls ``torch.addmm`` itself (no custom-op dispatch per chunk)."""
+    torch.addmm(out, a, b, beta=1 if accumulate else 0, out=out)
+
+
+@mm_into.register_fake
+def _(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
+    return None
+
+
+def _mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
+    if torch.compiler.is_compiling():
+        mm_into(out, a, b, accumulate)
+    else:
+        torch.addmm(out, a, b, beta=1 if accumulate else 0, out=out)
+
+
 class FusedLinearCrossEntropy(torch.autograd.Function):
     """mean cross-entropy of ``x @ weight.T`` against ``target`` (ignore -100), chunk by chunk: each chunk's
     logits are overwritten by their gradient (the ``cross_entropy`` op), which gives the chunk's ``grad_x`` and
@@ -53,29 +78,21 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         ce = _OPS["cross_entropy"]
         rows, hidden = x.shape
         chunk = flce_chunk(rows, hidden, weight.shape[0])
-        # Eagerly the gradients are written into two buffers (grad_x chunk by chunk, grad_weight accumulated by
-        # addmm_), as Liger's are. Traced, in-place writes into a buffer would be functionalized into a copy of the
-        # buffer per chunk, so the traced form concatenates and sums the parts (Inductor plans the concatenation).
-        compiling = torch.compiler.is_compiling()
-        losses, grads_x = [], []
-        grad_x = None if compiling else torch.empty_like(x)
-        grad_w = None if compiling else torch.zeros_like(weight)
+        # The gradients are written into two buffers, grad_x chunk by chunk and grad_weight accumulated, as
+        # Liger's are; eagerly and compiled alike (mm_into: no copy of either buffer when traced).
+        losses = []
+        grad_x = torch.empty_like(x)
+        grad_w = torch.empty_like(weight)
         for start in range(0, rows, chunk):
             xc = x[start : start + chunk]
             logits = xc @ weight.t()
             losses.append(ce(logits, target[start : start + chunk], None, None, None, None, -100).sum())
             # the logits now hold d(sum of losses)/d(logits)
-            if not compiling:
-                torch.mm(logits, weight, out=grad_x[start : start + chunk])
-                grad_w.addmm_(logits.t(), xc)
-            else:
-                grads_x.append(logits @ weight)
-                grad_w = logits.t() @ xc if grad_w is None else torch.addmm(grad_w, logits.t(), xc)
+            _mm_into(grad_x[start : start + chunk], logits, weight, False)
+            _mm_into(grad_w, logits.t(), xc, start > 0)
             # released before the next chunk's logits are allocated: otherwise two chunks (32 MB each at vocabulary
             # 32,000) are alive at once, at the forward's peak (benchmarks/probes/llama_memory_phases.py)
             del logits
-        if compiling:
-            grad_x = torch.cat(grads_x)
         total = torch.stack(losses).sum()
         kept = (target != -100).sum().clamp(min=1).to(torch.float32)
         ctx.save_for_backward(grad_x, grad_w, kept)
