@@ -31,6 +31,7 @@ def cuda_kernel_op(
     sharding: Callable | str | None = None,
     reference: Callable | None = None,
     native: bool = True,
+    compile: str = "kernel",
 ) -> Op:
     """Register a CUDA C++ kernel, compiled with NVRTC, as the PyTorch op ``op_name`` ("ns::name").
 
@@ -55,6 +56,9 @@ def cuda_kernel_op(
     so a model using the op runs on CPU, and ``opsmith check`` compares against it when a CheckCase gives none.
     ``native``: False keeps the op on the Python path; by default a native library of its kernels takes over
     once built in the background (``op.serving`` says which serves; docs/native.md).
+    ``compile``: what the op is under ``torch.compile``: ``"kernel"`` (its kernel, always), ``"reference"`` (its
+    ``reference=``, which Inductor compiles and fuses) or ``"auto"`` (whichever is faster, timed once per shape
+    bucket and stored with the tuning decisions; ``opsmith/inductor/choice.py``, docs/performance.md).
 
     Returns the ``Op``; calling it calls ``torch.ops.<ns>.<name>``. Raises ``SpecError`` (a ValueError)
     for declaration mistakes and ``CompileError`` (a ValueError) with the NVRTC log when the source fails.
@@ -70,7 +74,7 @@ def cuda_kernel_op(
                               geometry=spec.geometry, meta_fn=meta_fn, eager_fn=eager_fn, schema=schema,
                               autotune=spec.autotune, backward=backward, index_dtype=spec.index_dtype,
                               param_order=spec.param_order, sharding=sharding, requires=spec.requires,
-                              reference=reference, native=native, silence=spec.silence)  # fmt: skip
+                              reference=reference, native=native, silence=spec.silence, compile=compile)  # fmt: skip
 
 
 def _template_scalars(op_name: str, spec: KernelSpec) -> tuple[frozenset[str], frozenset[str]]:
@@ -116,6 +120,7 @@ def ptx_op(
     options: Sequence[str] = (),
     reference: Callable | None = None,
     native: bool = True,
+    compile: str = "kernel",
 ) -> Op:
     """Register a pre-compiled kernel (PTX text or a cubin) as ``op_name``; NVRTC is not involved.
 
@@ -124,7 +129,7 @@ def ptx_op(
     ``dtype=``; by-value parameter sizes are checked against the PTX entry (or the cubin's parameter
     info). PTX keeps no source names: without ``param_order`` (the declared names in the kernel's order)
     the default convention applies. ``index_dtype`` and ``requires`` as in ``KernelSpec``; ``sharding`` and
-    ``reference`` as in ``cuda_kernel_op``. ``options``: the driver JIT's options for PTX, spelled as for NVRTC: ``-maxrregcount=N``,
+    ``reference`` and ``compile`` as in ``cuda_kernel_op``. ``options``: the driver JIT's options for PTX, spelled as for NVRTC: ``-maxrregcount=N``,
     ``-lineinfo`` (``-G`` with ``OPSMITH_DEVICE_DEBUG=1``); options that change the math (``-use_fast_math``)
     belong to the compile that made the PTX and are refused, as is any option for a cubin.
     """
@@ -132,7 +137,8 @@ def ptx_op(
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               meta_fn=meta_fn, eager_fn=eager_fn, schema=schema, autotune=autotune,
                               backward=backward, index_dtype=index_dtype, param_order=param_order,
-                              sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference, native=native,
+                              compile=compile)  # fmt: skip
 
 
 def triton_op(
@@ -152,6 +158,7 @@ def triton_op(
     reference: Callable | None = None,
     native: bool = True,
     silence: Sequence[str] = (),
+    compile: str = "kernel",
 ) -> Op:
     """Register a ``@triton.jit`` kernel as ``op_name``, with the same declaration as ``cuda_kernel_op``.
 
@@ -169,7 +176,7 @@ def triton_op(
     ``index_dtype="int64"`` declares that the kernel's offsets are 64-bit (``tl.program_id(0).to(tl.int64)
     * BLOCK``); with the default "int32" a tensor of more than 2^31 - 1 elements is refused (eagerly, and
     while tracing static shapes; under dynamic shapes Inductor launches the kernel without that check).
-    ``requires`` as in ``KernelSpec``; ``sharding`` and ``reference`` as in ``cuda_kernel_op`` (a reference serves
+    ``requires`` as in ``KernelSpec``; ``sharding``, ``reference`` and ``compile`` as in ``cuda_kernel_op`` (a reference serves
     CPU tensors in place of Triton's interpreter).
 
     A published kernel is taken as it is: ``@triton.autotune`` over it becomes the op's ``Autotune`` (its
@@ -190,7 +197,7 @@ def triton_op(
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=geometry,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
                               sharding=sharding, requires=requires, reference=reference, native=native,
-                              silence=silence)  # fmt: skip
+                              silence=silence, compile=compile)  # fmt: skip
 
 
 def cute_op(
@@ -207,6 +214,7 @@ def cute_op(
     requires: Sequence[Requirement] = (),
     reference: Callable | None = None,
     native: bool = True,
+    compile: str = "kernel",
 ) -> Op:
     """Register a CuTe DSL ``@cute.jit`` host function as ``op_name``, with the declaration of ``triton_op``
     minus the geometry: the host function launches its kernels itself.
@@ -218,11 +226,12 @@ def cute_op(
     stream, on which every ``.launch(..., stream=stream)`` must run. Compiled with ``cute.compile`` once per
     specialization (dtypes of undeclared tensors, 16-byte alignment of inputs, sizes compiled in), exported
     to opsmith's disk cache. Needs ``pip install 'opsmith[cute]'``; the DSL is imported here, not by opsmith.
-    ``reference`` as in ``cuda_kernel_op``.
+    ``reference`` and ``compile`` as in ``cuda_kernel_op``.
     """
     from .flavors.cute import CuteSource
 
     source = CuteSource(op_name, fn, static=_extra_names(extras))
     return register_kernel_op(op_name, source, inputs=inputs, outputs=outputs, extras=extras, geometry=None,
                               autotune=autotune, backward=backward, index_dtype=index_dtype,
-                              sharding=sharding, requires=requires, reference=reference, native=native)  # fmt: skip
+                              sharding=sharding, requires=requires, reference=reference, native=native,
+                              compile=compile)  # fmt: skip

@@ -252,9 +252,13 @@ def _serving(args: argparse.Namespace) -> int:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
+        from .inductor.choice import choices_table
         from .native.serving import table
 
         print(f"\nopsmith serving: {args.script}\n{table()}", file=sys.stderr)
+        compiled = choices_table()
+        if compiled:
+            print(f"\nunder torch.compile (compile='auto' and 'reference' ops):\n{compiled}", file=sys.stderr)
     return code
 
 

@@ -29,6 +29,7 @@ from .errors import RegistrationError, SpecError
 from .fake import make_fake
 from .fingerprint import declaration_fingerprint, differences
 from .flavors.base import KernelSource
+from .inductor.choice import CompileChoice, check_mode, register_traced
 from .launch import DeviceKernel
 from .lowering import lower
 from .native import error_bridge, serving
@@ -89,6 +90,13 @@ class Op(torch._ops.OpOverload):
         self.tuner: Tuner | None = variants.tuner
         self.impl_source, self.fingerprint, self._lib = impl_source, fingerprint, lib
         self.schema = str(overload._schema)
+
+    def compile_choices(self) -> dict[tuple, dict]:
+        """What the op traces as under torch.compile, per shape bucket decided so far in this process: {bucket:
+        {"choice": "kernel"|"reference", "kernel_ms", "reference_ms"}} (times None where the decision came from
+        the disk or another rank). Empty for ``compile="kernel"``, which always traces the kernel."""
+        choice = getattr(self, "compile_choice", None)
+        return {} if choice is None else dict(choice.chosen)
 
     def serving_counts(self) -> Any:
         """What served this op's calls: a ``native.serving.ServingCounts`` (calls the native library ran, calls
@@ -175,6 +183,7 @@ def register_kernel_op(
     reference: Callable | None = None,
     native: bool = True,
     silence: Sequence[str] = (),
+    compile: str = "kernel",
 ) -> Op:
     """Register ``source``'s kernel as ``op_name``; see ``cuda_kernel_op`` for the rules."""
     configure_logging()  # OPSMITH_LOG, read once per process
@@ -192,11 +201,12 @@ def register_kernel_op(
                         "pass the declared names in the kernel's parameter order, e.g. ['y', 'x', 'n'].")  # fmt: skip
     extras = tuple(extras or ())
     silence = check_silence(op_name, silence)
+    compile = check_mode(op_name, compile, reference)
     fingerprint, described = declaration_fingerprint({
         "source": source.fingerprint(), "inputs": inputs, "outputs": outputs, "extras": extras,
         "geometry": geometry, "meta_fn": meta_fn, "eager_fn": eager_fn, "schema": schema, "autotune": autotune,
         "backward": backward, "index_dtype": index_dtype, "param_order": param_order, "sharding": sharding,
-        "requires": requires, "reference": reference, "silence": silence,
+        "requires": requires, "reference": reference, "silence": silence, "compile": compile,
     })  # fmt: skip
     with _LOCK:
         existing = _REGISTRY.get(op_name)
@@ -230,8 +240,10 @@ def register_kernel_op(
         # The implementations in a library of their own: opsmith.native.use() replaces them with a native
         # library's kernels and keeps the schema.
         impl_lib = torch.library.Library(ns, "FRAGMENT")
+        choice = None if compile == "kernel" else CompileChoice(
+            op_name, compile, reference, tuning_identity(op_name, record.flavor, variants.sources, record))
         impl, impl_source, plan, cpu_kernel = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn,
-                                                      backward, resolved, reference)  # fmt: skip
+                                                      backward, resolved, reference, choice)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)
         op.described = described
         _dump(op_name, impl_source)
@@ -240,6 +252,7 @@ def register_kernel_op(
         op.eager, op.differentiable, op.backward = impl, backward is not None, backward
         op.cpu_kernel = cpu_kernel
         op.reference = reference
+        op.compile_choice = choice
         op.sharding_plan = sharding_plan
         if torch.distributed.is_available():
             attach(op.overload, sharding_plan)
@@ -383,7 +396,7 @@ def _pruner(autotune: Autotune | None, configs: list[Config]) -> Callable | None
 
 def _define(lib: torch.library.Library, name: str, record: KernelRecord, variants: Variants, custom: Callable | None,
             meta_fn: Callable | None, eager_fn: Callable | None, backward: Backward | None, resolved,
-            reference: Callable | None = None) -> tuple:  # fmt: skip
+            reference: Callable | None = None, choice: CompileChoice | None = None) -> tuple:  # fmt: skip
     """Register the implementations: CUDA; CPU (the ``reference``, else a clear error or Triton's interpreter);
     fake; autograd (the declared backward, or a refusal). Returns (impl, its source, the call plan or None,
     the CPU kernel)."""
@@ -411,13 +424,15 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
 
         checks = None if plan is None else make_checks(SimpleNamespace(plan=plan, record=record, variants=variants))
         lib.impl(name, cpu_reference(op_name, overload, reference, checks), "CPU")
+    decompose = None
     if record.flavor == "triton":
         # The flavor's visible implementation: Inductor traces into it and sees the kernel.
         from .flavors.triton_traced import register_visible
 
-        register_visible(lib, op_name, name, record, variants, custom, cpu, register_cpu=reference is None)
+        decompose = register_visible(lib, op_name, name, record, variants, custom, cpu, register_cpu=reference is None)
     elif eager_fn is None and reference is None:  # CPU tensors reach the generated guards and a clear error
         lib.impl(name, cpu, "CPU")
+    register_traced(lib, op_name, overload, choice, decompose)  # what torch.compile traces (inductor/choice.py)
     # A meta_fn allocates the outputs inside the plan's fake implementation, after every dtype, device, rank
     # and shape guard (alone, it would let tracing accept what the eager call refuses).
     fake = meta_fn if plan is None else make_fake(record, plan, meta_fn)

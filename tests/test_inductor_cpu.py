@@ -225,3 +225,91 @@ def test_functionalization_takes_the_declared_writes_not_inductors_analysis(glu_
     finally:
         torch._dynamo.reset()
     assert clones == [["c_ptr"], ["a_ptr", "b_ptr"]]
+
+
+# -- compile="kernel" | "reference" | "auto" ------------------------------------------------------------------------
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n) * 3, mask=i < n)
+
+
+def _scale(name, **kw):
+    return ok.triton_op(f"{NS}::{name}", scale_kernel, inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                        extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(block=("BLOCK",)),
+                        constexprs={"BLOCK": 256}, **kw)  # fmt: skip
+
+
+def _traced_graph(fn, *args):
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = []
+    backend = aot_autograd(fw_compiler=lambda gm, _: graphs.append(gm) or gm.forward)
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, fullgraph=True, backend=backend)(*args)
+    finally:
+        torch._dynamo.reset()
+    return graphs[0].code
+
+
+def test_compile_mode_is_checked_at_registration():
+    with pytest.raises(ok.SpecError, match=r"compile.*'fast' is not a compile mode.*compile='kernel'"):
+        _scale("bad_mode", compile="fast", reference=lambda x: x * 3)
+    with pytest.raises(ok.SpecError, match=r"compile='auto' traces the op's reference.*has none.*pass reference="):
+        _scale("no_reference", compile="auto")
+
+
+@pytest.mark.parametrize("mode", ["kernel", "reference"])
+def test_what_torch_compile_traces_follows_the_mode(mode):
+    """Traced on meta tensors: "kernel" keeps the kernel (here the op whole: with a reference, a tensor that is not
+    CUDA runs the reference eagerly, and on a GPU the kernel is handed to Inductor), "reference" traces the
+    reference's torch ops (which Inductor fuses with the add after it)."""
+    op = _scale(f"scale_{mode}", compile=mode, reference=lambda x: x * 3)
+    with torch.device("meta"):
+        x = torch.randn(64)
+    code = _traced_graph(lambda x: op(x) + 1, x)
+    assert (f"{NS}.scale_{mode}.default" in code) == (mode == "kernel")
+    assert ("aten.mul" in code) == (mode == "reference")
+    assert op.compile_choices() == {}
+
+
+def test_auto_keeps_the_faster_of_two_timings(monkeypatch, tmp_path):
+    """compile="auto" times the kernel and the compiled reference once per shape bucket and traces the faster;
+    the decision is remembered per bucket and stored with the tuning decisions. Here on CPU tensors (the op's CPU
+    kernel stands in for the kernel, the reference is compiled by Inductor for the CPU) with two given timings:
+    the tuner's timer answers for the kernel first, then the reference."""
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    from opsmith.inductor import choice as ch
+
+    op = _scale("scale_auto", compile="auto", reference=lambda x: x * 3)
+    c = op.compile_choice
+    given: list[float] = []
+    runs: list[int] = []
+
+    def timer(run, restore):
+        restore()
+        run()
+        runs.append(1)
+        return [given.pop(0)]
+
+    c.tuner.timer = timer
+    # meta tensors are not CUDA: auto keeps the kernel there, and decides nothing
+    with torch.device("meta"):
+        assert f"{NS}.scale_auto.default" in _traced_graph(op, torch.randn(64)) and c.chosen == {}
+    small, large = torch.randn(64), torch.randn(5000)
+    given[:] = [2.0, 1.0]  # kernel, reference: the reference wins
+    assert c._decide(op, c.bucket((small,)), None, (small,)) == ch.REFERENCE
+    given[:] = [1.0, 3.0]  # the kernel wins
+    assert c._decide(op, c.bucket((large,)), None, (large,)) == ch.KERNEL
+    assert len(runs) == 4
+    assert c._decide(op, c.bucket((small,)), None, (small,)) == ch.REFERENCE and len(runs) == 4  # remembered
+    assert {k: (v["choice"], v["kernel_ms"], v["reference_ms"]) for k, v in op.compile_choices().items()} == {
+        ("float32", 64): ("reference", 2.0, 1.0), ("float32", 8192): ("kernel", 1.0, 3.0)}
+    table = ch.choices_table()
+    rows = [line.split() for line in table.splitlines()]
+    assert [f"{NS}::scale_auto", "auto", "float32,64", "reference", "2.0000", "1.0000"] in rows, table
+    # stored with the tuning decisions: another process (a fresh tuner) reads it without timing
+    assert c.tuner.cached(("float32", 64), None) == ch.REFERENCE and c.tuner.cached(("float32", 8192), None) == ch.KERNEL

@@ -177,14 +177,15 @@ _WHOLE: dict[str, str] = {}
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
-                     eager: Any, register_cpu: bool = True) -> None:  # fmt: skip
+                     eager: Any, register_cpu: bool = True) -> Any:  # fmt: skip
     """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
     FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
-    implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. CPU tensors
+    implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. Returns that rule
+    (``inductor/choice.py`` registers it, beside the op's compile choice). CPU tensors
     run through the Triton interpreter when ``TRITON_INTERPRET=1``; otherwise they get the eager guards'
     clear device error."""
     from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+    from torch._subclasses.functional_tensor import FunctionalTensor
 
     # Both built on first use: the traced one imports torch's Triton tracing machinery (~4 s measured on the
     # H200 host), which a process that never compiles should not pay at registration.
@@ -237,7 +238,6 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
                      "fp64 (fp32 on every other path)", op_name, float_scalars)  # fmt: skip
         return widen
 
-    torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, decompose, lib=lib)
     if record.mutated:  # its kernel's writes into saved activations stay in place (inductor/donated.py)
         from ..inductor.donated import note_kernel
 
@@ -263,3 +263,4 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         triton_ops_to_kernels[op_name] = [variants.sources[0].kernel]
     except ImportError:
         pass
+    return decompose  # the rule under FunctionalTensorMode, registered with the op's compile choice
