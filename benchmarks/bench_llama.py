@@ -9,6 +9,10 @@ batch 4, bf16, AdamW) trained on random tokens (fixed seed: the same model, data
     opsmith             the same Liger Triton kernels, from the installed package, declared with opsmith and
                         swapped in (examples/llama/)
     opsmith-rmsnorm     as opsmith, with opsmith's own CUDA C++ RMSNorm (opsmith.ops) in place of Liger's
+    opsmith-auto        as opsmith, its ops with a reference declared compile="auto": under torch.compile each
+                        traces as Liger's kernel or as its plain-torch reference (which Inductor fuses), whichever
+                        was faster at the traced shapes (compiled only)
+    opsmith-ref         as opsmith, those ops declared compile="reference" (compiled only)
 
 each eagerly and under ``torch.compile`` (``-compile``; ``fullgraph=True`` for the opsmith variants, whose step must
 compile whole; the others as users compile them, breaks reported), and
@@ -23,6 +27,11 @@ Per variant: tokens per second (median over the timed steps, after warm-up), pea
 graphs and graph breaks ``torch._dynamo.explain`` finds in the forward and loss, and every step's loss against
 Hugging Face eager's (agreement: within 2% of it at every step; bf16 kernels differ in rounding). A device-to-device
 copy measures the GPU's bandwidth in the same run, so a throttled device shows.
+
+Then a step profile per variant (torch.profiler over 3 more steps): the GPU's kernel time a step by group (GEMMs,
+attention, the recipe's kernels, Inductor's kernels, copies, the optimizer, other ATen kernels), the copy kernels
+(count and ms), the GPU waiting on the host (the step's CUDA-event time minus its kernels), and for compiled
+variants the mutated tensors Inductor could not reinplace (each a functionalization copy; Inductor's own counter).
 
     python benchmarks/bench_llama.py [--variants hf,liger-compile,...] [--steps 20] [--warmup 4] [--out r.json]
     python benchmarks/bench_llama.py --small   # 4 layers, sequence 512: minutes, for a quick look
@@ -46,8 +55,10 @@ from pathlib import Path
 
 import torch
 
-VARIANTS = ["hf", "hf-compile", "hf-masked-compile", "liger", "liger-compile", "opsmith", "opsmith-compile", "opsmith-rmsnorm",
-            "opsmith-rmsnorm-compile"]  # fmt: skip
+VARIANTS = ["hf", "hf-compile", "hf-masked-compile", "liger", "liger-compile", "opsmith", "opsmith-compile",
+            "opsmith-auto-compile", "opsmith-ref-compile", "opsmith-rmsnorm", "opsmith-rmsnorm-compile"]  # fmt: skip
+#: compile= of the recipe's ops with a reference, per opsmith family (examples/llama/kernels.py)
+COMPILE_MODES = {"opsmith-auto": "auto", "opsmith-ref": "reference"}
 LOSS_RTOL = 0.02  # a step's loss within 2% of Hugging Face eager's (bf16 kernels round differently)
 
 
@@ -90,7 +101,8 @@ def build(variant: str, c: dict) -> tuple:
             def norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
                 return rms_norm(x, w, eps, impl="cuda")
 
-        swap_in(model, "bench_llama", rms_norm=norm)
+        mode = COMPILE_MODES.get(family, "kernel")
+        swap_in(model, f"bench_llama_{mode}", rms_norm=norm, compile=mode)
 
     def loss_of(ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return model(input_ids=ids, labels=labels).loss
@@ -127,6 +139,59 @@ def copy_bandwidth() -> float:
     return 2 * a.numel() / (statistics.median(times[2:]) * 1e-3) / 1e9
 
 
+# (group, substrings of a kernel's name), first match wins; Inductor's kernels are those named triton_* (its fused
+# kernels may carry an op's name, e.g. triton_poi_fused_add_rms_norm_backward_view_5)
+GROUPS = [
+    ("liger", ("_rms_norm_", "_swiglu_", "_triton_rope", "liger_cross_entropy")),
+    ("opsmith", ("opsmith", "rmsnorm")),
+    ("attention", ("flash", "fmha", "attention", "sdpa")),
+    ("gemm", ("gemm", "sm90", "cutlass", "nvjet", "cublas", "xmma", "splitkreduce")),
+    ("optimizer", ("multi_tensor_apply",)),
+    ("copy", ("copy", "memcpy", "memset", "cat", "fill")),
+]
+
+
+def group(name: str) -> str:
+    """The group of a CUDA kernel's name. An Inductor kernel that only copies (``triton_poi_fused_clone_3``: its
+    fused ops all clones or copies; a ``_to_copy`` is a cast) counts as a copy; other Inductor kernels as "inductor"."""
+    if name.startswith("triton_"):
+        ops = set(name.split("fused_", 1)[-1].rsplit("_", 1)[0].split("_")) - {""}
+        return "copy" if ops and ops <= {"clone", "copy"} else "inductor"
+    low = name.lower()
+    return next((g for g, keys in GROUPS if any(k.lower() in low for k in keys)), "aten other")
+
+
+def profile_steps(loss_of: object, opt: object, ids: torch.Tensor, step_ms: float, steps: int = 3) -> dict:
+    """The step profile: kernel ms per step by group, the copy kernels (count, ms), and the GPU's wait on the host
+    (``step_ms``, the unprofiled median step, minus the kernels)."""
+
+    def step() -> None:
+        loss_of(ids, ids).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kernels: dict[str, list] = {}
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name, [0.0, 0])
+            k[0] += e.device_time / 1e3 / steps  # ms per step
+            k[1] += 1
+    groups: dict[str, float] = {}
+    for name, (ms, _) in kernels.items():
+        groups[group(name)] = groups.get(group(name), 0.0) + ms
+    copies = sum(n for name, (_, n) in kernels.items() if group(name) == "copy") / steps
+    total = sum(groups.values())
+    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:12]
+    return {"groups": groups, "kernels_ms": total, "host_wait_ms": step_ms - total, "copies": copies,
+            "copy_ms": groups.get("copy", 0.0), "top": [[n[:100], ms, c // steps] for n, (ms, c) in top]}  # fmt: skip
+
+
 def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
     """One variant in this process: explain, then warm-up and timed training steps."""
     model, loss_of = build(variant, c)
@@ -135,7 +200,10 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
                for _ in range(warmup + steps)]  # fmt: skip
     out: dict = {"variant": variant}
     if variant.endswith("-compile"):  # the family's code as Dynamo sees it (the eager row shares it)
+        from torch._dynamo.utils import ReinplaceCounters
+
         out["explain"] = explain(loss_of, batches[0])
+        ReinplaceCounters.clear()
         fullgraph = variant.startswith("opsmith")
         loss_of = torch.compile(loss_of, fullgraph=fullgraph)
         out["fullgraph"] = fullgraph
@@ -163,6 +231,16 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
         times.append((s, e))
     torch.cuda.synchronize()
     step_ms = [s.elapsed_time(e) for s, e in times[warmup:]]
+    if variant.endswith("-compile"):
+        from torch._dynamo.utils import ReinplaceCounters
+
+        out["not_reinplaced"] = ReinplaceCounters.get_total_missed()
+    if variant.startswith("opsmith"):
+        from opsmith.registration import registered_ops
+
+        out["compile_choices"] = {n: {",".join(map(str, k)): v for k, v in op.compile_choices().items()}
+                                  for n, op in registered_ops().items() if op.compile_choices()}  # fmt: skip
+    out["profile"] = profile_steps(loss_of, opt, batches[0], statistics.median(step_ms))
     tokens = c["batch"] * c["seq"]
     out.update({"losses": [float(x) for x in losses], "step_ms": step_ms,
                 "tokens_per_s": tokens / (statistics.median(step_ms) * 1e-3),
@@ -232,7 +310,33 @@ def report(results: list[dict], c: dict, steps: int, device: str) -> None:
     for fam, e in explained.items():
         if e["breaks"]:
             print(f"  {fam}: {e['breaks']} graph break(s): {'; '.join(e['reasons'])}")
+    profile_table(results)
     print(summary(results, base))
+
+
+def profile_table(results: list[dict]) -> None:
+    """The step profile of every variant side by side, ms per step."""
+    prof = [(r["variant"], r["profile"], r.get("not_reinplaced")) for r in results if "profile" in r]
+    if not prof:
+        return
+    names = sorted({g for _, p, _ in prof for g in p["groups"]})
+    print("\nstep profile, ms per step (torch.profiler, 3 steps; host wait = median step - kernels)")
+    print(f"{'':22}" + "".join(f"{v[:17]:>18}" for v, _, _ in prof))
+    rows = [(g, [p["groups"].get(g, 0.0) for _, p, _ in prof]) for g in names]
+    rows += [("kernels", [p["kernels_ms"] for _, p, _ in prof]), ("host wait", [p["host_wait_ms"] for _, p, _ in prof]),
+             ("copy kernels (count)", [p["copies"] for _, p, _ in prof])]  # fmt: skip
+    for label, vals in rows:
+        print(f"{label:22}" + "".join(f"{x:18.2f}" for x in vals))
+    print(f"{'not reinplaced':22}" + "".join(f"{'' if n is None else n:>18}" for _, _, n in prof))
+    for r in results:
+        for op, buckets in (r.get("compile_choices") or {}).items():
+            for b, d in buckets.items():
+                times = (
+                    ""
+                    if d["kernel_ms"] is None
+                    else f" (kernel {d['kernel_ms']:.4f} ms, reference {d['reference_ms']:.4f} ms)"
+                )
+                print(f"  {r['variant']}: {op} [{b}] traced as the {d['choice']}{times}")
 
 
 def deviation(r: dict, base: dict) -> float:
@@ -260,8 +364,19 @@ def summary(results: list[dict], base: dict | None) -> str:
     if "opsmith-compile" in compiled and len(compiled) > 1:
         best = max((t, v) for v, t in compiled.items() if not v.startswith("opsmith"))
         parts.append(f"compiled opsmith/{best[1]} {compiled['opsmith-compile'] / best[0]:.3f}x")
+    for v in ("opsmith-auto-compile", "opsmith-ref-compile"):
+        if v in compiled and "hf-compile" in compiled:
+            parts.append(f"{v}/hf-compile {compiled[v] / compiled['hf-compile']:.3f}x")
+    if "opsmith-compile" in compiled and "opsmith" in ok:
+        parts.append(f"opsmith compiled/eager {compiled['opsmith-compile'] / ok['opsmith']['tokens_per_s']:.3f}x")
     if "opsmith" in ok and "liger" in ok:
         parts.append(f"peak memory opsmith {ok['opsmith']['peak_gib']:.3f} GiB vs liger {ok['liger']['peak_gib']:.3f}")
+    waits = {v: r["profile"]["host_wait_ms"] for v, r in ok.items() if "profile" in r and v.endswith("-compile")}
+    if "hf-compile" in waits:
+        parts.append("host wait ms " + ", ".join(f"{v} {w:.2f}" for v, w in waits.items()))
+    missed = {v: r["not_reinplaced"] for v, r in ok.items() if r.get("not_reinplaced") is not None}
+    if missed:
+        parts.append("not reinplaced " + ", ".join(f"{v} {n}" for v, n in missed.items()))
     return "SUMMARY " + "; ".join(parts)
 
 

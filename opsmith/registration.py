@@ -240,8 +240,13 @@ def register_kernel_op(
         # The implementations in a library of their own: opsmith.native.use() replaces them with a native
         # library's kernels and keeps the schema.
         impl_lib = torch.library.Library(ns, "FRAGMENT")
-        choice = None if compile == "kernel" else CompileChoice(
-            op_name, compile, reference, tuning_identity(op_name, record.flavor, variants.sources, record))
+        choice = (
+            None
+            if compile == "kernel"
+            else CompileChoice(
+                op_name, compile, reference, tuning_identity(op_name, record.flavor, variants.sources, record)
+            )
+        )
         impl, impl_source, plan, cpu_kernel = _define(impl_lib, name, record, variants, custom, meta_fn, eager_fn,
                                                       backward, resolved, reference, choice)  # fmt: skip
         op = Op(op_name, record, variants, impl_source, fingerprint, lib)

@@ -307,9 +307,13 @@ def test_auto_keeps_the_faster_of_two_timings(monkeypatch, tmp_path):
     assert len(runs) == 4
     assert c._decide(op, c.bucket((small,)), None, (small,)) == ch.REFERENCE and len(runs) == 4  # remembered
     assert {k: (v["choice"], v["kernel_ms"], v["reference_ms"]) for k, v in op.compile_choices().items()} == {
-        ("float32", 64): ("reference", 2.0, 1.0), ("float32", 8192): ("kernel", 1.0, 3.0)}
+        ("float32", 64): ("reference", 2.0, 1.0),
+        ("float32", 8192): ("kernel", 1.0, 3.0),
+    }
     table = ch.choices_table()
     rows = [line.split() for line in table.splitlines()]
     assert [f"{NS}::scale_auto", "auto", "float32,64", "reference", "2.0000", "1.0000"] in rows, table
     # stored with the tuning decisions: another process (a fresh tuner) reads it without timing
-    assert c.tuner.cached(("float32", 64), None) == ch.REFERENCE and c.tuner.cached(("float32", 8192), None) == ch.KERNEL
+    assert (
+        c.tuner.cached(("float32", 64), None) == ch.REFERENCE and c.tuner.cached(("float32", 8192), None) == ch.KERNEL
+    )

@@ -17,25 +17,7 @@ import torch
 
 sys.path.insert(0, ".")
 from benchmarks.bench_core import device_time
-from benchmarks.bench_llama import build, config
-
-# (group, substrings of a kernel's name), first match wins; Inductor's kernels are those named triton_* (its fused
-# kernels may carry an op's name, e.g. triton_poi_fused_add_rms_norm_backward_view_5)
-GROUPS = [
-    ("liger", ("_rms_norm_", "_swiglu_", "_triton_rope", "liger_cross_entropy")),
-    ("opsmith", ("opsmith", "rmsnorm")),
-    ("attention", ("flash", "fmha", "attention", "sdpa")),
-    ("gemm", ("gemm", "sm90", "cutlass", "nvjet", "cublas", "xmma", "splitkreduce")),
-    ("optimizer", ("multi_tensor_apply",)),
-    ("copy", ("copy", "memcpy", "memset", "cat", "fill")),
-]
-
-
-def group(name: str) -> str:
-    if name.startswith("triton_"):
-        return "inductor"
-    low = name.lower()
-    return next((g for g, keys in GROUPS if any(k.lower() in low for k in keys)), "aten other")
+from benchmarks.bench_llama import build, config, group
 
 
 def profile(variant: str, small: bool, steps: int = 3) -> dict:

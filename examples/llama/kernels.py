@@ -6,7 +6,10 @@ None of Liger's host code is used: each declaration states what that host code c
 strides, flags, the partial-gradient buffer), and opsmith derives every path from it. bf16 activations, Llama
 casting, no weight offset.
 
-``llama_kernels(ns)`` registers them once per namespace and returns them by name; ``model.py`` swaps them in.
+``llama_kernels(ns, compile)`` registers them once per namespace and returns them by name; ``model.py`` swaps them
+in. RMSNorm's forward, SwiGLU and RoPE carry a ``reference=`` in plain torch (Liger's arithmetic: fp32 where its
+kernels upcast): it serves CPU tensors, ``opsmith check`` holds the kernels to it, and ``compile`` ("kernel",
+"reference" or "auto") says whether ``torch.compile`` traces the kernel or the reference, which Inductor fuses.
 """
 
 from __future__ import annotations
@@ -50,9 +53,42 @@ def _rows(kernel: Any) -> Any:
     return triton.heuristics({"BLOCK_SIZE": lambda a: triton.next_power_of_2(a["n_cols"])})(warps)
 
 
+def _rms_norm_ref(x: torch.Tensor, w: torch.Tensor, eps: float) -> tuple:
+    xf = x.float()  # Llama casting: the row in fp32, normalized, cast back, then times the weight
+    rstd = torch.rsqrt(xf.pow(2).mean(-1) + eps)
+    return (xf * rstd[..., None]).to(x.dtype) * w, rstd
+
+
+def _swiglu_ref(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(a.float()).to(b.dtype) * b
+
+
+def _swiglu_backward_ref(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    af = a.float()
+    sig = torch.sigmoid(af)
+    silu = af * sig
+    db = dc * silu
+    a.copy_(dc * (silu * (1 - sig) + sig) * b)  # over the inputs, as the kernel writes
+    b.copy_(db)
+
+
+def _rope_ref(backward: bool) -> Any:
+    def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> None:
+        # q (B, S, HQ, D), cos (CB, S, D) with both halves equal (transformers' layout); backward rotates back
+        c, s = cos[:, :, None, :], (-sin if backward else sin)[:, :, None, :]
+        for t in (q, k):
+            h = t.shape[-1] // 2
+            t.copy_(t * c + torch.cat((-t[..., h:], t[..., :h]), -1) * s)
+
+    return rope
+
+
 @functools.cache
-def llama_kernels(ns: str) -> dict[str, Any]:
-    """{"rms_norm", "swiglu", "rope", "rope_backward", "cross_entropy"}: opsmith ops over Liger's kernels."""
+def llama_kernels(ns: str, compile: str = "kernel") -> dict[str, Any]:
+    """{"rms_norm", "swiglu", "rope", "rope_backward", "cross_entropy"} (and the backward ops they call): opsmith ops
+    over Liger's kernels. ``compile``: the ops with a reference trace as the kernel, the reference, or the faster
+    ("kernel", "reference", "auto"; docs/performance.md)."""
+    traced = {"compile": compile}
     import triton
     import triton.language as tl
     from liger_kernel.ops.cross_entropy import liger_cross_entropy_kernel
@@ -87,7 +123,7 @@ def llama_kernels(ns: str) -> dict[str, Any]:
                 Const(0, name="W_row_stride"), Stride("RSTD", -1, name="RSTD_row_stride"),
                 Dim("N", name="n_cols"), Const(0.0, name="offset")],
         constexprs={"casting_mode": _LLAMA, "elementwise_affine": True},
-        geometry=Grid(grid=("numel(RSTD)",)),
+        geometry=Grid(grid=("numel(RSTD)",)), reference=_rms_norm_ref, **traced,
         backward=Backward(rms_norm_backward, args=("grad_Y", "X", "W", "RSTD"), grads=("X", "W")))  # fmt: skip
 
     # SwiGLU: c = silu(a) * b over rows of a, b and c, which the kernel addresses with one row stride.
@@ -97,7 +133,7 @@ def llama_kernels(ns: str) -> dict[str, Any]:
         f"{ns}::swiglu_backward", _rows(_swiglu_backward_kernel),
         inputs=[InputDecl("c", shape=("*R", "N")), *(InputDecl(d.name, shape=d.shape, dtype="c", mutates=True)
                                                      for d in rows)],
-        outputs=[], extras=shared, geometry=Grid(grid=("numel(c) // N",)))  # fmt: skip
+        outputs=[], extras=shared, geometry=Grid(grid=("numel(c) // N",)), reference=_swiglu_backward_ref, **traced)  # fmt: skip
 
     def swiglu_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple:
         # The kernel writes the gradients over a and b, the saved inputs, as Liger's backward does: no copy of two
@@ -108,7 +144,7 @@ def llama_kernels(ns: str) -> dict[str, Any]:
 
     ops["swiglu"] = triton_op(
         f"{ns}::swiglu", _rows(_swiglu_forward_kernel), inputs=rows, outputs=[OutputDecl("c", SameAs("a"))],
-        extras=shared, geometry=Grid(grid=("numel(a) // N",)),
+        extras=shared, geometry=Grid(grid=("numel(a) // N",)), reference=_swiglu_ref, **traced,
         backward=Backward(swiglu_backward, args=("grad_c", "a", "b"), grads=("a", "b")))  # fmt: skip
 
     # RoPE: q (B, S, HQ, D) and k (B, S, HK, D) rotated in place, one program per token; cos and sin (CB, S, D).
@@ -125,7 +161,8 @@ def llama_kernels(ns: str) -> dict[str, Any]:
                     Dim("HK", name="n_kh"), Dim("D", name="hd"), Dim("D", name="rd"),
                     Size("pow2(HQ)", name="pad_n_qh"), Size("pow2(HK)", name="pad_n_kh"),
                     Const(0, name="pad_hd"), Size("pow2(D)", name="pad_rd")],
-            constexprs={"BACKWARD_PASS": backward}, geometry=Grid(grid=("B * S",)),
+            constexprs={"BACKWARD_PASS": backward}, geometry=Grid(grid=("B * S",)), reference=_rope_ref(backward),
+            **traced,
             requires=[Divisible("D", 2, why="the rotation pairs the two halves of the head")])  # fmt: skip
 
     # Cross-entropy of a chunk of logits (rows of V), "sum" reduction (the mean's divisor is applied by the caller,

@@ -187,14 +187,15 @@ def causal_sdpa(model: Any) -> Any:
     return model
 
 
-def swap_in(model: Any, ns: str = "llama", rms_norm: Any = None) -> Any:
+def swap_in(model: Any, ns: str = "llama", rms_norm: Any = None, compile: str = "kernel") -> Any:
     """Put the opsmith ops into ``model`` (a ``LlamaForCausalLM``) and return it. ``rms_norm``: another RMSNorm
     op taking ``(x, weight, eps)`` and returning the normalized rows (opsmith's own, ``opsmith.ops``), in
-    place of Liger's."""
+    place of Liger's. ``compile``: what the ops with a reference are under torch.compile ("kernel", "reference",
+    "auto"; ``kernels.py``); one mode per namespace."""
     from transformers.modeling_outputs import CausalLMOutputWithPast
     from transformers.models.llama import modeling_llama as hf
 
-    ops = llama_kernels(ns)
+    ops = llama_kernels(ns, compile)
     norm = rms_norm or (lambda x, w, eps: ops["rms_norm"](x, w, eps)[0])
 
     def rms_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
