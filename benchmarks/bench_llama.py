@@ -192,6 +192,25 @@ def profile_steps(loss_of: object, opt: object, ids: torch.Tensor, step_ms: floa
             "copy_ms": groups.get("copy", 0.0), "top": [[n[:100], ms, c // steps] for n, (ms, c) in top]}  # fmt: skip
 
 
+def watch_reinplacing() -> dict:
+    """{op: tensors Inductor could not reinplace}, filled from Inductor's reinplacing log while the step compiles."""
+    import logging
+    import re
+
+    missed: dict = {}
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            m = re.match(r"Reinplace for (\S+) .*missed opportunities=\[(.*?)\]", record.getMessage())
+            if m and m.group(2).strip():
+                missed[m.group(1)] = missed.get(m.group(1), 0) + len(m.group(2).split(","))
+
+    log = logging.getLogger("torch._inductor.fx_passes.reinplace")
+    log.setLevel(logging.INFO)
+    log.addHandler(Watch())
+    return missed
+
+
 def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
     """One variant in this process: explain, then warm-up and timed training steps."""
     model, loss_of = build(variant, c)
@@ -204,6 +223,7 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
 
         out["explain"] = explain(loss_of, batches[0])
         ReinplaceCounters.clear()
+        missed = watch_reinplacing()
         fullgraph = variant.startswith("opsmith")
         loss_of = torch.compile(loss_of, fullgraph=fullgraph)
         out["fullgraph"] = fullgraph
@@ -235,6 +255,7 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
         from torch._dynamo.utils import ReinplaceCounters
 
         out["not_reinplaced"] = ReinplaceCounters.get_total_missed()
+        out["not_reinplaced_ops"] = dict(missed)
     if variant.startswith("opsmith"):
         from opsmith.registration import registered_ops
 
@@ -328,6 +349,9 @@ def profile_table(results: list[dict]) -> None:
     for label, vals in rows:
         print(f"{label:22}" + "".join(f"{x:18.2f}" for x in vals))
     print(f"{'not reinplaced':22}" + "".join(f"{'' if n is None else n:>18}" for _, _, n in prof))
+    for r in results:
+        if r.get("not_reinplaced_ops"):
+            print(f"  {r['variant']}: not reinplaced: {r['not_reinplaced_ops']}")
     for r in results:
         for op, buckets in (r.get("compile_choices") or {}).items():
             for b, d in buckets.items():

@@ -317,3 +317,32 @@ def test_auto_keeps_the_faster_of_two_timings(monkeypatch, tmp_path):
     assert (
         c.tuner.cached(("float32", 64), None) == ch.REFERENCE and c.tuner.cached(("float32", 8192), None) == ch.KERNEL
     )
+
+
+def test_auto_measures_inside_a_real_trace(monkeypatch, tmp_path):
+    """The measurement runs while AOTAutograd traces the model, forward and backward: its own torch.compile of the
+    reference must work there (torch 2.11's Dynamo refuses to compile while make_fx's FX-tracing flag is set; the
+    H100 run found it, and choice.py clears the flag for the measurement; torch 2.13 no longer looks at it while
+    compiling). On CPU tensors, with the CPU admitted as a timed device and given timings, both ops are decided
+    inside the trace and the traced graph is the reference's."""
+    from opsmith.inductor import choice as ch
+
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ch, "TIMED_DEVICES", {"cuda", "cpu"})
+    # the backward calls an "auto" op too: decided while the joint graph's backward is traced (the GPU's case)
+    back = _scale("scale_auto_traced_backward", compile="auto", reference=lambda x: x * 3)
+    op = _scale("scale_auto_traced", compile="auto", reference=lambda x: x * 3,
+                backward=ok.Backward(lambda grad_y: back(grad_y), args=("grad_y",), grads=("x",)))  # fmt: skip
+    given = [2.0, 1.0, 2.0, 1.0]  # kernel, reference, for each op
+
+    def timer(run, restore):
+        restore()
+        run()
+        return [given.pop(0)]
+
+    op.compile_choice.tuner.timer = back.compile_choice.tuner.timer = timer
+    x = torch.randn(64, requires_grad=True)
+    code = _traced_graph(lambda x: op(x) + 1, x)  # the joint graph is traced
+    assert "aten.mul" in code and f"{NS}.scale_auto_traced" not in code
+    assert [v["choice"] for v in op.compile_choices().values()] == ["reference"]
+    assert [v["choice"] for v in back.compile_choices().values()] == ["reference"]

@@ -108,34 +108,59 @@ def test_causal_sdpa_keeps_a_plain_causal_mask_unmaterialized_under_compile_and_
 
 def test_the_chunked_gradients_accumulate_in_place_when_compiled():
     """The fused cross-entropy's two gradient buffers, written chunk by chunk through ``mm_into`` (a custom op that
-    declares its write): compiled by Inductor (CPU), every write is reinplaced (Inductor's own counter: nothing
-    missed), the compiled code calls the op on the buffers (no functional ``addmm``, which copies its input into a
-    new buffer first) and the buffers equal eager's."""
+    declares its write) and saved for the backward, as ``FusedLinearCrossEntropy`` does: compiled by Inductor
+    (CPU), every write is reinplaced (Inductor's own counter: nothing missed), including the last chunk's, which
+    AOTAutograd's partitioner moves into the backward graph (it writes donated buffers there: opsmith's pass);
+    no graph has a functional ``addmm`` (which copies its input into a new buffer first), and the gradients
+    equal eager's."""
     from torch._dynamo.utils import ReinplaceCounters
     from torch._inductor.utils import run_and_get_code
 
     from examples.llama.model import _mm_into
+    from opsmith.inductor.donated import install
 
-    def grads(x, weight, chunk):
-        grad_x, grad_w = torch.empty_like(x), torch.empty_like(weight)
-        for start in range(0, x.shape[0], chunk):
-            xc = x[start : start + chunk]
-            logits = (xc @ weight.t()).softmax(-1)  # stands in for the cross-entropy's gradient
-            _mm_into(grad_x[start : start + chunk], logits, weight, False)
-            _mm_into(grad_w, logits.t(), xc, start > 0)
-        return grad_x * 2, grad_w * 2
+    assert install()  # what registering an opsmith op that writes an input does
 
-    g = torch.Generator().manual_seed(0)
-    x, weight = torch.randn(64, 16, generator=g), torch.randn(40, 16, generator=g)
-    expected = grads(x, weight, 16)
+    class Chunked(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            grad_x, grad_w = torch.empty_like(x), torch.empty_like(weight)
+            losses = []
+            for start in range(0, x.shape[0], 16):
+                xc = x[start : start + 16]
+                logits = (xc @ weight.t()).softmax(-1)  # stands in for the cross-entropy and its gradient
+                losses.append(logits.square().sum())
+                _mm_into(grad_x[start : start + 16], logits, weight, False)
+                _mm_into(grad_w, logits.t(), xc, start > 0)
+            ctx.save_for_backward(grad_x, grad_w)
+            return torch.stack(losses).sum()
+
+        @staticmethod
+        def backward(ctx, g):
+            grad_x, grad_w = ctx.saved_tensors
+            return grad_x * g, grad_w * g
+
+    def step(x, weight):
+        x.grad = weight.grad = None
+        Chunked.apply(x, weight).backward()
+        return x.grad, weight.grad
+
+    gen = torch.Generator().manual_seed(0)
+    x, weight = (
+        torch.randn(64, 16, generator=gen, requires_grad=True),
+        torch.randn(40, 16, generator=gen, requires_grad=True),
+    )
+    expected = [t.clone() for t in step(x, weight)]
     torch._dynamo.reset()
     ReinplaceCounters.clear()
     try:
         with torch._inductor.config.patch(force_disable_caches=True):
-            got, code = run_and_get_code(torch.compile(grads, fullgraph=True), x, weight, 16)
+            # the backward() call inside step breaks the graph: the autograd function compiles forward and backward
+            got, code = run_and_get_code(torch.compile(step), x, weight)
     finally:
         torch._dynamo.reset()
     assert ReinplaceCounters.get_total_missed() == 0
-    assert code[0].count("llama_recipe.mm_into.default(") == 8 and "addmm" not in code[0]
+    assert sum(c.count("llama_recipe.mm_into.default(") for c in code) == 8
+    assert not any("addmm" in c for c in code)
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b)

@@ -33,6 +33,9 @@ log = logging.getLogger("opsmith.compile")
 __all__ = ["MODES", "CompileChoice", "check_mode", "choices_table", "register_traced"]
 
 MODES = ("kernel", "reference", "auto")
+#: Where "auto" times the two ways (elsewhere the kernel is traced, as for "kernel"); the CPU tests add "cpu" to
+#: run the measurement inside a real trace with a given timer.
+TIMED_DEVICES: set[str] = {"cuda"}
 KERNEL, REFERENCE = 0, 1
 
 
@@ -97,10 +100,11 @@ class CompileChoice:
         if self.mode != "auto":
             return self.mode == "reference"
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
-        if not tensors or tensors[0].device.type != "cuda":
+        if not tensors or tensors[0].device.type not in TIMED_DEVICES:
             return False  # nothing to time on a CPU (the kernel is what runs there)
         key = self.bucket(args)
-        device = tensors[0].device.index if tensors[0].device.index is not None else torch.cuda.current_device()
+        dev = tensors[0].device
+        device = None if dev.type != "cuda" else dev.index if dev.index is not None else torch.cuda.current_device()
         winner = self._decide(overload, key, device, args)
         return winner == REFERENCE
 
@@ -132,7 +136,7 @@ class CompileChoice:
         from torch.utils._python_dispatch import _disable_current_modes
 
         on = torch.cuda.device(device) if device is not None else contextlib.nullcontext()
-        with unset_fake_temporarily(), _disable_current_modes(), on:
+        with unset_fake_temporarily(), _disable_current_modes(), _outside_fx_tracing(), torch.no_grad(), on:
             real = [_real(a) for a in args]
             mutated = [t for t in real if isinstance(t, torch.Tensor) and t.is_floating_point()]
             saved = [t.clone() for t in mutated]
@@ -158,6 +162,21 @@ class CompileChoice:
         log.info("%s: bucket %s: kernel %.4f ms, reference compiled %.4f ms", self.op_name, key, times[KERNEL],
                  times[REFERENCE])  # fmt: skip
         return winner
+
+
+@contextlib.contextmanager
+def _outside_fx_tracing() -> Any:
+    """The measurement's own torch.compile of the reference runs while AOTAutograd traces the model (make_fx), whose
+    flag makes Dynamo refuse ("using FX to symbolically trace a dynamo-optimized function"): the flag is cleared for
+    the measurement, which traces nothing of the model (the modes are off and its tensors are real)."""
+    import torch.fx._symbolic_trace as symbolic
+
+    before = symbolic._is_fx_tracing_flag
+    symbolic._is_fx_tracing_flag = False
+    try:
+        yield
+    finally:
+        symbolic._is_fx_tracing_flag = before
 
 
 def register_traced(lib: Any, op_name: str, overload: Any, choice: CompileChoice | None,

@@ -10,9 +10,13 @@ docs/llama.md: 32 clones of 63 us, 2.0 ms of a 100 ms step.
 AOTAutograd already knows which saved activations nothing else uses: its *donated buffers*
 (``bw_donated_idxs``: saved for the backward only, aliasing no input or output, and the backward refused with
 ``retain_graph=True``). This pass, run on each backward graph before Inductor reinplaces, declares the write of an
-opsmith op into a donated buffer as an input mutation (a ``copy_`` of the op's result back into it) where no later
-node reads the buffer. Inductor's own reinplacing then runs the op in place and drops the copy; where it cannot,
-nothing was added. Only opsmith ops whose declaration says they write an input (``mutates=True``) are touched.
+op into a donated buffer as an input mutation (a ``copy_`` of the op's result back into it) where no later node
+reads the buffer. Inductor's own reinplacing then runs the op in place and drops the copy; where it cannot,
+nothing was added. The writes it takes are declared ones: a custom op's schema (``Tensor(a!)``: opsmith's
+``mutates=True``, or ``torch.library.custom_op(mutates_args=...)``), and for a Triton kernel an opsmith op hands
+to Inductor, its declaration's (not Inductor's analysis, which may over-report). AOTAutograd's partitioner moves
+a forward write only the backward reads into the backward graph (the Llama recipe's last chunk), so the pass
+serves forward-side writes too.
 
 Installed once, when the first such op registers (``install``): the pass goes into
 ``torch._inductor.config.post_grad_custom_post_pass``, after a pass the user set there (both run).
@@ -86,8 +90,10 @@ def _writes(node: torch.fx.Node) -> list[tuple[torch.fx.Node, Any]]:
     from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_functional
 
     if node.target is auto_functionalized_v2:
+        # Any op whose schema declares the write (opsmith's, or a torch.library custom op beside them, such as the
+        # Llama recipe's chunked accumulation): the declaration is its author's, the donation AOTAutograd's proof.
         op = node.args[0]
-        if getattr(op, "_schema", None) is None or op._schema.name not in _OPS:
+        if getattr(op, "_schema", None) is None:
             return []
         bases = list(node.kwargs.get("_all_bases") or [])
         first = len(node.meta["val"]) - len(bases)  # the op's own outputs come first, then each base's new value
