@@ -188,8 +188,12 @@ def profile_steps(loss_of: object, opt: object, ids: torch.Tensor, step_ms: floa
     copies = sum(n for name, (_, n) in kernels.items() if group(name) == "copy") / steps
     total = sum(groups.values())
     top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:12]
+    copy_kernels = sorted(
+        ((n, ms, c // steps) for n, (ms, c) in kernels.items() if group(n) == "copy"), key=lambda x: -x[1]
+    )
     return {"groups": groups, "kernels_ms": total, "host_wait_ms": step_ms - total, "copies": copies,
-            "copy_ms": groups.get("copy", 0.0), "top": [[n[:100], ms, c // steps] for n, (ms, c) in top]}  # fmt: skip
+            "copy_ms": groups.get("copy", 0.0), "top": [[n[:100], ms, c // steps] for n, (ms, c) in top],
+            "copy_kernels": [[n[:100], ms, c] for n, ms, c in copy_kernels[:10]]}  # fmt: skip
 
 
 def watch_reinplacing() -> dict:
@@ -352,6 +356,8 @@ def profile_table(results: list[dict]) -> None:
     for r in results:
         if r.get("not_reinplaced_ops"):
             print(f"  {r['variant']}: not reinplaced: {r['not_reinplaced_ops']}")
+        for name, ms, n in r.get("profile", {}).get("copy_kernels", [])[:4]:
+            print(f"  {r['variant']}: copy {ms:.3f} ms, {n}x  {name[:90]}")
     for r in results:
         for op, buckets in (r.get("compile_choices") or {}).items():
             for b, d in buckets.items():
@@ -385,8 +391,9 @@ def summary(results: list[dict], base: dict | None) -> str:
         r = ok["opsmith"]["tokens_per_s"] / ok["liger"]["tokens_per_s"]
         parts.append(f"eager opsmith/liger {r:.3f}x")
     compiled = {v: r["tokens_per_s"] for v, r in ok.items() if v.endswith("-compile")}
-    if "opsmith-compile" in compiled and len(compiled) > 1:
-        best = max((t, v) for v, t in compiled.items() if not v.startswith("opsmith"))
+    others = [(t, v) for v, t in compiled.items() if not v.startswith("opsmith")]
+    if "opsmith-compile" in compiled and others:
+        best = max(others)
         parts.append(f"compiled opsmith/{best[1]} {compiled['opsmith-compile'] / best[0]:.3f}x")
     for v in ("opsmith-auto-compile", "opsmith-ref-compile"):
         if v in compiled and "hf-compile" in compiled:
