@@ -53,7 +53,10 @@ def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: boo
     A custom op declaring its write is functionalized and then reinplaced by Inductor (the buffer is the
     function's own and nothing reads its old value), so the compiled step accumulates in place, as eagerly.
     Eagerly ``_mm_into`` calls ``torch.addmm`` itself (no custom-op dispatch per chunk)."""
-    torch.addmm(out, a, b, beta=1 if accumulate else 0, out=out)
+    if accumulate:
+        out.addmm_(a, b)
+    else:
+        torch.mm(a, b, out=out)
 
 
 @mm_into.register_fake
@@ -64,8 +67,10 @@ def _(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> 
 def _mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
     if torch.compiler.is_compiling():
         mm_into(out, a, b, accumulate)
-    else:
-        torch.addmm(out, a, b, beta=1 if accumulate else 0, out=out)
+    elif accumulate:
+        out.addmm_(a, b)
+    else:  # a plain product: cuBLAS picks its kernel for C = AB, not C = AB + 0 C
+        torch.mm(a, b, out=out)
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):
