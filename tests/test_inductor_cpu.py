@@ -346,3 +346,19 @@ def test_auto_measures_inside_a_real_trace(monkeypatch, tmp_path):
     assert "aten.mul" in code and f"{NS}.scale_auto_traced" not in code
     assert [v["choice"] for v in op.compile_choices().values()] == ["reference"]
     assert [v["choice"] for v in back.compile_choices().values()] == ["reference"]
+
+
+def test_a_triton_op_is_shaped_for_epilogue_fusion_into_its_kernel():
+    """torch 2.13's ``epilogue_fusion_user_defined_triton_kernel`` fuses a pointwise epilogue into a user Triton
+    kernel when the kernel stores once, into the one tensor it writes, and the graph created that tensor empty
+    (``ir.UserDefinedTritonKernel.can_fuse_epilogue``). opsmith's traced implementation gives it that shape: the
+    output comes from ``new_empty`` (lowered as Inductor's empty buffer) and is the only tensor the functional call
+    writes (the declaration's writes). An ``init=`` output is filled first: not empty, so never fused."""
+    op = _scale("scale_fusable")
+    with torch.device("meta"):
+        code = _traced_graph(lambda x: op(x).relu(), torch.randn(64))
+    lines = code.splitlines()
+    call = next(line for line in lines if "triton_kernel_wrapper_functional(" in line)
+    assert "tensors_to_clone = ['y_ptr']" in call and "'y_ptr': new_empty" in call
+    assert any(line.strip().startswith("new_empty = torch.ops.aten.new_empty") for line in lines)
+    assert any("aten.relu" in line for line in lines)  # the epilogue Inductor would fuse
