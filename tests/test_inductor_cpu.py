@@ -362,3 +362,86 @@ def test_a_triton_op_is_shaped_for_epilogue_fusion_into_its_kernel():
     assert "tensors_to_clone = ['y_ptr']" in call and "'y_ptr': new_empty" in call
     assert any(line.strip().startswith("new_empty = torch.ops.aten.new_empty") for line in lines)
     assert any("aten.relu" in line for line in lines)  # the epilogue Inductor would fuse
+
+
+@triton.jit
+def axpby_kernel(x_ptr, y_ptr, out_ptr, alpha, n, beta: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + i, mask=i < n)
+    tl.store(out_ptr + i, alpha * x + beta * tl.load(y_ptr + i, mask=i < n), mask=i < n)
+
+
+def test_float_scalars_reach_the_kernel_as_fp32_under_inductor_through_an_entry():
+    """A float scalar would reach a user Triton kernel as fp64 under Inductor: the op hands Inductor a generated
+    entry that casts it to fp32 and calls the kernel (inlined), instead of staying whole. Traced on meta tensors:
+    the graph launches the entry with the float, the entry's source casts exactly the float arguments, and the
+    kernel it calls is found by its own name (Inductor copies it into its code under that name)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_functional
+
+    launched = []
+
+    def note(gm, _):
+        for n in gm.graph.nodes:
+            if n.target is triton_kernel_wrapper_functional:
+                launched.append((kernel_side_table.get_kernel(n.kwargs["kernel_idx"]), dict(n.kwargs["kwargs"])))
+        return gm.forward
+
+    op = ok.triton_op(f"{NS}::axpby", axpby_kernel,
+                      inputs=[ok.InputDecl("x"), ok.InputDecl("y", shape=ok.SameAs("x")), ok.ScalarInput("alpha", float)],
+                      outputs=[ok.OutputDecl("out", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                      geometry=ok.Elementwise(block=("BLOCK",)), constexprs={"BLOCK": 256, "beta": 2.0})  # fmt: skip
+    with torch.device("meta"):
+        x = torch.randn(64)
+    torch._dynamo.reset()
+    try:
+        torch.compile(lambda x: op(x, x, 0.5), fullgraph=True, backend=aot_autograd(fw_compiler=note))(x)
+    finally:
+        torch._dynamo.reset()
+    [(launched_kernel, kwargs)] = launched
+    entry = donated._jit_function(launched_kernel)  # torch wraps it in an Autotuner holding num_warps/num_stages
+    assert kwargs["alpha"] == 0.5
+    assert entry.fn.__name__ == "axpby_kernel__fp32_entry"
+    assert "alpha.to(tl.float32)" in entry.src and "x_ptr.to" not in entry.src
+    assert "axpby_kernel(x_ptr=x_ptr, y_ptr=y_ptr, out_ptr=out_ptr, alpha=alpha.to(tl.float32), n=n, beta=beta, " \
+           "BLOCK=BLOCK)" in entry.src.replace("\n", " ")  # fmt: skip
+    assert entry.fn.__globals__["axpby_kernel"] is axpby_kernel
+    from opsmith.flavors.triton_traced import _WHOLE
+
+    assert f"{NS}::axpby" not in _WHOLE
+
+
+def _launched(fn, *args):
+    """The @triton.jit functions (and kwargs) the traced graph of fn(*args) launches."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_functional
+
+    seen = []
+
+    def note(gm, _):
+        for n in gm.graph.nodes:
+            if n.target is triton_kernel_wrapper_functional:
+                kernel = donated._jit_function(kernel_side_table.get_kernel(n.kwargs["kernel_idx"]))
+                seen.append((kernel, dict(n.kwargs["kwargs"])))
+        return gm.forward
+
+    torch._dynamo.reset()
+    try:
+        torch.compile(fn, fullgraph=True, backend=aot_autograd(fw_compiler=note))(*args)
+    finally:
+        torch._dynamo.reset()
+    return seen
+
+
+def test_each_trace_launches_its_own_kernel_after_a_dynamo_reset():
+    """torch._dynamo.reset() empties torch's kernel side table; a wrapper made before it would launch whichever
+    kernel later took its index. Traced, reset, another op traced first, then traced again: the same kernel."""
+    scale = _scale("scale_reset")
+    other = _scale("scale_reset_other")
+    with torch.device("meta"):
+        x = torch.randn(64)
+    assert [k for k, _ in _launched(scale, x)] == [scale_kernel]
+    _launched(lambda x: other(x) * 2 + other(x.sin()), x)  # other kernels take the first indices now
+    glu = _register("glu_reset", with_reference=False)[0]
+    _launched(glu, x, x)
+    assert [k.fn.__name__ for k, _ in _launched(lambda x: glu(x, x) + scale(x), x)] == ["glu_kernel", "scale_kernel"]

@@ -4,9 +4,9 @@ plus ``wrap_triton(kernel)[grid](...)``, registered on the one registration path
 
 The tensors the kernel writes are the declaration's (outputs and ``mutates=True`` inputs), not Inductor's analysis
 of its TTIR, which fails on some published kernels and then assumes every input is written
-(``inductor/writes.py``). The op stays whole in the traced graph (the graph calls it, and it launches what every
-other path launches) where handing the kernel to Inductor would change what it computes: float scalars Inductor
-would pass as fp64.
+(``inductor/writes.py``). Float arguments, which Inductor would pass as fp64, go through an entry kernel that casts
+them to fp32 (``inductor/floats.py``); where that entry cannot be built the op stays whole in the traced graph (the
+graph calls it, and it launches what every other path launches).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from ..errors import LaunchError
 from ..inductor.writes import declared_writes
-from ..record import KernelRecord, ScalarArg, TensorArg
+from ..record import KernelRecord, TensorArg
 from .triton import TritonSource, _interpreted
 
 log = logging.getLogger("opsmith.compile")
@@ -108,10 +108,10 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
         kernels = [s.kernel if _interpreted(s.kernel) else InterpretedFunction(s.kernel.fn) for s in sources]
     else:
-        from torch.library import wrap_triton
-
-        # A kernel defined under TRITON_INTERPRET=1 cannot be traced (older torch refuses to wrap it).
-        kernels = [None if _interpreted(s.kernel) else wrap_triton(s.kernel) for s in sources]
+        # A kernel defined under TRITON_INTERPRET=1 cannot be traced (older torch refuses to wrap it). Wrapped per
+        # trace (``_traceable``): a wrapper holds its index in torch's kernel side table, which
+        # ``torch._dynamo.reset()`` clears.
+        kernels = [None if _interpreted(s.kernel) else s.kernel for s in sources]
 
     def impl(*args: Any) -> Any:
         args = list(args)
@@ -164,16 +164,67 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages, **chosen}
         if interpret:
             kern[grid](**{**kwargs, **consts, **options})
-        else:  # functionalization takes the declared writes, not Inductor's analysis of the kernel (inductor/writes.py)
-            with declared_writes(src.kernel, written_names[c]):
-                kern[grid](**{**kwargs, **consts, **options})
+            return outs
+        target = src.kernel
+        floats = [n for n, v in kwargs.items() if isinstance(v, float | torch.SymFloat)]
+        if floats and _floats_widen():  # Inductor would pass them as fp64: an entry casting them (inductor/floats.py)
+            target = _entry(record, src, floats, [*kwargs, *consts])
+        kern = _traceable(target)
+        # functionalization takes the declared writes, not Inductor's analysis of the kernel (inductor/writes.py)
+        with declared_writes(target, written_names[c]):
+            kern[grid](**{**kwargs, **consts, **options})
         return outs
 
     return impl
 
 
-#: Ops kept whole under torch.compile, and why (op -> reason): float scalars Inductor would widen.
+#: Ops kept whole under torch.compile, and why (op -> reason): a kernel whose fp32 entry cannot be built.
 _WHOLE: dict[str, str] = {}
+_NOTED: set[int] = set()  # the fp32 entries already recorded
+
+
+class _KeepWhole(Exception):
+    """Raised by the visible implementation, while tracing, when the op must stay whole (``_WHOLE``)."""
+
+
+def _floats_widen() -> bool:
+    """Whether Inductor compiles a user kernel's Python-float arguments as fp64 (``_use_fp64_for_unbacked_floats``,
+    on outside fbcode), where Triton's JIT and every other opsmith path pass fp32."""
+    from torch._inductor import config
+
+    return bool(getattr(config, "_use_fp64_for_unbacked_floats", False))
+
+
+def _traceable(kernel: Any) -> Any:
+    """``wrap_triton(kernel)``, made at each trace: the wrapper records the kernel's index in torch's kernel side
+    table when made, and ``torch._dynamo.reset()`` empties that table (a wrapper kept across a reset would launch
+    whichever kernel took its index next)."""
+    from torch.library import wrap_triton
+
+    return wrap_triton(kernel)
+
+
+def _entry(record: KernelRecord, src: TritonSource, floats: list[str], passed: list[str]) -> Any:
+    """The fp32 entry of ``src``'s kernel for these float arguments; ``_KeepWhole`` where it cannot be built (a
+    parameter the launch does not pass and the kernel gives no default: a heuristic its wrapper would have set)."""
+    from ..inductor.floats import fp32_entry
+
+    op = record.op_name
+    try:
+        entry = fp32_entry(src.kernel, floats, passed)
+    except Exception as e:
+        _WHOLE[op] = f"its float arguments {floats} would reach the kernel as fp64, and no fp32 entry: {e}"
+        log.info("%s: kept whole under torch.compile: %s", op, _WHOLE[op])
+        raise _KeepWhole from e
+    if id(entry) not in _NOTED:
+        _NOTED.add(id(entry))
+        if record.mutated:  # the entry's writes into saved activations stay in place (inductor/donated.py)
+            from ..inductor.donated import note_kernel
+
+            note_kernel(entry, [name for p, name in zip(record.params, src.runtime_params, strict=True)
+                                if p.role == "input" and getattr(record.inputs[p.index], "mutates", False)])  # fmt: skip
+        log.info("%s: under torch.compile its kernel runs through an fp32 entry for %s", op, floats)
+    return entry
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
@@ -208,35 +259,18 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         import triton
 
         on_cpu = any(isinstance(a, torch.Tensor) and a.device.type != "cuda" for a in args)
-        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or floats_widen():
+        if keep_whole() or (on_cpu and (not register_cpu or triton.knobs.runtime.interpret)) or op_name in _WHOLE:
             return mode.__torch_dispatch__(op, types, args, kwargs)
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
         if visible is None:
             visible = make_visible_impl(record, variants, custom)
         with mode:
-            return visible(*args, **kwargs)
-
-    float_scalars = [a.name for a in record.inputs if isinstance(a, ScalarArg) and a.py_type == "float"]
-    said: list[str] = []  # the reason is logged once per op
-
-    def floats_widen() -> bool:
-        """Whether Inductor would compile this kernel with its float scalars as fp64 (a Python float in a
-        user-defined kernel's call is fp64 unless ``_use_fp64_for_unbacked_floats`` is off), where every other
-        path compiles them as fp32, as Triton's JIT does: the kernel would compute differently, or not compile
-        (the attention tutorial's ``acc`` becomes fp64 and ``tl.dot`` refuses it). Such an op stays whole under
-        torch.compile: the graph calls it, and it launches the kernel every other path launches."""
-        if not float_scalars:
-            return False
-        from torch._inductor import config
-
-        widen = bool(getattr(config, "_use_fp64_for_unbacked_floats", False))
-        if widen and not said:
-            said.append(op_name)
-            _WHOLE[op_name] = f"Inductor would pass the float scalars {float_scalars} to its kernel as fp64"
-            log.info("%s: kept whole under torch.compile: Inductor would pass the float scalars %s to its kernel as "
-                     "fp64 (fp32 on every other path)", op_name, float_scalars)  # fmt: skip
-        return widen
+            try:
+                return visible(*args, **kwargs)
+            except _KeepWhole:  # what it traced so far is dead code, which the graph drops
+                pass
+        return mode.__torch_dispatch__(op, types, args, kwargs)
 
     if record.mutated:  # its kernel's writes into saved activations stay in place (inductor/donated.py)
         from ..inductor.donated import note_kernel
