@@ -161,6 +161,21 @@ def group(name: str) -> str:
     return next((g for g, keys in GROUPS if any(k.lower() in low for k in keys)), "aten other")
 
 
+def kernel_times(step: object, steps: int) -> dict[str, list]:
+    """{CUDA kernel name: [ms per step, launches in all]} of ``steps`` runs of ``step`` under torch.profiler."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+    kernels: dict[str, list] = {}
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name, [0.0, 0])
+            k[0] += e.device_time / 1e3 / steps  # ms per step
+            k[1] += 1
+    return kernels
+
+
 def profile_steps(loss_of: object, opt: object, ids: torch.Tensor, step_ms: float, steps: int = 3) -> dict:
     """The step profile: kernel ms per step by group, the copy kernels (count, ms), and the GPU's wait on the host
     (``step_ms``, the unprofiled median step, minus the kernels)."""
@@ -172,16 +187,7 @@ def profile_steps(loss_of: object, opt: object, ids: torch.Tensor, step_ms: floa
 
     step()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    kernels: dict[str, list] = {}
-    for e in p.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            k = kernels.setdefault(e.name, [0.0, 0])
-            k[0] += e.device_time / 1e3 / steps  # ms per step
-            k[1] += 1
+    kernels = kernel_times(step, steps)
     groups: dict[str, float] = {}
     for name, (ms, _) in kernels.items():
         groups[group(name)] = groups.get(group(name), 0.0) + ms

@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, ".")
 from benchmarks.bench_core import device_time
-from benchmarks.bench_llama import build, config, group
+from benchmarks.bench_llama import build, config, group, kernel_times
 
 
 def profile(variant: str, small: bool, steps: int = 3) -> dict:
@@ -43,16 +43,7 @@ def profile(variant: str, small: bool, steps: int = 3) -> dict:
     torch.cuda.reset_peak_memory_stats()
     step_ms = device_time(step, warmup=0, reps=5)  # median of 5 steps, CUDA events
     peak = torch.cuda.max_memory_allocated() / 2**30
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    kernels: dict[str, list] = {}
-    for e in p.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            k = kernels.setdefault(e.name, [0.0, 0])
-            k[0] += e.device_time / 1e3 / steps  # ms per step
-            k[1] += 1
+    kernels = kernel_times(step, steps)
     groups: dict[str, float] = {}
     for name, (ms, _) in kernels.items():
         groups[group(name)] = groups.get(group(name), 0.0) + ms
