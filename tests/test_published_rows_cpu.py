@@ -109,33 +109,42 @@ def test_heuristics_choose_the_block_and_the_warps_per_call_on_both_paths(ops):
     assert [b[0] for b in blocks] == [64, 128, 256], blocks
 
 
-def test_an_op_whose_float_scalars_inductor_would_widen_stays_whole():
+def test_an_op_whose_float_scalars_inductor_would_widen_reaches_it_through_an_fp32_entry():
     """Inductor compiles a user-defined Triton kernel's Python-float arguments as fp64 (its
     ``_use_fp64_for_unbacked_floats``), where Triton's JIT and every opsmith path pass fp32: the tutorial-style
-    attention then fails in ``tl.dot`` (its accumulator turns fp64), and other kernels compute in fp64. Such an op
-    stays whole in the traced graph (it launches what every other path launches); with the widening off, or
-    without float scalars, it decomposes into the kernel as before."""
+    attention would then fail in ``tl.dot`` (its accumulator turns fp64), and other kernels compute in fp64. The
+    op decomposes into a generated entry kernel that casts the scale to fp32 and calls the attention kernel
+    (``opsmith/inductor/floats.py``; until 2026-11-27 it stayed whole); with the widening off, into the kernel
+    itself."""
     import contextlib
 
     from torch._functorch.aot_autograd import aot_function
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table, triton_kernel_wrapper_functional
     from torch._inductor import config
 
     from examples.catalog.attention import register_attention
+    from opsmith.inductor.donated import _jit_function
 
     op = register_attention(NS)
 
     def trace():
-        graphs = []
-        f = aot_function(lambda q, k, v: op(q, k, v, 0.125), fw_compiler=lambda gm, _: graphs.append(gm) or gm)
+        launched = []
+
+        def note(gm, _):
+            launched.extend(_jit_function(kernel_side_table.get_kernel(n.kwargs["kernel_idx"])).fn.__name__
+                            for n in gm.graph.nodes if n.target is triton_kernel_wrapper_functional)  # fmt: skip
+            return gm
+
+        f = aot_function(lambda q, k, v: op(q, k, v, 0.125), fw_compiler=note)
         with FakeTensorMode(), contextlib.suppress(RuntimeError):  # running the captured graph needs a GPU
             q = torch.empty(2, 3, 128, 64, device="cuda", dtype=torch.float16)
             f(q, q.clone(), q.clone())
-        return graphs[0].code
+        return launched
 
-    code = trace()
-    assert "attention.default" in code and "triton_kernel_wrapper" not in code, code
+    [entry] = trace()
+    assert entry.endswith("__fp32_entry"), entry
     with config.patch(_use_fp64_for_unbacked_floats=False):
-        assert "triton_kernel_wrapper_functional" in trace()
+        assert trace() == [entry.removesuffix("__fp32_entry")]
 
 
 def test_a_scalar_named_like_a_constexpr_is_compiled_in_per_value(ops):
