@@ -137,9 +137,10 @@ class Tuner:
             return None
         return winner if entry.get("config") == self.configs[winner] else None
 
-    def record(self, key: tuple, device: int | None, winner: int) -> None:
-        """Keep a decision made elsewhere (another rank of the job) on disk, as this process's own."""
-        self._write(key, device, winner, {}, {})
+    def record(self, key: tuple, device: int | None, winner: int, times: dict[int, float] | None = None) -> None:
+        """Keep a decision made elsewhere (another rank of the job, or a timing of its own such as
+        ``inductor/choice.py``'s, whose ``times`` are kept beside it) on disk, as this process's own."""
+        self._write(key, device, winner, times or {}, {})
 
     def _write(self, key: tuple, device: int | None, winner: int, times: dict[int, float],
                skipped: dict[int, str]) -> None:  # fmt: skip

@@ -419,9 +419,9 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
     if record.mutated:  # under torch.compile, a saved activation it overwrites is not cloned first
-        from .inductor.donated import note_op
+        from .inductor.donated import install
 
-        note_op(op_name)
+        install()
     cpu = impl if eager_fn is not None else serving.python_cpu_kernel(impl, plan, record, variants)
     if reference is not None:  # models with the op run on CPU: the user's reference, under the op's guards
         from .eager import make_checks

@@ -52,10 +52,14 @@ def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: boo
     131 MB device copy per chunk after the first in the Llama of docs/llama.md: 15 of 85 us a step on an H100).
     A custom op declaring its write is functionalized and then reinplaced by Inductor (the buffer is the
     function's own and nothing reads its old value), so the compiled step accumulates in place, as eagerly.
-    Eagerly ``_mm_into`` calls ``torch.addmm`` itself (no custom-op dispatch per chunk)."""
+    Eagerly ``_mm_into`` calls ``_product_into`` itself (no custom-op dispatch per chunk)."""
+    _product_into(out, a, b, accumulate)
+
+
+def _product_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
     if accumulate:
         out.addmm_(a, b)
-    else:
+    else:  # a plain product: cuBLAS picks its kernel for C = AB, not C = AB + 0 C
         torch.mm(a, b, out=out)
 
 
@@ -67,10 +71,8 @@ def _(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> 
 def _mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, accumulate: bool) -> None:
     if torch.compiler.is_compiling():
         mm_into(out, a, b, accumulate)
-    elif accumulate:
-        out.addmm_(a, b)
-    else:  # a plain product: cuBLAS picks its kernel for C = AB, not C = AB + 0 C
-        torch.mm(a, b, out=out)
+    else:
+        _product_into(out, a, b, accumulate)
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):

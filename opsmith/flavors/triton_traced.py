@@ -98,10 +98,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
     int_scalars = record.int_scalars  # the scalars a heuristic may read
-    # per config, the kernel parameters it writes: the outputs and the inputs declared ``mutates=True``
-    written_names = [[name for p, name in zip(record.params, s.runtime_params, strict=True)
-                      if p.role == "output" or (p.role == "input" and getattr(record.inputs[p.index], "mutates", False))]
-                     for s in sources]  # fmt: skip
+    written_names = [_written(record, s) for s in sources]  # per config: outputs and ``mutates=True`` inputs
     if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
         # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
         from triton.runtime.interpreter import InterpretedFunction
@@ -180,11 +177,18 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
 
 #: Ops kept whole under torch.compile, and why (op -> reason): a kernel whose fp32 entry cannot be built.
 _WHOLE: dict[str, str] = {}
-_NOTED: set[int] = set()  # the fp32 entries already recorded
 
 
 class _KeepWhole(Exception):
     """Raised by the visible implementation, while tracing, when the op must stay whole (``_WHOLE``)."""
+
+
+def _written(record: KernelRecord, src: TritonSource, outputs: bool = True) -> list[str]:
+    """The parameters of ``src``'s kernel the declaration says it writes: the inputs declared ``mutates=True``, and
+    the outputs unless ``outputs`` is False."""
+    return [name for p, name in zip(record.params, src.runtime_params, strict=True)
+            if (outputs and p.role == "output")
+            or (p.role == "input" and getattr(record.inputs[p.index], "mutates", False))]  # fmt: skip
 
 
 def _floats_widen() -> bool:
@@ -216,14 +220,10 @@ def _entry(record: KernelRecord, src: TritonSource, floats: list[str], passed: l
         _WHOLE[op] = f"its float arguments {floats} would reach the kernel as fp64, and no fp32 entry: {e}"
         log.info("%s: kept whole under torch.compile: %s", op, _WHOLE[op])
         raise _KeepWhole from e
-    if id(entry) not in _NOTED:
-        _NOTED.add(id(entry))
-        if record.mutated:  # the entry's writes into saved activations stay in place (inductor/donated.py)
-            from ..inductor.donated import note_kernel
+    if record.mutated:  # the entry's writes into saved activations stay in place (inductor/donated.py)
+        from ..inductor.donated import note_kernel
 
-            note_kernel(entry, [name for p, name in zip(record.params, src.runtime_params, strict=True)
-                                if p.role == "input" and getattr(record.inputs[p.index], "mutates", False)])  # fmt: skip
-        log.info("%s: under torch.compile its kernel runs through an fp32 entry for %s", op, floats)
+        note_kernel(entry, _written(record, src, outputs=False))
     return entry
 
 
@@ -276,8 +276,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         from ..inductor.donated import note_kernel
 
         for s in variants.sources:
-            note_kernel(s.kernel, [name for p, name in zip(record.params, s.runtime_params, strict=True)
-                                   if p.role == "input" and getattr(record.inputs[p.index], "mutates", False)])  # fmt: skip
+            note_kernel(s.kernel, _written(record, s, outputs=False))
 
     def cpu(*args: Any) -> Any:
         nonlocal interpreted

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import statistics
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,7 @@ class CompileChoice:
         #: bucket -> {"choice": "kernel"|"reference", "kernel_ms": float|None, "reference_ms": float|None}
         self.chosen: dict[tuple, dict] = {}
         self._compiled: dict[tuple, Callable] = {}
+        self._lock = threading.RLock()  # two threads tracing the same bucket decide once
 
     def bucket(self, args: tuple) -> tuple:
         from ..autotune import pow2
@@ -112,7 +114,7 @@ class CompileChoice:
         from ..distributed.tuning import in_job, job_decision
 
         tuner = self.tuner
-        with tuner._lock:
+        with self._lock:
             if key in tuner.decisions:
                 return tuner.decisions[key]
             if in_job():
@@ -156,7 +158,7 @@ class CompileChoice:
                 times[way] = statistics.median(self.tuner.timer(run, restore))
             restore()
         winner = REFERENCE if times[REFERENCE] < times[KERNEL] else KERNEL
-        self.tuner._write(key, device, winner, times, {})
+        self.tuner.record(key, device, winner, times)
         self.chosen[key] = {"choice": ("kernel", "reference")[winner], "kernel_ms": times[KERNEL],
                             "reference_ms": times[REFERENCE]}  # fmt: skip
         log.info("%s: bucket %s: kernel %.4f ms, reference compiled %.4f ms", self.op_name, key, times[KERNEL],

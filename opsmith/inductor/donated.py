@@ -34,23 +34,16 @@ import torch
 
 log = logging.getLogger("opsmith.compile")
 
-__all__ = ["DonatedSavedTensors", "install", "note_kernel", "note_op", "reinplaced"]
+__all__ = ["DonatedSavedTensors", "install", "note_kernel", "reinplaced"]
 
-#: The ops (qualified names) whose declaration writes an input, and for the Triton kernels such ops hand to
-#: Inductor (keyed by the ``@triton.jit`` function under any autotune or heuristics wrapper) the parameters the
-#: declaration says they write. Registration adds to them; the pass reads them.
-_OPS: set[str] = set()
+#: For the Triton kernels ops that write an input hand to Inductor (keyed by the ``@triton.jit`` function under
+#: any autotune or heuristics wrapper), the parameters the declaration says they write. Registration adds to it;
+#: the pass reads it. (A custom op's writes are in its schema.)
 _KERNELS: dict[int, frozenset[str]] = {}
 
 #: What the pass did, per backward graph it changed: the names of the buffers now overwritten in place (tests and
 #: ``opsmith serving`` read it; it grows by one entry per compiled backward graph, not per call).
 reinplaced: list[list[str]] = []
-
-
-def note_op(op_name: str) -> None:
-    """Record an op whose declaration writes an input, and install the pass."""
-    _OPS.add(op_name)
-    install()
 
 
 def _jit_function(kernel: Any) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import os
 import sys
 import threading
@@ -28,6 +29,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from .donated import _jit_function
+
+log = logging.getLogger("opsmith.compile")
 
 __all__ = ["fp32_entry"]
 
@@ -85,4 +88,7 @@ def fp32_entry(kernel: Any, floats: Sequence[str], passed: Sequence[str]) -> Any
         setattr(module, fn.fn.__name__, fn)  # found by name: Inductor copies it under that name
         entry = getattr(module, name)
         _ENTRIES[key] = entry
+        log.info(
+            "%s: under torch.compile it runs through an fp32 entry for %s (%s)", fn.fn.__name__, list(floats), path
+        )
         return entry
