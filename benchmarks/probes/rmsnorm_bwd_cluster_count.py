@@ -1,4 +1,4 @@
-"""Probe (issue 39, item 4): the CUDA C++ RMSNorm backward kernel alone under each config, at hidden 65,536
+"""Probe (issue 39, item 4): the CUDA C++ RMSNorm backward kernel alone under each config (OVERLAP too), at hidden 65,536
 and 16,384 bf16: how many persistent clusters of 4 and 8 this GPU holds (a config's SHORT launches that many
 fewer than its blocks allow; a count the GPU cannot hold at once runs about twice as long), and which config
 the tuner should find. Each config is forced in turn (tuning off, the Python path), then timed in interleaved
@@ -53,7 +53,7 @@ def time_shape(bwd: object, shape: tuple[int, ...], rounds: int) -> None:
         t, p = statistics.median(times[c]), bwd.record.configs[c]["params"]
         print(
             f"    {t * 1e3:8.1f} us  {1.5 * copy / t:6.1%} of copy  config {c}: "
-            + " ".join(f"{k}={p[k]}" for k in ("THREADS", "MAXV", "MINB", "STAGED", "CLUSTER", "SHORT"))
+            + " ".join(f"{k}={p[k]}" for k in ("THREADS", "MAXV", "MINB", "STAGED", "CLUSTER", "SHORT", "OVERLAP"))
         )
 
 

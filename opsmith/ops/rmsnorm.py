@@ -178,19 +178,16 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     # last two are for short rows (1,024 and 2,048 bf16), which want more, smaller blocks per SM (see
     # _ROW_ELEMENTS_IN_FLIGHT_PER_SM).
     bwd_shapes = [(512, 1, 2), (256, 2, 2), (512, 2, 1), (1024, 1, 1), (128, 1, 8), (256, 1, 4)]
+    plain = {"LATE": 0, "STAGED": 0, "SMEM": 0, "CLUSTER": 1, "SHORT": 0, "OVERLAP": 0}  # each kind's other params
     bwd_configs = [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": late, "STAGED": 0, "SMEM": 0, "CLUSTER": 1, "SHORT": 0})
-        for late in (0, 1)
-        for t, v, b in bwd_shapes
+        Config({**plain, "THREADS": t, "MAXV": v, "MINB": b, "LATE": late}) for late in (0, 1) for t, v, b in bwd_shapes
     ]
     # Staged through shared memory (bwd_staged in rmsnorm.cu): rows up to threads * maxv * 8 bf16 (16,384 for the
     # first two) read once; 2 stages x (x, dy) x threads * maxv x 16 bytes of shared memory per block, within
     # the SM's 227 KiB for the resident blocks. H200, (8192, 16384) bf16, kernel alone: (512, 4, 1) 216.9 us,
     # (1024, 2, 1) 215.8 (90% of copy); (16384, 8192): (512, 2, 1) 204.2 (96%), (256, 4, 2) 216.7.
     bwd_configs += [
-        Config(
-            {"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": 1, "SMEM": 64 * t * v, "CLUSTER": 1, "SHORT": 0}
-        )
+        Config({**plain, "THREADS": t, "MAXV": v, "MINB": b, "STAGED": 1, "SMEM": 64 * t * v})
         for t, v, b in [(512, 4, 1), (1024, 2, 1), (512, 2, 1), (256, 4, 2)]
     ]
     # Split over a cluster (bwd_cluster, sm_90+): (threads, vectors, blocks per SM, rows staged, cluster, short).
@@ -205,13 +202,17 @@ def _register_cuda(ns: str) -> tuple[Op, Op]:
     cluster_shapes = [(256, 4, 2, 2, 8, 5), (256, 4, 2, 3, 8, 5), (512, 2, 2, 3, 8, 5)]
     cluster_shapes += [(512, 4, 1, 2, 8, short) for short in (1, 2)]
     cluster_shapes += [(512, 4, 1, 3, 4, short) for short in (3, 5)]
+    # OVERLAP 1 (a row's exchange overlaps the previous row's dx writes) holds two rows and one in flight: the
+    # three-stage shapes, and the clusters of 8 at one block per SM with a third stage (196 KiB).
+    overlap_shapes = [s for s in cluster_shapes if s[3] == 3] + [(512, 4, 1, 3, 8, short) for short in (1, 2)]
     bwd_configs += [
-        Config({"THREADS": t, "MAXV": v, "MINB": b, "LATE": 0, "STAGED": st, "SMEM": 32 * t * v * st, "CLUSTER": c,
-                "SHORT": short})
-        for t, v, b, st, c, short in cluster_shapes
+        Config({**plain, "THREADS": t, "MAXV": v, "MINB": b, "STAGED": st, "SMEM": 32 * t * v * st, "CLUSTER": c,
+                "SHORT": short, "OVERLAP": o})
+        for o, shapes in ((0, cluster_shapes), (1, overlap_shapes))
+        for t, v, b, st, c, short in shapes
     ]  # fmt: skip
     bwd = cuda_kernel_op(f"{ns}::rmsnorm_cuda_backward", KernelSpec(
-        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}>",
+        kernel_source=src, kernel_name="rmsnorm_bwd<{T_grad_y}, {T_x}, {T_weight}, {T_partial}, {THREADS}, {MAXV}, {MINB}, {LATE}, {STAGED}, {CLUSTER}, {OVERLAP}>",
         inputs=d["bwd_inputs"], outputs=[OutputDecl("dx", SameAs("x"), dtype_from="x")],
         extras=[Dim("C"), Numel("x", "int64"), Dim("P")],
         # The config's resident blocks per SM (its launch bounds) within the partial rows, in whole clusters.

@@ -381,22 +381,28 @@ __device__ __forceinline__ void bwd_staged(const T* __restrict__ dy, const T* __
 // (vpc = cdiv(n / VEC, CLUSTER)), staged by cp.async STAGES - 1 rows ahead as in bwd_staged, so each byte is
 // read once and a block's slice of dweight stays in registers. A row's two sums cross the cluster without a
 // cluster barrier: each warp st.asyncs its sums into slot (rank, warp) of every peer's `red`, and each block
-// waits on its own mbarrier for all CLUSTER * WARPS slots (the two parities alternate by row; a peer can write
-// a slot again only after every warp here has sent the next row's sums, which it does after reading this
-// row's). Every block adds the slots in the same order, so the cluster agrees on rstd bit for bit. Clusters
-// are persistent: cluster g takes rows g, g + G, ... (G clusters) into partial row g, and zeroes its slice
-// of the partial rows G, G + ... that no cluster takes. H100, (2048, 65536) bf16, the shipped kernel streaming
-// each row twice read 1.58 GB and wrote 0.82-0.86 GB for 0.805 GB of x, dy and dx (28% of copy).
-template <typename T, typename A, int THREADS, int MAXV, int STAGES, int CLUSTER>
+// waits on its own mbarrier for all CLUSTER * WARPS slots. Every block adds the slots in the same order, so the
+// cluster agrees on rstd bit for bit. Clusters are persistent: cluster g takes rows g, g + G, ... (G clusters)
+// into partial row g, and zeroes its slice of the partial rows G, G + ... that no cluster takes. H100, (2048,
+// 65536) bf16, the shipped kernel streaming each row twice read 1.58 GB and wrote 0.82-0.86 GB for 0.805 GB of
+// x, dy and dx (28% of copy).
+//
+// OVERLAP = 1 pipelines the exchange: a block sends row i's sums, then writes row i - 1's dx while they cross the
+// cluster, so no block idles for a round trip per row (needs a third stage: rows i - 1 and i are both held).
+// The exchange slots rotate: a row's sums land in slot i % SLOTS, on that slot's mbarrier, and row i + SLOTS
+// may reuse it once this block has read row i. With OVERLAP a peer sends row j after reading row j - 2's sums
+// from every block, which this block sends after reading row j - 4's: SLOTS = 4. Without, a peer sends row j
+// after reading row j - 1's, which this block sends after reading row j - 2's: SLOTS = 2.
+template <typename T, typename A, int THREADS, int MAXV, int STAGES, int CLUSTER, int OVERLAP>
 __device__ __forceinline__ void bwd_cluster(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ w,
                                             double eps, A* __restrict__ partial, long long n, long long rows,
                                             long long prows, T* __restrict__ dx) {
 #ifdef RMSNORM_CLUSTERS
-    static_assert(STAGES >= 2, "rmsnorm: the cluster backward keeps at least one row in flight");
-    constexpr int VEC = 16 / sizeof(T), WARPS = THREADS / 32;
-    extern __shared__ uint4 rms_stage[];                // StagedSlice's stages
-    __shared__ alignas(16) A red[2][CLUSTER][WARPS][2];  // [row parity][peer][warp][sum of x^2, sum of dy*w*x]
-    __shared__ alignas(8) unsigned long long mbar[2];
+    static_assert(STAGES >= 2 + OVERLAP, "rmsnorm: the cluster backward keeps a row in flight (two with OVERLAP)");
+    constexpr int VEC = 16 / sizeof(T), WARPS = THREADS / 32, SLOTS = OVERLAP ? 4 : 2;
+    extern __shared__ uint4 rms_stage[];                    // StagedSlice's stages
+    __shared__ alignas(16) A red[SLOTS][CLUSTER][WARPS][2];  // [slot][peer][warp][sum of x^2, sum of dy*w*x]
+    __shared__ alignas(8) unsigned long long mbar[SLOTS];
     const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
     const unsigned rank = blockIdx.x % CLUSTER;
     const long long g = blockIdx.x / CLUSTER, groups = gridDim.x / CLUSTER;
@@ -405,38 +411,55 @@ __device__ __forceinline__ void bwd_cluster(const T* __restrict__ dy, const T* _
     for (long long r = g + groups; r < prows; r += groups)
         for (long long e = lo * VEC + t; e < hi * VEC; e += THREADS) partial[r * n + e] = A(0);
     if (t == 0) {
-        mbar_init(smem_u32(&mbar[0]), 1);
-        mbar_init(smem_u32(&mbar[1]), 1);
+#pragma unroll
+        for (int k = 0; k < SLOTS; ++k) mbar_init(smem_u32(&mbar[k]), 1);
     }
     cluster_start();
     StagedSlice<T, A, THREADS, MAXV> slice(rms_stage, w, lo, hi - lo);
 #pragma unroll
     for (int k = 0; k < STAGES - 1; ++k) slice.issue(x, dy, g + k * groups, rows, n, k);
     const unsigned peer_red = smem_u32(&red[0][rank][warp][0]), slot_bytes = CLUSTER * WARPS * 2 * sizeof(A);
-    long long it = 0;
-    for (long long row = g; row < rows; row += groups, ++it) {
-        const int s = (int)(it % STAGES), par = (int)(it & 1);
-        slice.issue(x, dy, row + (STAGES - 1) * groups, rows, n, (int)((it + STAGES - 1) % STAGES));
-        copy_wait_all_but<STAGES - 1>();  // this row's copies have landed; later rows' are in flight
-        const unsigned bar = smem_u32(&mbar[par]);
+    // Row i's sums (staged in stage i % STAGES) into slot i % SLOTS of every block of the cluster.
+    auto send = [&](long long i) {
+        const int slot = (int)(i % SLOTS);
+        const unsigned bar = smem_u32(&mbar[slot]);
         if (t == 0) mbar_expect(bar, slot_bytes);
         A ss, sg;
-        slice.sums(s, ss, sg);
+        slice.sums((int)(i % STAGES), ss, sg);
         ss = warp_sum(ss);
         sg = warp_sum(sg);
-        if (lane < CLUSTER) send2(peer_u32(peer_red + par * slot_bytes, lane), ss, sg, peer_u32(bar, lane));
-        mbar_wait(bar, (unsigned)(it >> 1) & 1u);
-        ss = 0;
-        sg = 0;
+        if (lane < CLUSTER) send2(peer_u32(peer_red + slot * slot_bytes, lane), ss, sg, peer_u32(bar, lane));
+    };
+    // Row i's sums from the whole cluster, then its dx (row `row` of dx) and dweight terms.
+    auto finish = [&](long long i, long long row) {
+        const int slot = (int)(i % SLOTS);
+        mbar_wait(smem_u32(&mbar[slot]), (unsigned)(i / SLOTS) & 1u);
+        A ss = 0, sg = 0;
         for (int e = lane; e < CLUSTER * WARPS; e += 32) {
-            ss += red[par][e / WARPS][e % WARPS][0];
-            sg += red[par][e / WARPS][e % WARPS][1];
+            ss += red[slot][e / WARPS][e % WARPS][0];
+            sg += red[slot][e / WARPS][e % WARPS][1];
         }
         ss = warp_sum(ss);
         sg = warp_sum(sg);
         const A rstd = rsqrt_(ss / A(n) + A(eps));
-        slice.grads(s, rstd, sg / A(n) * rstd * rstd * rstd, dx + row * n);
+        slice.grads((int)(i % STAGES), rstd, sg / A(n) * rstd * rstd * rstd, dx + row * n);
+    };
+    long long it = 0;
+    for (long long row = g; row < rows; row += groups, ++it) {
+        if constexpr (OVERLAP) {
+            copy_wait_all_but<STAGES - 2>();  // row it has landed; the STAGES - 2 after it are in flight
+            send(it);
+            if (it > 0) finish(it - 1, row - groups);  // written while row it's sums cross the cluster
+            // into row it - 1's stage, just read: each thread reuses only its own vectors (no barrier)
+            slice.issue(x, dy, row + (STAGES - 1) * groups, rows, n, (int)((it + STAGES - 1) % STAGES));
+        } else {
+            slice.issue(x, dy, row + (STAGES - 1) * groups, rows, n, (int)((it + STAGES - 1) % STAGES));
+            copy_wait_all_but<STAGES - 1>();  // this row's copies have landed; later rows' are in flight
+            send(it);
+            finish(it, row);
+        }
     }
+    if (OVERLAP && it > 0) finish(it - 1, g + (it - 1) * groups);
     slice.store(partial + g * n);
 #endif
 }
@@ -620,11 +643,12 @@ __device__ __forceinline__ void bwd_blocks(const T* __restrict__ dy, const T* __
 // LATE=1: the next row's loads are issued after this row's reduction barrier (a barrier orders memory
 // accesses, so loads issued before it may be waited for there) and the reduction takes one barrier.
 // STAGED=1: rows that fit THREADS * MAXV 16-byte vectors take bwd_staged (the launch gives its shared memory).
-// CLUSTER > 1: clusters of that many blocks split each row (bwd_cluster, STAGED >= 2 rows staged); the grid
+// CLUSTER > 1: clusters of that many blocks split each row (bwd_cluster, STAGED >= 2 rows staged, OVERLAP = 1 its
+// exchange pipelined with the previous row's writes: STAGED >= 3); the grid
 // is whole clusters, cluster g owning partial row g. Where the cluster kernel cannot run (before sm_90, a
 // misaligned row, a slice past THREADS * MAXV vectors), each cluster's first block streams its rows alone.
 template <typename TG, typename T, typename TW, typename TP, int THREADS, int MAXV, int MINB, int LATE, int STAGED,
-          int CLUSTER>
+          int CLUSTER, int OVERLAP = 0>
 __global__ void __launch_bounds__(THREADS, MINB) RMSNORM_CLUSTER_DIMS(CLUSTER)
 rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __restrict__ w, double eps,
             TP* __restrict__ partial, long long n, long long numel, long long prows, T* __restrict__ dx) {
@@ -639,8 +663,8 @@ rmsnorm_bwd(const TG* __restrict__ dy_, const T* __restrict__ x, const TW* __res
     if constexpr (CLUSTER > 1) {
         const long long g = blockIdx.x / CLUSTER, groups = gridDim.x / CLUSTER;
         if (cluster_fits<T, THREADS, MAXV, CLUSTER>(x, dy, wt, dx, n)) {
-            bwd_cluster<T, A, THREADS, MAXV, (STAGED > 2 ? STAGED : 2), CLUSTER>(dy, x, wt, eps, partial, n, rows,
-                                                                               prows, dx);
+            bwd_cluster<T, A, THREADS, MAXV, (STAGED > 2 ? STAGED : 2), CLUSTER, OVERLAP>(dy, x, wt, eps, partial, n,
+                                                                                        rows, prows, dx);
         } else if (blockIdx.x % CLUSTER == 0) {
             for (long long r = g + groups; r < prows; r += groups)
                 for (long long j = threadIdx.x; j < n; j += THREADS) partial[r * n + j] = TP(0);
