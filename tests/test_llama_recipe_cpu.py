@@ -1,7 +1,9 @@
 """The Llama recipe (examples/llama, docs/llama.md) at toy size on CPU: Liger-Kernel's kernels register from the
 package, swap into a transformers Llama, and one training step (forward, loss, backward) traces under
 ``torch.compile(fullgraph=True)`` on meta tensors: one forward graph and one backward graph, no break, every
-parameter given a gradient. Numerics run on the GPU (tests/test_gpu_llama_recipe.py, benchmarks/bench_llama.py)."""
+parameter given a gradient. The backwards are programs, so every op is served natively. Numerics run on the GPU
+(tests/test_gpu_llama_recipe.py, benchmarks/bench_llama.py), and in Triton's interpreter where Liger's kernels run
+there (tests/recipe_interpreter_check.py)."""
 
 import pytest
 import torch
@@ -9,6 +11,8 @@ import torch
 pytest.importorskip("triton", reason="the recipe's kernels are Triton kernels (the test extra installs Triton)")
 pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (a test extra)")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed (a test extra)")
+
+from interpreted import run_interpreted  # noqa: E402
 
 from examples.llama.kernels import llama_kernels  # noqa: E402
 from examples.llama.model import causal_sdpa, flce_chunk, swap_in  # noqa: E402
@@ -31,6 +35,21 @@ def test_the_kernels_register_from_the_package_with_their_schemas():
     assert ops["rms_norm"].backward is not None and ops["swiglu"].backward is not None
     # Liger's host code, as the declarations state it: rows per program over the multiprocessors, the row block
     assert [e.label for e in ops["rms_norm_backward"].record.extras][-1] == "cdiv(numel(RSTD), sm_count)"
+
+
+def test_every_op_can_be_served_natively(monkeypatch):
+    """A Python-function backward would keep an op on the Python path (2.5x the host time of a native call on an
+    H100, docs/llama.md); the recipe's backwards are programs."""
+    monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
+    ops = llama_kernels(NS + "_native")
+    assert {n: op.serving_why for n, op in ops.items() if "cannot be native" in (op.serving_why or "")} == {}
+    from opsmith.backward_program import is_program
+
+    assert is_program(ops["rms_norm"].backward.fn) and is_program(ops["swiglu"].backward.fn)
+
+
+def test_the_backward_programs_in_the_interpreter():
+    assert "checked 5 cases" in run_interpreted("recipe_interpreter_check.py")
 
 
 def test_the_chunk_is_ligers():
