@@ -222,6 +222,35 @@ def watch_reinplacing() -> dict:
     return missed
 
 
+def timed_steps(loss_of: object, opt: object, batches: list, warmup: int, native: bool) -> tuple[list, list, dict]:
+    """(losses, ms per timed step, notes): a training step per batch, the first ``warmup`` untimed. With
+    ``native``, the timed steps start once the native libraries opsmith builds in the background for its ops serve
+    them (docs/native.md): the steady state."""
+    losses, times, notes = [], [], {}
+    t0 = time.perf_counter()
+    for k, ids in enumerate(batches):
+        if k == warmup:
+            torch.cuda.synchronize()
+            notes["warmup_s"] = time.perf_counter() - t0
+            if native:
+                from opsmith import native as serving
+
+                notes["native_ready"] = serving.wait(600)
+                notes["native_wait_s"] = time.perf_counter() - t0 - notes["warmup_s"]
+            torch.cuda.reset_peak_memory_stats()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        loss = loss_of(ids, ids)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        e.record()
+        losses.append(loss.detach())
+        times.append((s, e))
+    torch.cuda.synchronize()
+    return losses, [s.elapsed_time(e) for s, e in times[warmup:]], notes
+
+
 def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
     """One variant in this process: explain, then warm-up and timed training steps."""
     model, loss_of = build(variant, c)
@@ -239,29 +268,8 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
         loss_of = torch.compile(loss_of, fullgraph=fullgraph)
         out["fullgraph"] = fullgraph
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
-    losses, times = [], []
-    t0 = time.perf_counter()
-    for k, ids in enumerate(batches):
-        if k == warmup:
-            torch.cuda.synchronize()
-            out["warmup_s"] = time.perf_counter() - t0
-            if variant.startswith("opsmith"):  # time the steady state: the native libraries opsmith builds in the
-                from opsmith import native  # background for its ops serve them (docs/native.md)
-
-                out["native_ready"] = native.wait(600)
-                out["native_wait_s"] = time.perf_counter() - t0 - out["warmup_s"]
-            torch.cuda.reset_peak_memory_stats()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        loss = loss_of(ids, ids)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        e.record()
-        losses.append(loss.detach())
-        times.append((s, e))
-    torch.cuda.synchronize()
-    step_ms = [s.elapsed_time(e) for s, e in times[warmup:]]
+    losses, step_ms, notes = timed_steps(loss_of, opt, batches, warmup, variant.startswith("opsmith"))
+    out.update(notes)
     if variant.endswith("-compile"):
         from torch._dynamo.utils import ReinplaceCounters
 

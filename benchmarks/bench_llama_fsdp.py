@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_llama import LOSS_RTOL, build, config, copy_bandwidth, profile_steps
+from benchmarks.bench_llama import LOSS_RTOL, build, config, copy_bandwidth, profile_steps, timed_steps
 
 VARIANTS = ["hf", "hf-compile", "liger", "opsmith", "opsmith-compile"]
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -63,31 +63,10 @@ def batches(c: dict, steps: int, rows: slice) -> list[torch.Tensor]:
 
 
 def train(model: torch.nn.Module, loss_of: object, data: list[torch.Tensor], warmup: int) -> tuple[list, list, dict]:
-    """(losses, ms per timed step, notes): AdamW steps over ``data``, the first ``warmup`` untimed; the notes hold
-    the step profile (bench_llama's: kernel groups, copies, the GPU's wait on the host) of this process."""
+    """(losses, ms per timed step, notes): AdamW steps over ``data``, the first ``warmup`` untimed (bench_llama's
+    steps); the notes hold the step profile (bench_llama's: kernel groups, copies, the GPU's wait) of this process."""
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
-    losses, events, notes = [], [], {}
-    t0 = time.perf_counter()
-    for k, ids in enumerate(data):
-        if k == warmup:
-            torch.cuda.synchronize()
-            notes["warmup_s"] = time.perf_counter() - t0
-            if _opsmith_ops():  # time the steady state, as bench_llama does: the ops served natively
-                from opsmith import native
-
-                notes["native_ready"] = native.wait(600)
-            torch.cuda.reset_peak_memory_stats()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        loss = loss_of(ids, ids)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        e.record()
-        losses.append(loss.detach())
-        events.append((s, e))
-    torch.cuda.synchronize()
-    step_ms = [s.elapsed_time(e) for s, e in events[warmup:]]
+    losses, step_ms, notes = timed_steps(loss_of, opt, data, warmup, _opsmith_ops())
     notes["profile"] = profile_steps(loss_of, opt, data[0], statistics.median(step_ms))  # every rank: collectives
     return losses, step_ms, notes
 

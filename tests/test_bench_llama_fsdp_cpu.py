@@ -89,3 +89,36 @@ def test_host_report_ratios_and_python_path_reasons(capsys):
         and "CUDA C++ rms_norm (opaque)/Liger's handed over 1.50x" in line
     )
     assert "Python path: {'a dtype the library lacks': 320}" in capsys.readouterr().out
+
+
+def test_timed_steps_times_only_after_warmup(monkeypatch):
+    """bench_llama's training loop (both benchmarks use it): every step trains and returns its loss; only the steps
+    after the warm-up are timed (CUDA's events and synchronization stood in for on CPU)."""
+    from benchmarks.bench_llama import timed_steps
+
+    class Event:
+        clock = 0.0
+
+        def __init__(self, enable_timing: bool = False) -> None:
+            self.t = 0.0
+
+        def record(self) -> None:
+            Event.clock += 1.0
+            self.t = Event.clock
+
+        def elapsed_time(self, end: "Event") -> float:
+            return end.t - self.t
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda: None)
+    model = _tiny_llama()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    data = [torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(1))] * 5
+
+    def loss_of(ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return model(input_ids=ids, labels=labels).loss
+
+    losses, step_ms, notes = timed_steps(loss_of, opt, data, warmup=2, native=False)
+    assert len(losses) == 5 and losses[-1] < losses[0] and step_ms == [1.0, 1.0, 1.0]
+    assert "warmup_s" in notes and "native_ready" not in notes
