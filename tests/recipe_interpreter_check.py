@@ -1,5 +1,5 @@
 """Run under TRITON_INTERPRET=1 by tests/test_llama_recipe_cpu.py: the recipe's column sums (RMSNorm's backward
-program's second step) at ragged sizes, the output poisoned first, and SwiGLU's backward program (Liger's kernel
+program's second step, opsmith's RMSNorm dweight kernel) at ragged sizes, the output poisoned first, and SwiGLU's backward program (Liger's kernel
 writing over its saved inputs) against autograd through the reference, on CPU tensors in Triton's interpreter.
 Liger's RMSNorm kernels do not run in the interpreter (a float scalar's ``.to()``); the GPU test covers them."""
 

@@ -41,29 +41,6 @@ from opsmith.spec import Buffer, Step  # backward programs (not yet exported fro
 __all__ = ["llama_kernels"]
 
 _LLAMA = 0  # Liger's _CASTING_MODE_LLAMA
-_COLUMNS, _ROWS = 32, 64  # column_sum's tile: 64 programs at hidden 2048, each adding 3 tiles of 64 x 32 partials
-
-
-@functools.cache
-def _column_sum_kernel() -> Any:
-    """``OUT[n] = sum over r of P[r, n]``, in fp32, stored in OUT's dtype: RMSNorm's per-program partial weight
-    gradients summed in a fixed order (deterministic), one launch. A program takes 32 columns (128 bytes of a row)
-    and adds tiles of 64 rows: a first version looping over single rows in 2 programs of 1,024 columns waited on
-    one load after another, 32 us a call on an H100 (1.05 ms of a Llama step's 33 calls)."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def column_sum(P, OUT, rows, n, BLOCK: tl.constexpr, ROWS: tl.constexpr):
-        cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        acc = tl.zeros([ROWS, BLOCK], dtype=tl.float32)
-        for r0 in range(0, rows, ROWS):
-            r = r0 + tl.arange(0, ROWS)
-            mask = (r[:, None] < rows) & (cols[None, :] < n)
-            acc += tl.load(P + r[:, None] * n + cols[None, :], mask=mask, other=0.0)
-        tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=cols < n)
-
-    return column_sum
 
 
 def _rows(kernel: Any) -> Any:
@@ -120,6 +97,8 @@ def llama_kernels(ns: str, compile: str = "kernel") -> dict[str, Any]:
     from liger_kernel.ops.rope import _triton_rope
     from liger_kernel.ops.swiglu import _swiglu_backward_kernel, _swiglu_forward_kernel
 
+    from opsmith.ops.kernels.rmsnorm_triton import rmsnorm_dw_kernel
+
     ops: dict[str, Any] = {}
     # RMSNorm backward: dX, and per program (one per multiprocessor) a partial dW, summed by the backward below.
     ops["rms_norm_backward"] = triton_op(
@@ -135,12 +114,14 @@ def llama_kernels(ns: str, compile: str = "kernel") -> dict[str, Any]:
         constexprs={"X_dtype": tl.bfloat16, "casting_mode": _LLAMA, "elementwise_affine": True, "COMPUTE_DW": True},
         geometry=Grid(grid=("sm_count",)))  # fmt: skip
 
-    # The partial rows' column sums in the weight's dtype (our kernel; Liger's host code calls sum(0) and .to()).
+    # The partial rows' column sums in the weight's dtype, in a fixed order: opsmith's own RMSNorm's dweight kernel
+    # (one launch; Liger's host code calls sum(0) and .to()).
     ops["column_sum"] = triton_op(
-        f"{ns}::column_sum", _column_sum_kernel(),
-        inputs=[InputDecl("P", shape=("R", "N"), dtype=torch.float32), InputDecl("OUT", shape=("N",), mutates=True)],
-        outputs=[], extras=[Dim("R", name="rows"), Dim("N", name="n")], constexprs={"BLOCK": _COLUMNS, "ROWS": _ROWS},
-        geometry=Grid(grid=(f"cdiv(N, {_COLUMNS})",)))  # fmt: skip
+        f"{ns}::column_sum", rmsnorm_dw_kernel,
+        inputs=[InputDecl("P", shape=("R", "N"), dtype=torch.float32, contiguous="require"),
+                InputDecl("OUT", shape=("N",), mutates=True, contiguous="require")],
+        outputs=[], extras=[Dim("R", "int64", name="prows"), Dim("N", "int64", name="n")],
+        geometry=Grid(grid=("cdiv(N, 32)",)), index_dtype="int64")  # fmt: skip
     # Both backwards are programs (data: the native library runs them in C++), not Python functions, which would
     # keep RMSNorm and SwiGLU on the Python path eagerly (docs/llama.md: 2.5x the host time per call).
     rms_norm_backward = (Step(ops["rms_norm_backward"], ("grad_Y", "X", "W", "RSTD"), ("dX", "dW_partial")),
