@@ -22,10 +22,9 @@ _LAZY = {
                "RegistrationError", "ShardingError", "ShardingWarning", "SpecError", "ToolchainError"),
     "record": ("KernelRecord",),
     "registration": ("Op",),
-    "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Config", "Const", "Custom", "Dim", "DimSize", "Divisible",
-             "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
-             "ReduceDims",
-             "Reduction", "SameAs", "ScalarInput", "Size", "Stride", "TuneDim"),
+    "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Buffer", "Config", "Const", "Custom", "Dim", "DimSize",
+             "Divisible", "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
+             "ReduceDims", "Reduction", "SameAs", "ScalarInput", "Size", "Step", "Stride", "TuneDim"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
@@ -52,6 +51,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
         AtMost,
         Autotune,
         Backward,
+        Buffer,
         Config,
         Const,
         Custom,
@@ -71,6 +71,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
         SameAs,
         ScalarInput,
         Size,
+        Step,
         Stride,
         TuneDim,
     )
@@ -96,6 +97,7 @@ __all__ = [
     "AtMost",
     "Autotune",
     "Backward",
+    "Buffer",
     "CheckCase",
     "CheckReport",
     "CompileError",
@@ -129,6 +131,7 @@ __all__ = [
     "ShardingWarning",
     "Size",
     "SpecError",
+    "Step",
     "Stride",
     "ToolchainError",
     "TuneDim",

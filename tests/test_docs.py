@@ -75,7 +75,12 @@ def _flavors(scope, tmp_path):
 
 
 def _autograd(scope, tmp_path):
+    from opsmith.native.build import refusal
+
     assert scope["rmsnorm"].record.op_name == "myns::rmsnorm" and scope["rmsnorm"].differentiable
+    # the program keeps the op native-servable; the Python function does not, and says why
+    assert refusal(scope["rmsnorm"]) is None and scope["rmsnorm_py"].differentiable
+    assert refusal(scope["rmsnorm_py"])[0] == "its backward is a Python function."
     if torch.cuda.is_available():
         from opsmith.ops.rmsnorm import reference_rms_norm
 

@@ -22,6 +22,7 @@ import torch
 from opsmith import (
     Autotune,
     Backward,
+    Buffer,
     Config,
     Const,
     Dim,
@@ -33,10 +34,10 @@ from opsmith import (
     SameAs,
     ScalarInput,
     Size,
+    Step,
     Stride,
     triton_op,
 )
-from opsmith.spec import Buffer, Step  # backward programs (not yet exported from opsmith: issue 49)
 
 __all__ = ["llama_kernels"]
 

@@ -112,7 +112,7 @@ def refusal(op: Any, target: str = "aten") -> tuple[str, str] | None:
 
         if not is_program(bw.fn) and not hasattr(bw.fn, "record"):
             return ("its backward is a Python function.", "write the backward as another opsmith op, or as a program "
-                    "of Buffer and Step (see Backward).")  # fmt: skip
+                    "of Buffer and Step (docs/autograd.md).")  # fmt: skip
     return None
 
 
