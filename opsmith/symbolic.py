@@ -4,8 +4,10 @@ A Triton heuristic (``@triton.heuristics(values={"EVEN_K": lambda args: args["K"
 is a Python function that Triton's launcher calls on every launch. opsmith's generated code, and a native
 library without Python, compute the same value from the declaration instead: the function is called once at
 registration with stand-ins (``Sym``) for the values that vary per call, and the operations it applies to them
-become an expression tree. Arithmetic, ``//``, ``%``, comparisons, ``min``/``max``,
-``triton.next_power_of_2`` and ``triton.cdiv`` trace directly; a branch on a traced value (``if``, ``and``,
+become an expression tree. Arithmetic, ``//``, ``%``, comparisons, ``min``/``max``, ``abs``,
+``triton.next_power_of_2`` and ``triton.cdiv`` trace directly, and so do the bitwise operators with Python's
+semantics (``&``, ``|``, ``^`` logical between truth values and expanded with a constant; ``~x`` is ``-x - 1``;
+shifts by a constant; constant powers); a branch on a traced value (``if``, ``and``,
 ``or``, ``a if c else b``) is followed both ways (the function is called again per path, at most
 ``_MAX_PATHS``), and the results join as ``where(c, a, b)``. What cannot become an expression (``int()`` of a
 size, a dtype, a float division) is refused with the reason.
@@ -44,6 +46,59 @@ def _tree(v: Any) -> Any:
 
 def _op(name: str, *args: Any) -> Sym:
     return Sym([name, *(_tree(a) for a in args)])
+
+
+_MAX_POWER = 8  # the largest constant power traced (as repeated products)
+_MAX_MASK_BITS = 32  # the most set bits a constant mask may have (each a term of the expansion)
+
+
+def _truth(v: Any) -> bool:
+    """Whether ``v`` is 0 or 1 on every call: a bool, or a comparison or logical value."""
+    from .expr import TRUTH
+
+    return isinstance(v, bool) or (isinstance(v, Sym) and isinstance(v.tree, list) and v.tree[0] in TRUTH)
+
+
+def _masked(x: Sym, m: int, sign: str) -> Sym:
+    """``x & m`` for a constant mask m >= 0: the low bits of a mask 2^k - 1 are ``x % 2^k``, otherwise each set bit j
+    adds ``(x // 2^j) % 2 * 2^j`` (floored division and modulo are Python's two's-complement bits)."""
+    if m < 0 or bin(m).count("1") > _MAX_MASK_BITS:
+        raise Untraceable(f"it applies '{sign}' with the mask {m!r}; a size expression holds masks from 0 with at "
+                          f"most {_MAX_MASK_BITS} set bits")  # fmt: skip
+    if m & (m + 1) == 0:  # 0, 1, 3, 7, ...: the low bits
+        return _op("mod", x, m + 1) if m else Sym(0)
+    out: Any = None
+    for j in range(m.bit_length()):
+        if m >> j & 1:
+            term = _op("mul", _op("mod", _op("div", x, 2**j), 2), 2**j)
+            out = term if out is None else _op("add", out, term)
+    return out
+
+
+def _bitwise(sign: str, a: Any, b: Any) -> Sym:
+    """``a <sign> b`` for '&', '|', '^' with Python's semantics: logical between truth values, expanded with a
+    constant, refused between two values that vary per call."""
+    if _truth(a) and _truth(b):
+        return _op({"&": "and", "|": "or", "^": "ne"}[sign], a, b)
+    x, m = (a, b) if isinstance(a, Sym) else (b, a)
+    if isinstance(m, Sym):
+        raise Untraceable(f"it applies '{sign}' to two values that vary per call, a bitwise operation no size "
+                          "expression holds")  # fmt: skip
+    if not isinstance(m, int):
+        raise Untraceable(f"it applies '{sign}' to {m!r}, which is not an integer")
+    both = _masked(x, m, sign)
+    if sign == "&":
+        return both
+    if sign == "|":  # x | m == x + m - (x & m)
+        return _op("sub", _op("add", x, m), both)
+    return _op("sub", _op("add", x, m), _op("mul", both, 2))  # x ^ m == x + m - 2 (x & m)
+
+
+def _shift(sign: str, k: Any) -> int:
+    if isinstance(k, Sym) or not isinstance(k, int) or not 0 <= k < 63:
+        what = "a value that varies per call" if isinstance(k, Sym) else repr(k)
+        raise Untraceable(f"it shifts by {what} ('{sign}'); a size expression holds shifts by a constant from 0 to 62")
+    return k
 
 
 class Sym:
@@ -108,18 +163,55 @@ class Sym:
     def __ge__(self, o: Any) -> Sym:
         return _op("ge", self, o)
 
-    def __and__(self, o: Any) -> Sym:  # (a == 0) & (b == 0): logical on truth values
-        return _op("and", self, o)
+    # Bitwise operators, with Python's semantics on ints (bools are the ints 0 and 1), written with the tree's own
+    # floored arithmetic so that every path evaluates them alike. Between two truth values they are the logical
+    # operators; with a constant they expand bit by bit; between two values that vary per call they are refused.
+    def __and__(self, o: Any) -> Sym:  # (a == 0) & (b == 0), flags & 2
+        return _bitwise("&", self, o)
 
-    __rand__ = __and__
+    def __rand__(self, o: Any) -> Sym:
+        return _bitwise("&", o, self)
 
     def __or__(self, o: Any) -> Sym:
-        return _op("or", self, o)
+        return _bitwise("|", self, o)
 
-    __ror__ = __or__
+    def __ror__(self, o: Any) -> Sym:
+        return _bitwise("|", o, self)
 
-    def __invert__(self) -> Sym:
-        return _op("not", self)
+    def __xor__(self, o: Any) -> Sym:
+        return _bitwise("^", self, o)
+
+    def __rxor__(self, o: Any) -> Sym:
+        return _bitwise("^", o, self)
+
+    def __invert__(self) -> Sym:  # ~x == -x - 1 (~True is -2, truthy: not a logical not)
+        return _op("sub", _op("sub", 0, self), 1)
+
+    def __lshift__(self, o: Any) -> Sym:
+        return _op("mul", self, 2 ** _shift("<<", o))
+
+    def __rshift__(self, o: Any) -> Sym:  # floored, as Python's >> of a negative int
+        return _op("div", self, 2 ** _shift(">>", o))
+
+    def __rlshift__(self, o: Any) -> Any:
+        raise Untraceable("it shifts by a value that varies per call ('<<'), which no size expression holds")
+
+    __rrshift__ = __rlshift__
+
+    def __pow__(self, o: Any) -> Sym:
+        if isinstance(o, Sym) or not isinstance(o, int) or not 0 <= o <= _MAX_POWER:
+            raise Untraceable(f"it raises a size to the power {o!r} ('**'); a size expression holds constant "
+                              f"integer powers from 0 to {_MAX_POWER}")  # fmt: skip
+        out: Any = Sym(1)
+        for k in range(o):
+            out = self if k == 0 else _op("mul", out, self)
+        return out
+
+    def __rpow__(self, o: Any) -> Any:
+        raise Untraceable("it raises to a power that varies per call ('**'), which no size expression holds")
+
+    def __abs__(self) -> Sym:
+        return Sym(["where", ["lt", self.tree, 0], ["sub", 0, self.tree], self.tree])
 
     __hash__ = object.__hash__
 
