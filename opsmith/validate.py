@@ -52,6 +52,13 @@ def _torch_attribute(ns: str, name: str) -> str | None:
     return None
 
 
+def _torch_reserved() -> dict[str, str]:
+    """Namespaces torch.library refuses to define ops in, and why: its reserved list (``prim``), and ``_``, which
+    its C++ registration takes for the wildcard of an implementation for every namespace."""
+    reserved = getattr(torch.library, "_reserved_namespaces", ["prim"])
+    return {ns: "torch.library reserves it" for ns in reserved} | {"_": "the wildcard of torch's C++ registration"}
+
+
 def check_op_name(op_name: object) -> tuple[str, str]:
     if not isinstance(op_name, str):
         raise SpecError(str(op_name), "op_name", f"{op_name!r} is not a string.", "name the op like 'myns::relu'.")
@@ -64,6 +71,9 @@ def check_op_name(op_name: object) -> tuple[str, str]:
         raise SpecError(op_name, "op_name", f"the namespace '{ns}' is reserved: opsmith defines its own ops under "
                         f"'{reserved}*' (served ops' Python paths, native libraries' errors, dry runs).",
                         "pick another namespace.")  # fmt: skip
+    if ns in _torch_reserved():
+        raise SpecError(op_name, "op_name", f"the namespace '{ns}' is reserved by torch ({_torch_reserved()[ns]}).",
+                        f"pick another namespace, e.g. 'my_{ns.strip('_') or 'ops'}'.")  # fmt: skip
     for part in (ns, name):
         if keyword.iskeyword(part):
             raise SpecError(op_name, "op_name", f"'{part}' is a Python keyword, so torch.ops.{ns}.{name} cannot be "

@@ -1,5 +1,7 @@
 """The one registration path: idempotence, conflicts, derived schema and fake, tracing on fake CUDA (CPU)."""
 
+import re
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -105,6 +107,15 @@ def test_op_names_joined_by_double_underscores_do_not_collide_serving_on_or_off(
 @pytest.mark.parametrize("ns", ["opsmith_python", "opsmith_python_x", "opsmith_errors", "opsmith_dry_run"])
 def test_opsmiths_own_namespaces_are_refused_on_every_machine(ns):
     with pytest.raises(ok.SpecError, match=f"the namespace '{ns}' is reserved"):
+        ok.cuda_kernel_op(f"{ns}::relu", relu_spec())
+
+
+@pytest.mark.parametrize(("ns", "why", "fix"), [("prim", "torch.library reserves it", "my_prim"),
+                                                ("_", "the wildcard of torch's C++ registration", "my_ops")])  # fmt: skip
+def test_torchs_reserved_namespaces_are_refused_with_a_spec_error(ns, why, fix):
+    """torch itself raised ValueError ('prim') and RuntimeError ('_') from inside registration."""
+    want = f"{ns}::relu: op_name: the namespace '{ns}' is reserved by torch ({why}). Fix: pick another namespace, "
+    with pytest.raises(ok.SpecError, match=re.escape(want + f"e.g. '{fix}'.")):
         ok.cuda_kernel_op(f"{ns}::relu", relu_spec())
 
 
