@@ -140,3 +140,16 @@ def test_without_jax_the_call_says_how_to_install_it(ops, tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert "refused: opsmith.jax needs JAX, which is not installed. Fix: pip install 'opsmith[jax]'" in proc.stdout, \
         proc.stdout + proc.stderr[-2000:]  # fmt: skip
+
+
+def test_differentiating_an_op_without_a_backward_is_a_differentiation_error(ops):
+    """As the PyTorch op's autograd refuses it (issue 49, item 5): JAX raised its own "Pure callbacks do not
+    support JVP" here. A stop_gradient'ed input still differentiates around the op."""
+    f = jax_op(ops["fill"])
+    x = jax.random.normal(jax.random.key(2), (5,))
+    for differentiate in (lambda: jax.grad(lambda v: f(v, a=2.0).sum())(x),
+                          lambda: jax.jvp(lambda v: f(v, a=2.0), (x,), (x,))):  # fmt: skip
+        with pytest.raises(ok.DifferentiationError, match=r"t_jax_contract::fill: JAX differentiates through it, "
+                           r"but it declares no backward\. Fix: declare backward="):  # fmt: skip
+            differentiate()
+    assert jnp.array_equal(jax.grad(lambda v: (f(jax.lax.stop_gradient(v), a=2.0) + v).sum())(x), jnp.ones(5))

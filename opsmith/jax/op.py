@@ -135,10 +135,29 @@ class JaxOp:
         fn = call
         if self._backward is not None:
             fn = self._backward.wrap(self, call, scalars)
+        else:
+            fn = self._undifferentiable(call)
         # Under jit, one function per scalar key: JAX's own cache of an eagerly applied primitive compares its
         # parameters with ==, so an eager call with -0.0 after one with 0.0 ran 0.0's executable.
         fn = self._fns[key] = jax.jit(fn)
         return fn
+
+    def _undifferentiable(self, call: Any) -> Any:
+        """``call`` whose derivative is refused as the PyTorch op's autograd refuses it (``DifferentiationError``),
+        where JAX would raise its own "Pure callbacks do not support JVP" or differentiate the FFI call's aliases."""
+        import jax
+
+        f = jax.custom_jvp(call)
+
+        def jvp(primals: tuple, tangents: tuple) -> Any:
+            from ..errors import DifferentiationError
+
+            raise DifferentiationError(self.name, "JAX differentiates through it, but it declares no backward.",
+                                       "declare backward=Backward(...) for the op, or wrap its inputs in "
+                                       "jax.lax.stop_gradient where no gradient should flow.")  # fmt: skip
+
+        f.defjvp(jvp)
+        return f
 
     # -- one call ---------------------------------------------------------------------------------------------
     def apply(self, tensors: Sequence[Any], scalars: dict) -> list:
