@@ -95,17 +95,21 @@ class DimsSteps:
 
     def require(self, s: P.Require) -> list[str]:
         value = str(tuple(s.value)) if s.kind == "one_of" else str(s.value)
-        fail = (f"opsmith::require_error(op, {cpp_str(s.arg)}, {cpp_str(s.label)}, {cpp_str(_WORDS[s.kind])}, "
-                f"{cpp_str(value)}, {cpp_str(s.why)}, %s)")  # fmt: skip
+
+        # A function, not a %-format: the user's why= (a C++ literal here) may hold '%'.
+        def fail(got: str) -> str:
+            return (f"opsmith::require_error(op, {cpp_str(s.arg)}, {cpp_str(s.label)}, {cpp_str(_WORDS[s.kind])}, "
+                    f"{cpp_str(value)}, {cpp_str(s.why)}, {got})")  # fmt: skip
+
         concrete = [f"const opsmith::i128 r = {self.expr(s.expr, s.where, s.wide, early=True)};",
-                    f"if ({_refused('r', s.kind, s.value)}) {fail % 'opsmith::str(r)'};"]  # fmt: skip
+                    f"if ({_refused('r', s.kind, s.value)}) {fail('opsmith::str(r)')};"]  # fmt: skip
         if not self.meta:
             return ["{", *("  " + x for x in concrete), "}"]
         sym = sym_expr(s.expr, self.refs)  # type: ignore[attr-defined]
         ok = _sym_ok("r", s.kind, s.value)
         pre = self._inputs_static()
         return [*([pre] if pre else []), "if (ist) {", *("  " + x for x in concrete), "} else {",
-                f"  const c10::SymInt r = {sym};", f"  if (!({ok}).expect_true(__FILE__, __LINE__)) {fail % 'c10::str(r)'};", "}"]  # fmt: skip
+                f"  const c10::SymInt r = {sym};", f"  if (!({ok}).expect_true(__FILE__, __LINE__)) {fail('c10::str(r)')};", "}"]  # fmt: skip
 
     def shape_alloc(self, s: P.Alloc, out: str, dt: str) -> list[str]:
         """A declared output shape, checked and allocated into ``o<k>``."""
