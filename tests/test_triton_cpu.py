@@ -175,3 +175,11 @@ def test_interpreter_numerics():
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "checked" in r.stdout
+
+
+def test_a_changed_jit_helper_is_a_changed_declaration_in_the_interpreter_too():
+    """Triton's hash of a compiled kernel covers the jit functions it calls; interpreted, opsmith's digest read the
+    kernel's own source only, so re-registering after a helper changed returned the old op (issue 49, item 5)."""
+    from interpreted import run_interpreted
+
+    assert "helper change seen" in run_interpreted("helper_interpreter_check.py")

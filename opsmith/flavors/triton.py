@@ -14,7 +14,6 @@ Under ``torch.compile`` the op is not opaque: ``triton_traced.py`` runs the same
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
 import os
@@ -501,13 +500,42 @@ def _kernel_excerpt(kernel: Any, err: Exception) -> str:
 
 def source_digest(kernel: Any) -> str:
     """Triton's own content hash (source, the jit functions it calls and the globals it reads). Interpreted,
-    there is none: the source text, or for a kernel built without a source file (``exec``, a notebook) what
-    its bytecode computes (``fingerprint.describe``: code, constants, globals read)."""
+    there is none: the source texts of the kernel and of every jit function it calls, as Triton's hash covers them
+    (a changed helper is a changed kernel), each read from its file, or for a function built without a source file
+    (``exec``, a notebook) what its bytecode computes (``fingerprint.describe``: code, constants, globals read)."""
     if hasattr(kernel, "cache_key"):
         return kernel.cache_key
+    return make_key({"sources": _interpreted_sources(kernel.fn, {})})
+
+
+def _interpreted_sources(fn: Any, seen: dict[int, str]) -> list[str]:
+    """The source (or bytecode description) of ``fn`` and of the jit functions it calls, found by the names its
+    code reads (``helper(...)``, ``module.helper(...)``), once each, in the order met."""
+    if id(fn) in seen:
+        return []
     try:
-        return hashlib.sha256(inspect.getsource(kernel.fn).encode()).hexdigest()
+        seen[id(fn)] = inspect.getsource(fn)
     except (OSError, TypeError):
         from ..fingerprint import describe
 
-        return make_key({"code": describe(kernel.fn)})
+        seen[id(fn)] = make_key({"code": describe(fn)})
+    out = [seen[id(fn)]]
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return out
+    scope = getattr(fn, "__globals__", {})
+    for name in code.co_names:
+        v = scope.get(name)
+        candidates = [v] + ([getattr(v, n, None) for n in code.co_names] if inspect.ismodule(v) else [])
+        for c in candidates:
+            inner = getattr(c, "fn", None)  # a JITFunction or an InterpretedFunction wraps the Python function
+            if inner is not None and inspect.isfunction(inner) and _is_jit(c):
+                out += _interpreted_sources(inner, seen)
+    return out
+
+
+def _is_jit(obj: Any) -> bool:
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    return isinstance(obj, InterpretedFunction | JITFunction)
