@@ -403,3 +403,43 @@ print("after the rebuild:", op.serving, c.native, len(c.rebuilds), len(native_pa
     assert "first library: native | True" in out, out
     assert "first call: [('a compiled-in size the library lacks', 1)]" in out, out
     assert "after the rebuild: native 1 2 1" in out, out
+
+
+def test_a_failed_build_warns_naming_the_op_and_the_table_says_why(tmp_path):
+    """Issue 49, item 3: a library that fails to build was one log line (the op then stayed on the Python path
+    for the life of the process). Now it is a RuntimeWarning per op, naming the op and the cause, and the serving
+    table lists the cause."""
+    r = _run(
+        """
+import warnings
+from opsmith.native import serving
+def broken(*a, **k):
+    raise RuntimeError("planted: the compiler said no")
+serving.build_source = broken
+S = 'template <typename T> __global__ void kb(const T* x, int n, T* y) {}'
+b = ok.cuda_kernel_op("t_serving::broken", ok.KernelSpec(kernel_source=S, kernel_name="kb<{T_x}>",
+    inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=(128,))))
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    assert native.wait(600)
+    b(x); b(x); b(x)
+print("warned:", [str(w.message) for w in seen if w.category is RuntimeWarning and "broken" in str(w.message)])
+print("serving:", b.serving, "|", b.serving_why)
+print("TABLE")
+print(native.serving_table())
+""",
+        tmp_path,
+        COLUMNS="400",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    cause = "the native build failed, the Python path serves: planted: the compiler said no"
+    warned = (
+        "t_serving::broken: its native library failed to build, so the Python path serves it (more host time per "
+        "call): planted: the compiler said no. Fix: report the cause with the op's declaration; `opsmith serving` "
+        "lists it meanwhile."
+    )
+    assert f"warned: [{warned!r}]" in r.stdout, r.stdout
+    assert f"serving: python | {cause}" in r.stdout, r.stdout
+    row = next(line for line in r.stdout.split("TABLE\n")[1].splitlines() if line.startswith("t_serving::broken "))
+    assert f"python ({cause})" in row, row

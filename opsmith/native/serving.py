@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,8 @@ def table() -> str:
         why = "; ".join(f"{n} {reason}" for reason, n in c.python.items()) + (f" ({c.capped} after the rebuild cap)"
                                                                               if c.capped else "")  # fmt: skip
         libs = f"{len(c.rebuilds)} ({sum(s for s, _, _ in c.rebuilds):.1f})" if c.rebuilds else "0"
-        rows.append((name, op.serving, str(c.native), f"{c.python_calls}" + (f": {why}" if why else ""), libs))
+        serving = op.serving if op.serving == "native" else f"{op.serving} ({op.serving_why})"
+        rows.append((name, serving, str(c.native), f"{c.python_calls}" + (f": {why}" if why else ""), libs))
     widths = [max(len(r[k]) for r in rows) for k in range(5)]
     return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
@@ -235,6 +237,14 @@ def _define_python_path(op: Any, backend: str) -> None:
 
     lib.impl(name, python_path, backend)
     op.python_path_lib = lib
+
+
+def _warn_failed(op: Any, why: str) -> None:
+    """A failed build as a warning (Python's warnings reach a user who configured no logging), from the build's
+    thread: the process's warning filters and ``catch_warnings`` apply as to any warning."""
+    warnings.warn(f"{op.record.op_name}: its native library failed to build, so the Python path serves it (more "
+                  f"host time per call): {why}. Fix: report the cause with the op's declaration; `opsmith serving` "
+                  "lists it meanwhile.", RuntimeWarning, stacklevel=2)  # fmt: skip
 
 
 def _said(op: Any) -> None:
@@ -337,6 +347,7 @@ class _Server:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__
                 for op in batch:
                     op.serving_why = f"the native build failed, the Python path serves: {first}"
+                    _warn_failed(op, first)
                 log.warning("opsmith: the native library of %s failed to build; the Python path serves: %s",
                             ", ".join(op.record.op_name for op in batch), e)  # fmt: skip
             finally:
