@@ -2,7 +2,7 @@
 ``shard`` puts FSDP2 around each compiled decoder layer and the model (gloo, one process) and trains as the
 unsharded model does; the reports judge made-up figures as the issue's targets say."""
 
-import os
+import socket
 
 import pytest
 import torch
@@ -28,7 +28,10 @@ def gloo(monkeypatch):
     import torch.distributed as dist
 
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    with socket.socket() as s:  # a port nothing holds now
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MASTER_PORT", str(port))
     dist.init_process_group("gloo", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
