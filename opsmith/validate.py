@@ -71,8 +71,9 @@ def check_op_name(op_name: object) -> tuple[str, str]:
         raise SpecError(op_name, "op_name", f"the namespace '{ns}' is reserved: opsmith defines its own ops under "
                         f"'{reserved}*' (served ops' Python paths, native libraries' errors, dry runs).",
                         "pick another namespace.")  # fmt: skip
-    if ns in _torch_reserved():
-        raise SpecError(op_name, "op_name", f"the namespace '{ns}' is reserved by torch ({_torch_reserved()[ns]}).",
+    torch_reserved = _torch_reserved().get(ns)
+    if torch_reserved is not None:
+        raise SpecError(op_name, "op_name", f"the namespace '{ns}' is reserved by torch ({torch_reserved}).",
                         f"pick another namespace, e.g. 'my_{ns.strip('_') or 'ops'}'.")  # fmt: skip
     for part in (ns, name):
         if keyword.iskeyword(part):

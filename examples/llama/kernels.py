@@ -98,7 +98,7 @@ def llama_kernels(ns: str, compile: str = "kernel") -> dict[str, Any]:
     from liger_kernel.ops.rope import _triton_rope
     from liger_kernel.ops.swiglu import _swiglu_backward_kernel, _swiglu_forward_kernel
 
-    from opsmith.ops.kernels.rmsnorm_triton import rmsnorm_dw_kernel
+    from opsmith.ops.rmsnorm import dweight_op
 
     ops: dict[str, Any] = {}
     # RMSNorm backward: dX, and per program (one per multiprocessor) a partial dW, summed by the backward below.
@@ -115,14 +115,9 @@ def llama_kernels(ns: str, compile: str = "kernel") -> dict[str, Any]:
         constexprs={"X_dtype": tl.bfloat16, "casting_mode": _LLAMA, "elementwise_affine": True, "COMPUTE_DW": True},
         geometry=Grid(grid=("sm_count",)))  # fmt: skip
 
-    # The partial rows' column sums in the weight's dtype, in a fixed order: opsmith's own RMSNorm's dweight kernel
-    # (one launch; Liger's host code calls sum(0) and .to()).
-    ops["column_sum"] = triton_op(
-        f"{ns}::column_sum", rmsnorm_dw_kernel,
-        inputs=[InputDecl("P", shape=("R", "N"), dtype=torch.float32, contiguous="require"),
-                InputDecl("OUT", shape=("N",), mutates=True, contiguous="require")],
-        outputs=[], extras=[Dim("R", "int64", name="prows"), Dim("N", "int64", name="n")],
-        geometry=Grid(grid=("cdiv(N, 32)",)), index_dtype="int64")  # fmt: skip
+    # The partial rows' column sums in the weight's dtype, in a fixed order: opsmith's own Triton RMSNorm's dweight
+    # op (one launch; Liger's host code calls sum(0) and .to()).
+    ops["column_sum"] = dweight_op("triton")
     # Both backwards are programs (data: the native library runs them in C++), not Python functions, which would
     # keep RMSNorm and SwiGLU on the Python path eagerly (docs/llama.md: 2.5x the host time per call).
     rms_norm_backward = (Step(ops["rms_norm_backward"], ("grad_Y", "X", "W", "RSTD"), ("dX", "dW_partial")),

@@ -43,7 +43,7 @@ from ..spec import (
     TuneDim,
 )
 
-__all__ = ["LlamaRMSNorm", "RMSNorm", "check_cases", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
+__all__ = ["LlamaRMSNorm", "RMSNorm", "check_cases", "dweight_op", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
 
 Impl = Literal["triton", "cuda", "cute", "torch"]
 _LOCK = threading.Lock()
@@ -290,6 +290,14 @@ def rmsnorm_ops(impl: Literal["triton", "cuda", "cute"], ns: str = "opsmith") ->
             else:
                 raise ValueError(f"rmsnorm_ops: impl={impl!r} is not a kernel; use 'triton', 'cuda' or 'cute'.")
         return _OPS[impl, ns]
+
+
+def dweight_op(impl: Literal["triton", "cuda", "cute"] = "triton", ns: str = "opsmith") -> Op:
+    """The dweight pass of ``impl``'s backward program, registered with it: ``(partial, dweight)``, the column sums
+    of float32 (float64) partial rows ``(P, C)`` written into ``dweight`` ``(C,)`` in its dtype, in a fixed order.
+    A step for other backward programs that sum per-program partial rows (the Llama recipe's RMSNorm)."""
+    fwd, _ = rmsnorm_ops(impl, ns)
+    return fwd.backward.fn[-1].op  # _backward's last step
 
 
 def _check_inputs(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> tuple:
