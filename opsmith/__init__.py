@@ -23,7 +23,7 @@ _LAZY = {
     "record": ("KernelRecord",),
     "registration": ("Op",),
     "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Buffer", "Config", "Const", "Custom", "Dim", "DimSize",
-             "Divisible", "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
+             "Divisible", "DtypeOf", "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
              "ReduceDims", "Reduction", "SameAs", "ScalarInput", "Size", "Step", "Stride", "TuneDim"),
 }  # fmt: skip
 _HOME = {name: module for module, names in _LAZY.items() for name in names}
@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
         Dim,
         DimSize,
         Divisible,
+        DtypeOf,
         Elementwise,
         Grid,
         InputDecl,
@@ -109,6 +110,7 @@ __all__ = [
     "Dim",
     "DimSize",
     "Divisible",
+    "DtypeOf",
     "Elementwise",
     "Grid",
     "InputDecl",

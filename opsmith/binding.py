@@ -254,7 +254,12 @@ def _fit(op: str, d: Item, p: KernelParam, typing: Typing, extras: list[ExtraArg
         raise SpecError(op, "kernel signature", f"{where} is a pointer but {d.label} is passed by value.",
                         "declare it as an InputDecl/OutputDecl, or fix the kernel.")  # fmt: skip
     if d.kind == "scalar":
-        ctype = _fit_scalar(op, d, p, where, scalar_types[d.name], typed)  # type: ignore[index]
+        # Untyped (Triton): the flavor's default, which resolve() put in ``typing``.
+        ctype = (
+            typing.scalar_ctypes[d.name]
+            if typed == "none"
+            else _fit_scalar(op, d, p, where, scalar_types[d.name], typed)
+        )  # type: ignore[index]
         typing.scalar_ctypes[d.name] = ctype  # type: ignore[index]
     else:
         ctype = _fit_extra(op, d, p, where, extras[d.index], typed)
@@ -302,8 +307,6 @@ def _fit_pointer(op: str, d: Item, p: KernelParam, where: str, typing: Typing, t
 
 
 def _fit_scalar(op: str, d: Item, p: KernelParam, where: str, py: str, typed: str) -> str:
-    if typed == "none":
-        return {"float": "f32", "int": "i32", "bool": "bool"}[py]
     if typed == "sizes":  # PTX types its parameters; a cubin gives sizes only ("?"), which decide the width
         if p.ctype in _SCALAR_CTYPES[py]:
             return p.ctype

@@ -66,6 +66,8 @@ def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
             spec.append(f"_scalar_key({pr.record.inputs[p].py_type!r}, {pr.args[p]})")
         elif kind == "heur":
             spec.append(_heuristic(pr, p))
+        elif kind == "wide":  # an int scalar outside int32: compiled as i64 (Triton)
+            spec.append(f"not -2147483648 <= {vals[p]} <= 2147483647")
         else:  # "int": UNIT when 1, else divisibility by 16
             spec.append(f"({UNIT} if {vals[p]} == 1 else {vals[p]} % 16 == 0)")
     return [f"_sk = ({', '.join(spec)}{',' if spec else ''})"]

@@ -28,7 +28,7 @@ from .eager import make_eager
 from .errors import RegistrationError, SpecError
 from .fake import make_fake
 from .fingerprint import declaration_fingerprint, differences
-from .flavors.base import KernelSource
+from .flavors.base import KernelSource, likely_spec
 from .inductor.choice import CompileChoice, check_mode, register_traced
 from .launch import DeviceKernel
 from .lowering import lower
@@ -306,6 +306,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
                        has_schema=schema is not None, meta_outputs=meta_outputs, configs=configs,
                        tune_key=autotune.key if autotune else (), dtype_generic=getattr(source, "dtype_generic", False),
                        names_why=names_why, param_order=param_order, static_names=source.static_names(),
+                       int_scalar=getattr(source, "int_scalar", "i32"),
                        host_launched=getattr(source, "host_launched", False), requires=requires)  # fmt: skip
 
     def record_of(resolved: Any) -> KernelRecord:
@@ -363,7 +364,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
             not record.heuristics and \
             (not triton or all(a.dtype for a in record.tensor_inputs)):  # fmt: skip
         # Compile errors surface now (float32 for open dtypes); with sizes compiled in, at the first call.
-        variants.kernel(0, tuple(torch.float32 if kind == "dtype" else True for kind, _ in variants.spec_layout))
+        variants.kernel(0, likely_spec(variants.spec_layout, torch.float32))
     return record, variants, resolved
 
 

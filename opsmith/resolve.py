@@ -188,6 +188,7 @@ def resolve(
     names_why: str = "",
     param_order: Sequence[str] | None = None,
     static_names: frozenset[str] = frozenset(),
+    int_scalar: str = "i32",
     host_launched: bool = False,
     requires: Sequence = (),
 ) -> Resolved | None:
@@ -260,8 +261,8 @@ def resolve(
     min_nd = min_ranks(op, sh, out_args, extra_args, exprs, geometry, mutated)
     typing = Typing(dtypes=[d.dtype if isinstance(d.dtype, torch.dtype) else None for d in tensor_decls],
                     like=_dtype_likes(op, tensor_decls, tensors),
-                    scalar_ctypes={d.name: _DEFAULT_SCALAR_CTYPE[d.py_type.__name__] for d in inputs
-                                   if isinstance(d, ScalarInput)},
+                    scalar_ctypes={d.name: int_scalar if d.py_type is int else _DEFAULT_SCALAR_CTYPE[d.py_type.__name__]
+                                   for d in inputs if isinstance(d, ScalarInput)},
                     out_dtypes=[None] * len(out_args), out_like=[None] * len(out_args))  # fmt: skip
     kinds = [("tensor" if isinstance(d, InputDecl) else "scalar", d.name) for d in inputs]
     # A scalar named like a compile-time parameter (a Triton constexpr) is compiled in, not passed

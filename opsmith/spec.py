@@ -30,6 +30,7 @@ __all__ = [
     "Dim",
     "DimSize",
     "Divisible",
+    "DtypeOf",
     "Elementwise",
     "Grid",
     "InputDecl",
@@ -116,6 +117,16 @@ class ScalarInput:
 
     name: str
     py_type: type
+
+
+@dataclass(frozen=True)
+class DtypeOf:
+    """A Triton constexpr set per call to the Triton dtype of tensor input ``input`` (``tl.bfloat16`` for a
+    bfloat16 tensor), as Liger-Kernel's host code passes ``X_dtype=torch_to_triton_dtype[X.dtype]``:
+    ``triton_op(..., constexprs={"X_dtype": DtypeOf("x")})``. Each dtype is its own compile, as for any input
+    of open dtype; every path (eager, native, torch.compile, JAX) passes the value of the call's input."""
+
+    input: str
 
 
 @dataclass(frozen=True)

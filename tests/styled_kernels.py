@@ -120,3 +120,44 @@ def register_liger_swiglu(ns: str) -> ok.Op:
 def swiglu_reference(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float) -> torch.Tensor:
     a32 = a.float() * gate_multiplier
     return (a32 * torch.sigmoid(a32)).to(b.dtype) * b
+
+
+def register_seeded_dropout(ns: str) -> ok.Op:
+    """A ``seed`` ScalarInput of any 64-bit value: compiled as i32 or i64 by the call's value, as Triton's own
+    launcher does (a seed past 2^31 is its own specialization)."""
+    from styled_triton import seeded_dropout_kernel
+
+    return ok.triton_op(f"{ns}::seeded_dropout", seeded_dropout_kernel,
+                        inputs=[ok.InputDecl("x"), ok.ScalarInput("p", float), ok.ScalarInput("seed", int)],
+                        outputs=[ok.OutputDecl("out", ok.SameAs("x"))], extras=[ok.Numel("x", name="n_elements")],
+                        geometry=ok.Grid(grid=("cdiv(numel(x), BLOCK_SIZE)",)),
+                        autotune=ok.Autotune([ok.Config({"BLOCK_SIZE": 1024})]))  # fmt: skip
+
+
+def seeded_dropout_reference(x: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+    """Triton's own launch of the same kernel: the Philox stream is Triton's, so it is the reference."""
+    from styled_triton import seeded_dropout_kernel
+
+    out = torch.full_like(x, float("nan"))
+    xc = x.contiguous()
+    seeded_dropout_kernel[(-(-xc.numel() // 1024),)](xc, out, xc.numel(), p, seed, BLOCK_SIZE=1024)
+    return out
+
+
+def register_rms_norm_rows(ns: str) -> ok.Op:
+    """``X_dtype`` a constexpr taking the Triton dtype of ``x`` per call (``DtypeOf``): one compile per dtype."""
+    from styled_triton import rms_norm_rows_kernel
+
+    return ok.triton_op(f"{ns}::rms_norm_rows", rms_norm_rows_kernel,
+                        inputs=[ok.InputDecl("x", shape=("M", "N")), ok.InputDecl("w", shape=("N",), dtype="x"),
+                                ok.ScalarInput("eps", float)],
+                        outputs=[ok.OutputDecl("y", shape=("M", "N"))],
+                        extras=[ok.Stride(("x", "y"), 0, name="stride"), ok.Dim("N", name="n_cols"),
+                                ok.DimSize("x", -1, name="BLOCK_SIZE", bucket="pow2")],
+                        geometry=ok.Reduction(reduce_dims=(-1,)), constexprs={"X_dtype": ok.DtypeOf("x")})  # fmt: skip
+
+
+def rms_norm_rows_reference(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    x32 = x.float()
+    normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+    return (normed.float() * w.float()).to(x.dtype)

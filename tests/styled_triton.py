@@ -17,3 +17,29 @@ def swiglu_rows_kernel(a_ptr, b_ptr, c_ptr, stride, gate_multiplier, n_cols: tl.
     up = tl.load(b_ptr + offset, mask=inside, other=0.0)
     activated = gate / (1.0 + tl.exp(-gate))
     tl.store(c_ptr + offset, activated.to(up.dtype) * up, mask=inside)
+
+
+@triton.jit
+def seeded_dropout_kernel(x_ptr, out_ptr, n_elements, p, seed, BLOCK_SIZE: tl.constexpr):
+    """out = x / (1 - p) where a Philox draw keyed by (seed, element index) is above p, else 0: the same seed
+    drops the same elements, so a backward can redraw the mask instead of storing it. ``seed`` is a full 64-bit
+    value (Philox takes both halves)."""
+    offsets = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    inside = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=inside)
+    keep = tl.rand(seed, offsets) > p
+    tl.store(out_ptr + offsets, tl.where(keep, x / (1 - p), 0.0), mask=inside)
+
+
+@triton.jit
+def rms_norm_rows_kernel(y_ptr, x_ptr, w_ptr, stride, eps, n_cols: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                         X_dtype: tl.constexpr):  # fmt: skip
+    """y = (x * rstd) rounded to X_dtype, times w, row by row (Liger's "llama" casting: the normalized row is
+    rounded to the input's dtype before the weight multiplies it). The host passes X_dtype per call."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    inside = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=inside, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=inside, other=0.0)
+    tl.store(y_ptr + row * stride + cols, (x * rstd).to(X_dtype) * w, mask=inside)

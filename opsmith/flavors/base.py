@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -12,7 +13,16 @@ from ..record import KernelRecord, TensorArg
 from ..signature import KernelParam
 from ..spec import Config
 
-__all__ = ["UNIT", "Binary", "KernelSource", "constexpr_values", "param_roles", "scalar_from_key", "scalar_key"]
+__all__ = [
+    "UNIT",
+    "Binary",
+    "KernelSource",
+    "constexpr_values",
+    "likely_spec",
+    "param_roles",
+    "scalar_from_key",
+    "scalar_key",
+]
 
 
 def constexpr_values(op_name: str, defaults: dict[str, Any], config: Config, static: frozenset[str],
@@ -50,6 +60,12 @@ def param_roles(record: KernelRecord) -> list[tuple[str, Any]]:
 #: The ("int", p) specialization value of an integer parameter equal to 1 (Triton compiles it in); otherwise
 #: the value is whether it is divisible by 16.
 UNIT = 2
+
+
+def likely_spec(layout: Sequence[tuple[str, int]], dtype: Any) -> tuple:
+    """The specialization most calls bring, compiled before any call does (at registration, in a library built
+    ahead): every open dtype ``dtype``, pointers aligned, sizes divisible by 16, int scalars within int32."""
+    return tuple(dtype if kind == "dtype" else kind != "wide" for kind, _ in layout)
 
 
 @dataclass(frozen=True)

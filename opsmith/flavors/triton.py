@@ -28,7 +28,7 @@ from ..cache import compile_cache, make_key
 from ..errors import CompileError, LaunchError, SpecError
 from ..record import KernelRecord
 from ..signature import KernelParam, parse_ptx_entry
-from ..spec import Config
+from ..spec import Config, DtypeOf
 from .base import UNIT, Binary, constexpr_values, param_roles, scalar_from_key
 
 __all__ = ["TritonSource", "is_triton_kernel"]
@@ -42,6 +42,20 @@ _TRITON_DTYPE = {
 }  # fmt: skip
 _TRITON_SCALAR = {"f32": "fp32", "f64": "fp64", "i32": "i32", "i64": "i64", "u32": "u32", "u64": "u64",
                   "bool": "i1", "i8": "i8", "i16": "i16", "f16": "fp16", "bf16": "bf16"}  # fmt: skip
+#: Triton's language dtypes by name, where torch names them otherwise (``triton_dtype``).
+_TL_NAME = {torch.bool: "int1", torch.float8_e4m3fn: "float8e4nv", torch.float8_e5m2: "float8e5"}
+
+
+def triton_dtype(op_name: str, name: str, dt: torch.dtype) -> Any:
+    """The ``tl.dtype`` of a torch dtype (``torch.bfloat16`` -> ``tl.bfloat16``), for a ``DtypeOf`` constexpr."""
+    import triton.language as tl
+
+    value = getattr(tl, _TL_NAME.get(dt, str(dt).removeprefix("torch.")), None)
+    if not isinstance(value, tl.dtype):
+        raise LaunchError(f"{op_name}: Triton has no dtype for {dt} (the constexpr '{name}' takes the input's).")
+    return value
+
+
 #: Triton's launch options that a kernel's constexpr may share a name with, and their defaults.
 LAUNCH_OPTIONS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
 PER_CALL_OPTIONS = ("num_warps", "num_stages")  # what a heuristic may choose per call (Triton's run() keywords)
@@ -96,6 +110,9 @@ class TritonSource:
     dtype_generic = True  # tensors without a declared dtype get one compile per dtype
     specialized = True  # compiled per call specialization (``spec_layout``)
     flavor = "triton"
+    #: An int ScalarInput is held as 64 bits and compiled as Triton's launcher types it per call: i32 when the
+    #: value fits, i64 otherwise (("wide", p) in ``spec_layout``), so a seed past 2^31 is a specialization.
+    int_scalar = "i64"
 
     def __init__(self, op_name: str, kernel: Any, config: Config | None = None,
                  static: frozenset[str] = frozenset(), heuristics: tuple = (),
@@ -106,21 +123,27 @@ class TritonSource:
                             "are taken as they are).")  # fmt: skip
         self.op_name, self.kernel, self.config = op_name, kernel, config or Config()
         self.heuristics = tuple(heuristics)  # ``triton_decorators.Heuristic``: constexprs computed per call
-        derived = {h.name for h in self.heuristics}
+        self.fixed = dict(fixed or {})  # ``triton_op(constexprs=...)``: defaults the kernel does not have
+        #: Constexprs set per call to an input's Triton dtype (``DtypeOf``): constexpr name -> input name.
+        self.dtype_of = {n: v.input for n, v in self.fixed.items() if isinstance(v, DtypeOf)}
+        derived = {h.name for h in self.heuristics} | set(self.dtype_of)
         self.kernel_name = kernel.__name__
         self.interpreted = _interpreted(kernel)
-        self.fixed = dict(fixed or {})  # ``triton_op(constexprs=...)``: defaults the kernel does not have
-        self.params_ = [(n, c, self.fixed.get(n, d) if c else d) for n, c, d in _params(kernel)]
+        self.params_ = [(n, c, self.fixed.get(n, d) if c and n not in self.dtype_of else d)
+                        for n, c, d in _params(kernel)]  # fmt: skip
         constexpr_names = {n for n, c, _ in self.params_ if c}
         unknown = set(self.fixed) - constexpr_names
         import triton.language as tl
 
-        # A tl.dtype too: Liger's RMSNorm backward casts to an X_dtype its host code passes (fixed per op here)
-        if unknown or not all(isinstance(v, int | float | bool | str | tl.dtype) for v in self.fixed.values()):
+        # A tl.dtype too: Liger's RMSNorm backward casts to an X_dtype its host code passes (fixed per op, or
+        # per call from an input with DtypeOf)
+        if unknown or not all(
+            isinstance(v, int | float | bool | str | tl.dtype | DtypeOf) for v in self.fixed.values()
+        ):
             raise SpecError(op_name, "constexprs", f"{self.fixed!r} sets {sorted(unknown) or 'values'} that are not "
                             f"tl.constexpr parameters of '{self.kernel_name}' with plain values.",
-                            "name the kernel's constexpr parameters, with ints, floats, bools, strings or Triton "
-                            "dtypes (tl.bfloat16).")  # fmt: skip
+                            "name the kernel's constexpr parameters, with ints, floats, bools, strings, Triton "
+                            "dtypes (tl.bfloat16) or DtypeOf('<input>') for an input's dtype per call.")  # fmt: skip
         self.static = frozenset(static) & constexpr_names
         self.runtime_params = [n for n, c, _ in self.params_ if not c]
         # Constexprs named like a launch option are that option (``_options``); their defaults stay here.
@@ -200,19 +223,29 @@ class TritonSource:
             opts["heuristics"] = [[h.name, describe(h.fn)] for h in self.heuristics]
         return make_key({"flavor": "triton", "kernel": source_digest(self.kernel), "name": self.kernel_name,
                          "globals": self._globals, "constexprs": self.constexprs, **opts,
-                         "static": sorted(self.static)})  # fmt: skip
+                         "static": sorted(self.static), **({"dtype_of": self.dtype_of} if self.dtype_of else {})})  # fmt: skip
 
     # -- binding to the resolved declaration --------------------------------------------------------
     def bind(self, record: KernelRecord) -> None:
         """Note each runtime parameter's role, in the kernel's order (``binding.py`` ordered them)."""
         self._record, self._roles = record, param_roles(record)
+        names = {a.name: a for a in record.tensor_inputs}
+        for n, inp in self.dtype_of.items():
+            a = names.get(inp)
+            if a is None or a.optional:
+                raise SpecError(self.op_name, f"constexprs['{n}']", f"DtypeOf('{inp}') names no "
+                                f"{'required ' if a is not None else ''}tensor input (the tensor inputs: "
+                                f"{[x.name for x in record.tensor_inputs if not x.optional]}).",
+                                "name a tensor input every call passes.")  # fmt: skip
 
     def spec_layout(self) -> list[tuple[str, int]]:
         """What a call specializes on, by parameter position: ("dtype", k) for tensor input k without a
         declared dtype, ("align", p) for each input pointer p, ("int", p) for each integer parameter (``UNIT``
         when it is 1, true when divisible by 16, as Triton's JIT specializes). Outputs are always 16-byte
         aligned (opsmith allocates them; the caching allocator aligns to 512 bytes), so they are compiled as
-        aligned without a per-call check. ("static", e) for each extra bound to a constexpr: its value.
+        aligned without a per-call check. ("wide", p) for each int scalar parameter: whether its value is
+        outside int32, compiling it as i64 rather than i32 (Triton's ``specialize_impl``; values of 2^63 and more,
+        its u64, cannot reach a PyTorch int). ("static", e) for each extra bound to a constexpr: its value.
         Parameters the kernel lists in ``do_not_specialize`` (``_on_alignment``) get no entry, as under Triton."""
         assert self._record is not None
         layout: list[tuple[str, int]] = []
@@ -223,6 +256,8 @@ class TritonSource:
         for p, ((role, a), name) in enumerate(zip(self._roles, self.runtime_params, strict=True)):
             if role == "tensor" and a.optional:  # None is compiled in, as Triton's JIT does
                 layout.append(("none", p))
+            if role == "scalar" and a.ctype == "i64":  # i32 or i64 by the call's value, even unspecialized
+                layout.append(("wide", p))
             if role == "tensor" and name not in loose["align"]:
                 layout.append(("align", p))
             elif name in loose["value"] or role not in ("extra", "scalar"):
@@ -233,20 +268,33 @@ class TritonSource:
                 + [("scalar", k) for k in self._record.static_scalars]
                 + [("heur", h) for h in range(len(self._record.heuristics))])  # fmt: skip
 
-    def _types(self, spec: tuple) -> tuple[dict[str, str], dict[tuple[int], list]]:
+    def _in_dtypes(self, spec: tuple) -> list[torch.dtype]:
+        """Each tensor input's dtype under a call specialization: declared, the call's, or another input's."""
         assert self._record is not None
-        layout = self.spec_layout()
         tensors = self._record.tensor_inputs
         in_dtypes = [torch.float32 if a.dtype is None else getattr(torch, a.dtype) for a in tensors]
-        for (kind, k), v in zip(layout, spec, strict=True):
+        for (kind, k), v in zip(self.spec_layout(), spec, strict=True):
             if kind == "dtype":
                 in_dtypes[k] = v
         names = [a.name for a in tensors]
         for k, a in enumerate(tensors):
             if a.dtype_like is not None:
                 in_dtypes[k] = in_dtypes[names.index(a.dtype_like)]
+        return in_dtypes
+
+    def dtype_values(self, dtypes: dict[str, torch.dtype]) -> dict[str, Any]:
+        """The ``DtypeOf`` constexprs' values for the inputs' dtypes (input name -> torch dtype)."""
+        return {n: triton_dtype(self.op_name, n, dtypes[inp]) for n, inp in self.dtype_of.items()}
+
+    def _types(self, spec: tuple) -> tuple[dict[str, str], dict[tuple[int], list]]:
+        assert self._record is not None
+        layout = self.spec_layout()
+        tensors = self._record.tensor_inputs
+        in_dtypes = self._in_dtypes(spec)
+        names = [a.name for a in tensors]
         types: dict[str, str] = {}
         nones = set(self.nones(spec))
+        narrow = {self.runtime_params[p] for (kind, p), v in zip(layout, spec, strict=True) if kind == "wide" and not v}
         for name, (role, a) in zip(self.runtime_params, self._roles, strict=True):
             if name in nones:  # an optional tensor passed as None: compiled in
                 types[name] = "constexpr"
@@ -260,7 +308,7 @@ class TritonSource:
                 if ctype not in _TRITON_SCALAR:
                     raise SpecError(self.op_name, "kernel signature", f"parameter '{name}' would be {ctype}, "
                                     "which Triton kernels do not take.", "use a float, int or bool.")  # fmt: skip
-                types[name] = _TRITON_SCALAR[ctype]
+                types[name] = "i32" if name in narrow else _TRITON_SCALAR[ctype]
                 continue
             if dt not in _TRITON_DTYPE:
                 raise LaunchError(f"{self.op_name}: Triton has no pointer type for {dt} (parameter '{name}').")
@@ -306,6 +354,10 @@ class TritonSource:
         """The constexprs bound by extras, computed by heuristics and compiled in as 1 (``units``), from a
         call specialization (its heuristics' values are this config's: ``Variants.project``)."""
         out: dict[str, Any] = dict.fromkeys(self.units(spec), 1) | dict.fromkeys(self.nones(spec))
+        if self.dtype_of:
+            assert self._record is not None
+            names = [a.name for a in self._record.tensor_inputs]
+            out |= self.dtype_values(dict(zip(names, self._in_dtypes(spec), strict=True)))
         if not self.static and not self.heuristics:
             return out
         assert self._record is not None

@@ -142,6 +142,10 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         # that recompiles for another value.
         consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras},
                   **{record.inputs[k].name: args[k] for k in record.static_scalars}}  # fmt: skip
+        if src.dtype_of:  # DtypeOf constexprs: the call's input dtypes
+            consts |= src.dtype_values(
+                {a.name: x.dtype for a, x in zip(record.tensor_inputs, tensors, strict=True) if x is not None}
+            )
         chosen: dict[str, int] = {}  # heuristics that set num_warps / num_stages
         svals = {f"s{p}": args[p] for p in int_scalars}
         for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):

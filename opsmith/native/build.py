@@ -28,6 +28,7 @@ import torch
 from .. import env
 from ..cache import DiskCache, make_key
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
+from ..flavors.base import likely_spec
 from ..record import KernelRecord
 from .codegen import NativeOp, Variant
 from .cpp import SCALAR_TYPE
@@ -176,9 +177,11 @@ def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple
     seen = list(dict.fromkeys(spec for _, spec in list(v.kernels)))  # list(): another thread may add one
     guessed: list[tuple] = []
     if not any(kind in ("static", "scalar") for kind, _ in layout):  # values no call has brought: not guessed
-        for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible
-            guessed.append(tuple(dt if kind == "dtype" else True for kind, _ in layout))
+        for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible, ints within int32
+            guessed.append(likely_spec(layout, dt))
     specs = list(dict.fromkeys(seen + guessed))
+    if not serve and any(kind == "wide" for kind, _ in layout):  # a shipped library takes a 64-bit seed too
+        specs += [tuple(True if kind == "wide" else x for (kind, _), x in zip(layout, s, strict=True)) for s in specs]
     if not serve and any(kind in ("align", "int") for kind, _ in layout):
         specs += [tuple(False if kind in ("align", "int") else x for (kind, _), x in zip(layout, s, strict=True))
                   for s in specs]  # fmt: skip

@@ -58,6 +58,8 @@ def _spec(pr: Any) -> list[str]:
             out.append(f"int64_t(a{p} == 1 ? {UNIT} : a{p} % 16 == 0)")
         elif kind == "heur":
             out.append(f"int64_t({_heuristic(pr, p)})")
+        elif kind == "wide":  # an int scalar outside int32, compiled as i64 (Triton); held in an int64_t
+            out.append(f"int64_t(a{p} < INT32_MIN || a{p} > INT32_MAX)")
         elif kind == "scalar":  # compiled in: a float by its bits, as flavors.base.scalar_key
             v = pr.args[p]
             out.append(f"opsmith::f64_bits({v})" if pr.record.inputs[p].py_type == "float" else f"int64_t({v})")
