@@ -27,6 +27,10 @@ from .spec import Backward
 __all__ = ["check_backward", "generic_no_backward", "no_backward_globals", "refuse_inplace_grad", "register_backward"]
 
 
+#: Where a kept value was saved with save_for_backward (None is an optional input the call passed as None).
+_SAVED = object()
+
+
 def refuse_inplace_grad(op_name: str) -> None:
     raise DifferentiationError(
         op_name,
@@ -115,13 +119,6 @@ def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tu
             known = list(ins) + list(outs) + [f"grad_{o}" for o in outs]
             raise SpecError(op_name, "backward.args", f"'{a}' is neither an input, an output nor an output's "
                             f"gradient.", f"use names from {known}.")  # fmt: skip
-    absent = [
-        a for a in (*backward.args, *backward.grads) if a in ins and getattr(record.inputs[ins[a]], "optional", False)
-    ]
-    if absent:
-        raise SpecError(op_name, "backward.args", f"'{absent[0]}' is an optional input, which a call may pass as None; "
-                        "a backward over it is not supported yet.", "differentiate an op whose inputs are all "
-                        "required (register one op per combination the backward needs).")  # fmt: skip
     if not any(kind == "grad" for kind, _ in sources):
         raise SpecError(op_name, "backward.args", "no output gradient is passed to the backward.",
                         f"name at least one of {[f'grad_{o}' for o in outs]}.")  # fmt: skip
@@ -188,7 +185,8 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
         kept = [inputs[k] for k in kept_in] + [outs[k] for k in kept_out]
         tensors = [v for v in kept if isinstance(v, torch.Tensor)]
         ctx.save_for_backward(*tensors)
-        ctx.scalars = [None if isinstance(v, torch.Tensor) else v for v in kept]
+        # An optional input passed as None is kept as None; its gradient is None (needs_input_grad is False).
+        ctx.scalars = [_SAVED if isinstance(v, torch.Tensor) else v for v in kept]
         ctx.out_meta = [(o.shape, o.dtype, o.device) for o in outs]
         # DTensor inputs: the backward runs on local shards under placements derived from the forward's rule.
         ctx.dt_specs = specs_of(inputs) if is_dtensor(inputs) else None
@@ -205,7 +203,7 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
                                        "declared differentiable.", "declare Backward(..., double_backward=True) if "
                                        "fn is differentiable, or call backward without create_graph.")  # fmt: skip
         saved = iter(ctx.saved_tensors)
-        kept = [next(saved) if s is None else s for s in ctx.scalars]
+        kept = [next(saved) if s is _SAVED else s for s in ctx.scalars]
         where = {("in", k): v for k, v in zip(kept_in, kept[: len(kept_in)], strict=True)}
         where.update({("out", k): v for k, v in zip(kept_out, kept[len(kept_in) :], strict=True)})
         args = []

@@ -365,7 +365,7 @@ def check_instantiation(op: str, record, params: list[KernelParam], dtypes: dict
             name = record.outputs[bound.index].name
             have = out_dtypes[bound.index]
         elem = DTYPE_OF_CTYPE.get(p.ctype)
-        if elem is not None and elem != have:
+        if elem is not None and have is not None and elem != have:  # (None: an optional input passed as None)
             raise InputError(op, name, f"dtype {elem} (the kernel's parameter is {p.describe()} for this call's "
                              "dtypes)", f"{have}", f"Fix: pass {name} as {elem}, or fix the kernel's template "
                              "parameters.")  # fmt: skip

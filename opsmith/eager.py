@@ -287,6 +287,11 @@ class _Printer:
         assert launch is not None and launch.grids[c] is not None
         checks = {g.axis: g for g in launch.grid_checks[c]}
         L, plain = [], {}
+        smem = checks.get(P.SMEM_AXIS)
+        if smem is not None:  # a size expression: computed and checked with the grid, passed as ``_sm``
+            L.append(f"_sm = {self.expr(smem.expr, (smem.arg, smem.label), smem.wide)}")
+            if smem.low or smem.high:
+                L.append(f"if not 0 <= _sm <= {P.SMEM_MAX}: raise _E.smem({smem.arg!r}, {smem.label!r}, _sm)")
         for axis, e in enumerate(launch.grids[c]):
             chk = checks.get(axis)
             if chk is None:

@@ -31,7 +31,7 @@ class LaunchPlan:
 
     grid: tuple[Expr, Expr, Expr]
     block: tuple[int, int, int]
-    shared_mem: int = 0
+    shared_mem: Expr = 0  # bytes, or a size expression (a Grid's) computed per call
     limits: tuple = ()
 
     def to_json(self) -> dict:
@@ -78,13 +78,18 @@ def lower_geometry(geometry: Elementwise | Reduction | Grid | Custom, params: di
         rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
         return LaunchPlan((rows, 1, 1), (num(geometry.block_size), 1, 1), geometry.shared_mem)
     if isinstance(geometry, Grid):
-        from .expr import parse_size
+        from .expr import ExprError, parse_size
 
         grid = [parse_size(g, tensors or {}, params, dims) for g in geometry.grid]
         block = tuple(num(b) for b in geometry.block) or (0,)
+        try:
+            smem = parse_size(geometry.shared_mem, tensors or {}, params, dims)
+        except ExprError as e:
+            e.field = "geometry.shared_mem"
+            raise
         # The x axis's threads, for a 32-bit kernel's `blockIdx.x * blockDim.x + threadIdx.x` (Triton: unknown).
         limits = ((["mul", grid[0], block[0]], _INDEX_SPAN),) if block[0] else ()
-        return LaunchPlan(tuple((*grid, 1, 1)[:3]), tuple((*block, 1, 1)[:3]), num(geometry.shared_mem), limits)  # type: ignore[arg-type]
+        return LaunchPlan(tuple((*grid, 1, 1)[:3]), tuple((*block, 1, 1)[:3]), smem, limits)  # type: ignore[arg-type]
     return None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from .errors import InputError
-from .plan import FLOAT_MAX, GRID_MAX, INT32_MAX, INT_LIMITS
+from .plan import FLOAT_MAX, GRID_MAX, INT32_MAX, INT_LIMITS, SMEM_MAX
 
 __all__ = [
     "Refusals",
@@ -123,6 +123,11 @@ class Refusals:
                           "Fix: launch fewer blocks per axis (a larger block, or a persistent grid such as "
                           "min(..., sm_count * 8)), or pass inputs the grid expression covers." if value > most else
                           "Fix: pass inputs for which the grid expression is positive, or correct it.")  # fmt: skip
+
+    def smem(self, arg: str, what: str, value: int) -> InputError:
+        return InputError(self.op, arg, f"dynamic shared memory of 0 to {SMEM_MAX} bytes per block ({what})",
+                          f"{value}", "Fix: pass inputs the kernel's shared memory can hold (a smaller size along "
+                          "the axes the expression reads), or a config that needs less.")  # fmt: skip
 
     def value(self, name: str, value: int, ctype: str, hint: str, lo: int | None = None,
               hi: int | None = None) -> InputError:  # fmt: skip

@@ -24,7 +24,11 @@ import torch
 from .errors import LaunchError
 from .flavors.base import Binary
 
-__all__ = ["DeviceKernel", "pack_format"]
+__all__ = ["SMEM_PER_CALL", "DeviceKernel", "pack_format"]
+
+#: A kernel's ``shared_mem`` when a size expression gives it per call: loading opts the kernel into all the
+#: dynamic shared memory the device allows, and each launch passes its own amount.
+SMEM_PER_CALL = -1
 
 # Each parameter sits at the start of its own 8-byte slot (all kernel parameters here are <= 8 bytes).
 _SLOT_FMT = {
@@ -145,6 +149,20 @@ class _Params(threading.local):
         self.v = (self.buf, self.addr)  # one thread-local lookup per call instead of two (~40 ns)
 
 
+def _opt_in_max(fn: object, device: int, op_name: str) -> int:
+    """The dynamic shared memory ``fn`` may opt into on ``device``: the block's opt-in limit (227 KiB on sm_90)
+    less what the kernel declares statically."""
+    from cuda.bindings import driver
+
+    (most,) = _check(driver.cuDeviceGetAttribute(
+        driver.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device),
+        f"reading the shared memory limit of cuda:{device}", op_name)  # fmt: skip
+    (static,) = _check(driver.cuFuncGetAttribute(
+        driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn),
+        f"reading the kernel's static shared memory on cuda:{device}", op_name)  # fmt: skip
+    return int(most) - int(static)
+
+
 class DeviceKernel:
     """One kernel, loadable on every device. ``build(arch)`` yields its binary for an architecture."""
 
@@ -221,10 +239,11 @@ class DeviceKernel:
             (module,) = _check(loaded, f"loading the {binary.fmt} on cuda:{device}", self.op_name)
             (fn,) = _check(driver.cuModuleGetFunction(module, binary.symbol.encode()),
                            f"finding '{binary.symbol}' on cuda:{device}", self.op_name)  # fmt: skip
-            if self.shared_mem > 48 * 1024:  # above 48 KiB dynamic shared memory must be opted into
+            allow = _opt_in_max(fn, device, self.op_name) if self.shared_mem == SMEM_PER_CALL else self.shared_mem
+            if allow > 48 * 1024:  # above 48 KiB dynamic shared memory must be opted into
                 attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                _check(driver.cuFuncSetAttribute(fn, attr, self.shared_mem),
-                       f"allowing {self.shared_mem} bytes of shared memory on cuda:{device}", self.op_name)  # fmt: skip
+                _check(driver.cuFuncSetAttribute(fn, attr, allow),
+                       f"allowing {allow} bytes of shared memory on cuda:{device}", self.op_name)  # fmt: skip
         self._modules[device] = module
         self._handles[device] = int(fn)
         self._functions[device] = fn

@@ -18,18 +18,28 @@ from .variants import Variants
 __all__ = ["custom_launch", "dry_launch", "inline_simple", "variant_launch"]
 
 
+def smem_per_call(pr: Any) -> bool:
+    """Whether the shared memory is a size expression, computed per call with the grid (``_sm``)."""
+    return any(not isinstance(s, int) for s in pr.plan.launch.shared_mem)
+
+
 def _grid_functions(pr: Any) -> str:
     """One function per config computing its checked grid from the call's locals (tuned ops): the hot path
     calls the chosen config's, tuning calls each config's for its trial launch. Returns the call's text with
-    ``@C@`` for the config index."""
+    ``@C@`` for the config index. With shared memory per call, each returns (grid, block, shared memory), the
+    launch a ``Custom`` geometry gives."""
     plan = pr.plan
     n_t, n_o = len(pr.t), len(plan.outputs)
     params = [*pr.t, *(f"_o{k}" for k in range(n_o)), *(f"_n{k}" for k in range(n_t)), "_dev"]
     fns = []
     for c in range(len(plan.launch.grids)):
         body = pr.grid(c)
-        src = "\n".join([f"def _grid{c}({', '.join(params)}):", *("    " + x for x in body),
-                         "    return _g0, _g1, _g2"])  # fmt: skip
+        if smem_per_call(pr):
+            sm = "_sm" if not isinstance(plan.launch.shared_mem[c], int) else str(plan.launch.shared_mem[c])
+            ret = f"    return _g0, _g1, _g2, {', '.join(map(str, plan.launch.blocks[c]))}, {sm}"
+        else:
+            ret = "    return _g0, _g1, _g2"
+        src = "\n".join([f"def _grid{c}({', '.join(params)}):", *("    " + x for x in body), ret])
         scope: dict[str, Any] = {}
         exec(compile(src, f"<opsmith grid {plan.op} config {c}>", "exec"), pr.g, scope)
         fns.append(scope[f"_grid{c}"])
@@ -104,7 +114,7 @@ def inline_simple(pr: Any, variants: Variants) -> list[str]:
     kernel = variants.first
     assert kernel is not None
     block = ", ".join(str(b) for b in kernel.block)
-    smem = kernel.shared_mem
+    smem = "_sm" if smem_per_call(pr) else kernel.shared_mem
     vals = pr.values()
     ret = pr.ret()
     pr.g.update(kernel.fast_path_globals())
@@ -169,7 +179,9 @@ def variant_launch(pr: Any, variants: Variants) -> list[str]:
     L += _spec(pr, variants, vals)
     geo = _grid_functions(pr) if pr.record.tuned else "(_g0, _g1, _g2)"
     L += _choose(pr, variants, vals, geo)
-    grid = [f"_g0, _g1, _g2 = {geo.replace('@C@', '_c')}"] if pr.record.tuned else pr.grid(0)
+    per_call = smem_per_call(pr)
+    geo_now = geo.replace("@C@", "_c")
+    grid = [f"_g0, _g1, _g2{', _, _, _, _sm' if per_call else ''} = {geo_now}"] if pr.record.tuned else pr.grid(0)
     ret = pr.ret()
     if variants.c_launched:  # Triton: its own C launcher takes every kernel parameter in order
         raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]  # it packs floats itself
@@ -182,7 +194,7 @@ def variant_launch(pr: Any, variants: Variants) -> list[str]:
                 f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {ret}",
                 f"try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
                 "except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
-    return [*L, *grid, "_fns, _b0, _b1, _b2, _sm, _kd = _v", *_driver_launch(vals, ret)]
+    return [*L, *grid, f"_fns, _b0, _b1, _b2, {'_' if per_call else '_sm'}, _kd = _v", *_driver_launch(vals, ret)]
 
 
 def _driver_launch(vals: list[str], ret: str) -> list[str]:
@@ -260,7 +272,7 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
     launches: list[dict] = []
     idents: dict[tuple, str] = {}
 
-    def rec(c: int, spec: tuple, grid: tuple, values: tuple) -> None:
+    def rec(c: int, spec: tuple, grid: tuple, values: tuple, smem: int | None = None) -> None:
         if variants.host_launched:  # a CuTe DSL host function: it decides its own launches
             launches.append({"config": c, "symbol": record.kernel_name, "spec": [str(v) for v in spec],
                              "args": [v if isinstance(v, int | float) else str(v) for v in values]})  # fmt: skip
@@ -271,7 +283,7 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
         if ident is None:
             ident = idents[(c, spec)] = fnv1a64(binary.data)
         launches.append({"config": c, "symbol": binary.symbol, "image": ident, "grid": list(grid),
-                         "block": list(kd.block), "shared_mem": kd.shared_mem,
+                         "block": list(kd.block), "shared_mem": kd.shared_mem if smem is None else smem,
                          "args": kd.argument_bytes(values).hex()})  # fmt: skip
 
     pr.g.update({"_launches": launches, "_rec": rec, "_default": record.tune_default,
@@ -285,7 +297,8 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
     elif record.tuned:
         geo = _grid_functions(pr)
         L += [f"_tk = {_tune_key(pr)}", "_c = _chosen.get(_tk, _default)",
-              f"_g0, _g1, _g2 = {geo.replace('@C@', '_c')}"]  # fmt: skip
+              f"_g0, _g1, _g2{', _, _, _, _sm' if smem_per_call(pr) else ''} = {geo.replace('@C@', '_c')}"]  # fmt: skip
     else:
         L += ["_c = 0", *pr.grid(0)]
-    return [*L, f"_rec(_c, _sk, (_g0, _g1, _g2), ({', '.join(vals)},))"]
+    sm = ", _sm" if not variants.host_launched and smem_per_call(pr) else ""
+    return [*L, f"_rec(_c, _sk, (_g0, _g1, _g2), ({', '.join(vals)},){sm})"]

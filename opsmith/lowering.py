@@ -18,6 +18,8 @@ from .plan import (
     GRID_MAX,
     INT32_MAX,
     INT_LIMITS,
+    SMEM_AXIS,
+    SMEM_MAX,
     Align,
     Alloc,
     CallPlan,
@@ -370,6 +372,18 @@ def _grid_checks(op: str, plans: tuple, sub: Any, facts: Facts, labels: dict[str
             if low or high or unsafe_divisors(e, facts):
                 label = describe(e, _var_labels(labels, e))
                 out.append(GridCheck(c, axis, e, label, _where(e, labels, label)[0], low, high, is_wide(e, facts)))
+        if isinstance(plan.shared_mem, int) and not 0 <= plan.shared_mem <= SMEM_MAX:
+            raise SpecError(op, "geometry.shared_mem", f"config {c}'s shared memory is {plan.shared_mem} bytes.",
+                            f"give 0 to {SMEM_MAX} bytes.")  # fmt: skip
+        if not isinstance(plan.shared_mem, int):  # a size expression: checked per call like an axis
+            e = sub(plan.shared_mem)
+            lo, hi = bounds(e, facts)
+            label = describe(e, _var_labels(labels, e))
+            if hi < 0 or lo > SMEM_MAX:
+                raise SpecError(op, "geometry.shared_mem", f"config {c}'s shared memory {label} is always outside "
+                                f"0 to {SMEM_MAX} bytes.", f"give 0 to {SMEM_MAX} bytes.")  # fmt: skip
+            out.append(GridCheck(c, SMEM_AXIS, e, label, _where(e, labels, label)[0], lo < 0, hi > SMEM_MAX,
+                                 is_wide(e, facts)))  # fmt: skip
         per_config[-1] = tuple(out)
     return tuple(per_config)
 
@@ -379,7 +393,8 @@ def _launch(record: KernelRecord, spec_layout: Any, sub: Any, facts: Facts, labe
     checks = _grid_checks(record.op_name, plans, sub, facts, labels)
     grids = tuple(tuple(sub(g) for g in p.grid) if p is not None else None for p in plans)
     blocks = tuple(tuple(p.block) if p is not None else (0, 0, 0) for p in plans)
-    smem = tuple(p.shared_mem if p is not None else 0 for p in plans)
+    smem = tuple(sub(p.shared_mem) if p is not None and not isinstance(p.shared_mem, int) else
+                 p.shared_mem if p is not None else 0 for p in plans)  # fmt: skip
     params = []
     for p in record.params:
         if p.role == "input":

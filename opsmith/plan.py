@@ -21,7 +21,7 @@ from typing import Any
 
 from .expr import Facts
 
-__all__ = ["CallPlan", "INT_LIMITS", "FLOAT_MAX", "GRID_MAX", "INT32_MAX"]
+__all__ = ["CallPlan", "INT_LIMITS", "FLOAT_MAX", "GRID_MAX", "INT32_MAX", "SMEM_AXIS", "SMEM_MAX"]
 
 INT32_MAX = 2**31 - 1
 INT_LIMITS = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**63), 2**63 - 1),
@@ -31,6 +31,10 @@ INT_LIMITS = {"i32": (-(2**31), 2**31 - 1), "u32": (0, 2**32 - 1), "i64": (-(2**
 FLOAT_MAX = {"f32": 3.4028234663852886e38, "f16": 65504.0, "bf16": 3.3895313892515355e38}
 #: Blocks one launch may have along x, y, z (cuLaunchKernel's limits; its parameters are unsigned int).
 GRID_MAX = (2**31 - 1, 65535, 65535)
+#: Dynamic shared memory one block may opt into on sm_90 (227 KiB); the driver refuses more at launch.
+SMEM_MAX = 227 * 1024
+#: A ``GridCheck`` of this axis checks the dynamic shared memory a size expression gives, in [0, SMEM_MAX].
+SMEM_AXIS = 3
 _AXES = "xyz"
 
 
@@ -237,7 +241,8 @@ class Extent:
 @dataclass(frozen=True)
 class GridCheck:
     """Config ``config``'s grid along ``axis`` lies in [1, GRID_MAX[axis]] (a launch of 2^32 + k blocks would
-    launch k: cuLaunchKernel takes unsigned ints). Checked before every launch of that config."""
+    launch k: cuLaunchKernel takes unsigned ints). Checked before every launch of that config. ``axis``
+    ``SMEM_AXIS``: the dynamic shared memory a size expression gives lies in [0, SMEM_MAX]."""
 
     config: int
     axis: int
@@ -270,7 +275,7 @@ class Launch:
     grids: tuple[tuple[Any, Any, Any] | None, ...]
     grid_checks: tuple[tuple[GridCheck, ...], ...]
     blocks: tuple[tuple[int, int, int], ...]
-    shared_mem: tuple[int, ...]
+    shared_mem: tuple[Any, ...]  # per config: bytes, or a size expression computed per call
     tuned: bool
     tune_key: tuple
     tune_default: int

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from .errors import SpecError
+from .plan import SMEM_MAX
 from .spec import Autotune, Config, Custom, Elementwise, Grid, Reduction, ScalarInput, TuneDim
 
 __all__ = [
@@ -228,8 +229,16 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
             raise SpecError(op, "geometry.block", "a CUDA kernel needs its threads per block.",
                             "pass Grid(grid=..., block=(256,)).")  # fmt: skip
         names = [v for v in geometry.block if isinstance(v, str)]
-        if isinstance(geometry.shared_mem, str):
-            _check_smem_param(op, geometry.shared_mem, configs, autotune)
+        sm = geometry.shared_mem
+        if isinstance(sm, str) and sm.strip().isidentifier() and any(sm.strip() in c.params for c in configs):
+            _check_smem_param(op, sm.strip(), configs, autotune)
+        elif not isinstance(sm, str) and (not isinstance(sm, int) or isinstance(sm, bool) or not 0 <= sm <= _MAX_SMEM):
+            raise SpecError(op, "geometry.shared_mem", f"{sm!r} is not a byte count in [0, {_MAX_SMEM}].",
+                            "pass the bytes as an int, a config parameter's name, or a size expression such as "
+                            "'(3 * Bc * size(q, -1) + Bc * Br) * 4'.")  # fmt: skip
+        if triton and sm != 0:
+            raise SpecError(op, "geometry.shared_mem", "a Triton kernel's shared memory is what its compiler "
+                            "allocates.", "leave Grid.shared_mem at 0 for Triton.")  # fmt: skip
     for n in names:
         for k, c in enumerate(configs):
             v = c.params.get(n)
@@ -245,8 +254,7 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
     return configs
 
 
-#: Dynamic shared memory one block may opt into on sm_90 (227 KiB); the driver refuses more at launch.
-_MAX_SMEM = 227 * 1024
+_MAX_SMEM = SMEM_MAX
 
 
 def _check_smem_param(op: str, name: str, configs: list[Config], autotune: Autotune | None) -> None:

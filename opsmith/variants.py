@@ -22,7 +22,7 @@ from .errors import InputError, LaunchError
 from .expr import EXPR_GLOBALS, to_python
 from .flavors.base import Binary, KernelSource, scalar_from_key
 from .geometry import LaunchPlan
-from .launch import DeviceKernel, _Params, pack_format
+from .launch import SMEM_PER_CALL, DeviceKernel, _Params, pack_format
 from .lowering import absent_zero
 from .record import KernelRecord, TensorArg
 
@@ -103,8 +103,9 @@ class Variants:
         if binary.trailing_params > _MAX_TRAILING:
             raise LaunchError(f"{self.record.op_name}: the compiled kernel has {binary.trailing_params} parameters "
                               "after the declared ones; opsmith supports up to {_MAX_TRAILING}.")  # fmt: skip
+        smem = (plan.shared_mem if isinstance(plan.shared_mem, int) else SMEM_PER_CALL) if plan else 0
         return DeviceKernel(self.record.op_name, lambda arch, s=src, sp=spec: s.build(arch, sp), self.param_ctypes,
-                            binary, block=plan.block if plan else None, shared_mem=plan.shared_mem if plan else 0)  # fmt: skip
+                            binary, block=plan.block if plan else None, shared_mem=smem)  # fmt: skip
 
     def project(self, c: int, spec: tuple) -> tuple:
         """``spec`` with each per-config heuristic reduced to config ``c``'s value."""

@@ -14,7 +14,9 @@ The mutants (``scripts/mutant_cases.py``, ``scripts/mutant_cases_plan.py``) cove
 spots, the binding and layout rules (issues 14 and 17), and the third review (issue 22): both printers of the
 call plan, the native generator, size expressions, the tuning protocol, the sharding rules, native.use, the CLI;
 and named dimensions (issue 23): ties in every printer, preconditions, alignment, output ranks, SameAs, the
-sharding of names and of max with a backward.
+sharding of names and of max with a backward; ``scripts/mutant_cases_49.py``: issue 49's int widths, dtype
+constexprs, shared memory expressions, backwards over optional inputs, template types of optional inputs and
+the boundary table's written outcomes.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mutant_cases import MUTANTS as FIRST  # noqa: E402
 from mutant_cases import Mutant  # noqa: E402
+from mutant_cases_49 import MUTANTS as ROUND3  # noqa: E402
 from mutant_cases_check import MUTANTS as CHECK  # noqa: E402
 from mutant_cases_plan import MUTANTS as PLAN  # noqa: E402
 
-MUTANTS = [*FIRST, *PLAN, *CHECK]
+MUTANTS = [*FIRST, *PLAN, *CHECK, *ROUND3]
 
 
 def _copy_repo(dst: Path) -> None:

@@ -79,7 +79,39 @@ def catalog_cases(ns: str) -> dict[str, ok.CheckCase]:
 
     for name, reg in (("liger_style_swiglu", register_swiglu), ("liger_swiglu", register_liger_swiglu)):
         cases[name] = ok.CheckCase(reg(ns), ab, swiglu_reference, shapes=((4, 256), (3, 1000)), tol=1e-5)
-    return {**cases, **llama_cases(ns)}
+    return {**cases, **issue49_cases(ns), **llama_cases(ns)}
+
+
+def issue49_cases(ns: str) -> dict[str, ok.CheckCase]:
+    """A styled kernel per capability of issue 49: a 64-bit seed, a per-call dtype constexpr, shared memory as
+    a size expression, a backward over an optional input."""
+    import styled_kernels as pk
+
+    def dropout_inputs(s, dt, dev):
+        return _randn(*s, dtype=dt, device=dev), 0.25, int(torch.randint(2**31, 2**50, ()))
+
+    def rows_inputs(s, dt, dev):
+        return _randn(*s, dtype=dt, device=dev), _randn(s[-1], dtype=dt, device=dev), 1e-6
+
+    def dyt_inputs(s, dt, dev):
+        return (
+            _randn(*s, dtype=dt, device=dev),
+            _randn(s[-1], dtype=dt, device=dev),
+            _randn(s[-1], dtype=dt, device=dev),
+            0.7,
+        )
+
+    return {
+        "seeded_dropout": ok.CheckCase(pk.register_seeded_dropout(ns), dropout_inputs, pk.seeded_dropout_reference,
+                                       shapes=((1000,), (3, 4099)), tol=0),
+        "rms_norm_rows": ok.CheckCase(pk.register_rms_norm_rows(ns), rows_inputs, pk.rms_norm_rows_reference,
+                                      shapes=((4, 256), (64, 1000)), tol={"atol": 1e-5, "rtol": 1e-4}),
+        "softmax_rows": ok.CheckCase(pk.register_softmax_rows(ns), lambda s, dt, dev: (_randn(*s, device=dev),),
+                                     lambda x: torch.softmax(x, -1), shapes=((4, 100), (3, 50_000)),
+                                     dtypes=(torch.float32,), tol={"atol": 1e-6, "rtol": 1e-5}),
+        "dyt": ok.CheckCase(pk.register_dyt(ns), dyt_inputs, pk.dyt_reference, shapes=((4, 256), (64, 1000)),
+                            dtypes=(torch.float32, torch.bfloat16), tol={"atol": 1e-5, "rtol": 1e-4}),
+    }  # fmt: skip
 
 
 def _sm_count(t: torch.Tensor) -> int:

@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,11 +92,17 @@ def python_path() -> dict[str, str]:
 def served() -> dict[str, dict[str, str]]:
     """Before the switch and after it, in one process (OPSMITH_NATIVE=dry-run: the library serves CPU tensors)."""
     from opsmith import native
+    from opsmith.native import serving
 
     assert os.environ.get("OPSMITH_NATIVE") == "dry-run"
+    # The build waits for the walk: "before" is the Python path however fast the library builds (a race the
+    # walk lost on a loaded 2-core machine, which left nothing to compare).
+    walked, build = threading.Event(), serving._serve
+    serving._serve = lambda batch: (walked.wait(900), build(batch))[1]
     all_ops = ops()
     before = walk(lambda kind, args: em.op(kind)(*args))
     still_python = all(op.serving == "python" for op in all_ops)
+    walked.set()
     assert native.wait(900)
     assert all(op.serving == "native" for op in all_ops), [op.serving_why for op in all_ops]
     return {"before": before if still_python else {}, "after": walk(lambda kind, args: em.op(kind)(*args))}

@@ -509,7 +509,7 @@ class _Pointers(dict):
 # A CPU dry run of a huge output also fails to allocate it, which meta tensors need not.
 _REAL_ONLY = ("expected a launch of", "with one stride on axis", "expected a contiguous tensor", "blocks of",
               "expected a view spanning", "more than 2^31 threads", "can't allocate memory",
-              "to divide by a non-zero value")  # a grid or extra expression: evaluated for the launch  # fmt: skip
+              "to divide by a non-zero value", "expected dynamic shared memory of")  # a grid or extra expression: evaluated for the launch  # fmt: skip
 
 
 def _against_fake(g: Gen, cid: str, call: list[dict], dry: dict) -> None:

@@ -40,3 +40,17 @@ for dt in (torch.float32, torch.float16):
     x, w = torch.randn(5, 100, dtype=dt), torch.randn(100, dtype=dt)
     torch.testing.assert_close(rows(x, w, 1e-6), rms_norm_rows_reference(x, w, 1e-6))
 print("checked 5 dtypes")
+
+# A backward over an optional input (a program): DyT with and without its bias, against PyTorch's autograd.
+from styled_kernels import dyt_reference, register_dyt  # noqa: E402
+
+dyt = register_dyt("t_parity_interp")
+for with_beta in (True, False):
+    x, gamma = torch.randn(6, 100, requires_grad=True), torch.randn(100, requires_grad=True)
+    beta = torch.randn(100, requires_grad=True) if with_beta else None
+    dy = torch.randn(6, 100)
+    got = torch.autograd.grad(dyt(x, gamma, beta, 0.7), [x, gamma, *([beta] if with_beta else [])], dy)
+    want = torch.autograd.grad(dyt_reference(x, gamma, beta, 0.7), [x, gamma, *([beta] if with_beta else [])], dy)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(dyt(x, gamma, beta, 0.7), dyt_reference(x, gamma, beta, 0.7), atol=1e-5, rtol=1e-4)
+print("checked DyT with and without beta")

@@ -161,3 +161,98 @@ def rms_norm_rows_reference(x: torch.Tensor, w: torch.Tensor, eps: float) -> tor
     x32 = x.float()
     normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
     return (normed.float() * w.float()).to(x.dtype)
+
+
+SOFTMAX_SRC = r"""
+#define NEG_INF __int_as_float(0xff800000)  // -inf, without <math.h> (NVRTC has none)
+// Softmax over each row, the row staged in dynamic shared memory (C floats), one block per row; the host sizes
+// the shared memory per call from C. Block-wide max and sum through warp shuffles and a static scratch.
+__device__ float block_reduce(float v, bool take_max) {
+  __shared__ float warp_vals[32];
+  for (int o = 16; o > 0; o /= 2) {
+    const float w = __shfl_xor_sync(0xffffffff, v, o);
+    v = take_max ? fmaxf(v, w) : v + w;
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_vals[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < blockDim.x / 32 ? warp_vals[lane] : (take_max ? NEG_INF : 0.0f);
+    for (int o = 16; o > 0; o /= 2) {
+      const float w = __shfl_xor_sync(0xffffffff, v, o);
+      v = take_max ? fmaxf(v, w) : v + w;
+    }
+    if (lane == 0) warp_vals[0] = v;
+  }
+  __syncthreads();
+  const float result = warp_vals[0];
+  __syncthreads();
+  return result;
+}
+
+__global__ void softmax_forward_rows(float* out, const float* inp, int N, int C) {
+  extern __shared__ float row[];
+  if (blockIdx.x >= N) return;  // the grid is N blocks; a guard as llm.c writes one
+  const float* x = inp + static_cast<size_t>(blockIdx.x) * C;
+  float maxval = NEG_INF;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    row[i] = x[i];
+    maxval = fmaxf(maxval, row[i]);
+  }
+  maxval = block_reduce(maxval, true);
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < C; i += blockDim.x) {
+    row[i] = expf(row[i] - maxval);
+    sum += row[i];
+  }
+  sum = block_reduce(sum, false);
+  for (int i = threadIdx.x; i < C; i += blockDim.x) out[static_cast<size_t>(blockIdx.x) * C + i] = row[i] / sum;
+}
+"""
+
+
+def register_softmax_rows(ns: str) -> ok.Op:
+    """llm.c's style with the row in dynamic shared memory: ``shared_mem="C * 4"``, a size expression computed
+    per call (rows past 227 KiB of floats are refused before the launch)."""
+    return ok.cuda_kernel_op(f"{ns}::softmax_rows", ok.KernelSpec(
+        kernel_source=SOFTMAX_SRC, kernel_name="softmax_forward_rows",
+        inputs=[ok.InputDecl("inp", shape=("N", "C"), dtype=torch.float32)],
+        outputs=[ok.OutputDecl("out", shape=("N", "C"))], extras=[ok.Dim("N"), ok.Dim("C")],
+        geometry=ok.Grid(grid=("N",), block=(256,), shared_mem="C * 4")))  # fmt: skip
+
+
+def register_dyt(ns: str) -> ok.Op:
+    """DyT with an optional bias and a backward over it (a program): with beta None, beta gets no gradient and
+    its column sum never runs."""
+    from styled_triton import column_sum_kernel, dyt_backward_kernel, dyt_forward_kernel
+
+    rows = dict(extras=[ok.Stride(("x", "y"), 0, name="stride"), ok.Dim("N", name="n_cols"),
+                        ok.DimSize("x", -1, name="BLOCK_SIZE", bucket="pow2")],
+                geometry=ok.Reduction(reduce_dims=(-1,)))  # fmt: skip
+    colsum = ok.triton_op(f"{ns}::column_sum", column_sum_kernel, inputs=[ok.InputDecl("x", shape=("M", "N"))],
+                          outputs=[ok.OutputDecl("out", shape=("N",))],
+                          extras=[ok.Dim("M", name="n_rows"), ok.Stride("x", 0, name="stride"), ok.Dim("N", name="n_cols")],
+                          geometry=ok.Grid(grid=("cdiv(N, BLOCK_SIZE)",)),
+                          autotune=ok.Autotune([ok.Config({"BLOCK_SIZE": 128})]))  # fmt: skip
+    backward_rows = dict(rows, extras=[ok.Stride(("dy", "x", "dx", "dyt"), 0, name="stride"), ok.Dim("N", name="n_cols"),
+                                       ok.DimSize("x", -1, name="BLOCK_SIZE", bucket="pow2")])  # fmt: skip
+    bwd = ok.triton_op(f"{ns}::dyt_backward", dyt_backward_kernel,
+                       inputs=[ok.InputDecl("dy", shape=("M", "N")), ok.InputDecl("x", shape=("M", "N")),
+                               ok.InputDecl("gamma", shape=("N",), dtype="x"), ok.ScalarInput("alpha", float)],
+                       outputs=[ok.OutputDecl("dx", shape=("M", "N")), ok.OutputDecl("dyt", shape=("M", "N"))],
+                       **backward_rows)  # fmt: skip
+    program = (ok.Step(bwd, args=("grad_y", "x", "gamma", "alpha"), outputs=("dx", "dyt")),
+               ok.Step(colsum, args=("dyt",), outputs=("dgamma",)),
+               ok.Step(colsum, args=("grad_y",), outputs=("dbeta",)))  # fmt: skip
+    return ok.triton_op(f"{ns}::dyt", dyt_forward_kernel,
+                        inputs=[ok.InputDecl("x", shape=("M", "N")), ok.InputDecl("gamma", shape=("N",), dtype="x"),
+                                ok.InputDecl("beta", shape=("N",), dtype="x", optional=True),
+                                ok.ScalarInput("alpha", float)],
+                        outputs=[ok.OutputDecl("y", shape=("M", "N"))], **rows,
+                        backward=ok.Backward(program, args=("grad_y", "x", "gamma", "alpha"),
+                                             grads=("x", "gamma", "beta"), returns=("dx", "dgamma", "dbeta")))  # fmt: skip
+
+
+def dyt_reference(x: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor | None, alpha: float) -> torch.Tensor:
+    y = gamma.float() * torch.tanh(alpha * x.float())
+    return (y + beta.float() if beta is not None else y).to(x.dtype)

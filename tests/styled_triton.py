@@ -43,3 +43,50 @@ def rms_norm_rows_kernel(y_ptr, x_ptr, w_ptr, stride, eps, n_cols: tl.constexpr,
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
     w = tl.load(w_ptr + cols, mask=inside, other=0.0)
     tl.store(y_ptr + row * stride + cols, (x * rstd).to(X_dtype) * w, mask=inside)
+
+
+@triton.jit
+def dyt_forward_kernel(x_ptr, gamma_ptr, beta_ptr, y_ptr, stride, alpha, n_cols: tl.constexpr,
+                       BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """DyT (Liger's "dynamic tanh" norm): y = gamma * tanh(alpha * x) + beta, row by row; beta may be None (no
+    bias), compiled in as Triton's launcher compiles a None."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    inside = cols < n_cols
+    x = tl.load(x_ptr + row * stride + cols, mask=inside, other=0.0).to(tl.float32)
+    gamma = tl.load(gamma_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+    t = 2.0 / (1.0 + tl.exp(-2.0 * alpha * x)) - 1.0  # tanh(alpha * x)
+    y = gamma * t
+    if beta_ptr is not None:
+        y += tl.load(beta_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride + cols, y.to(y_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def dyt_backward_kernel(dy_ptr, x_ptr, gamma_ptr, dx_ptr, dyt_ptr, stride, alpha, n_cols: tl.constexpr,
+                        BLOCK_SIZE: tl.constexpr):  # fmt: skip
+    """dx = dy * gamma * alpha * (1 - tanh^2), and dy * tanh per element (gamma's gradient, once summed)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_SIZE)
+    inside = cols < n_cols
+    dy = tl.load(dy_ptr + row * stride + cols, mask=inside, other=0.0).to(tl.float32)
+    x = tl.load(x_ptr + row * stride + cols, mask=inside, other=0.0).to(tl.float32)
+    gamma = tl.load(gamma_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+    t = 2.0 / (1.0 + tl.exp(-2.0 * alpha * x)) - 1.0
+    tl.store(
+        dx_ptr + row * stride + cols, (dy * gamma * alpha * (1.0 - t * t)).to(dx_ptr.dtype.element_ty), mask=inside
+    )
+    tl.store(dyt_ptr + row * stride + cols, (dy * t).to(dyt_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def column_sum_kernel(x_ptr, out_ptr, n_rows, stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    """out[c] = sum over rows of x[r, c], in float32: one program per BLOCK_SIZE columns."""
+    cols = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    inside = cols < n_cols
+    acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    row_ptr = x_ptr + cols
+    for _ in range(n_rows):  # the pointer steps a row at a time: 64-bit addresses past 2^31 elements
+        acc += tl.load(row_ptr, mask=inside, other=0.0).to(tl.float32)
+        row_ptr += stride
+    tl.store(out_ptr + cols, acc.to(out_ptr.dtype.element_ty), mask=inside)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(HERE))
 
 import contract_paths as cp  # noqa: E402
 import error_matrix as em  # noqa: E402
+import error_matrix_shapes as shaped  # noqa: E402
 
 # What each opsmith class arrives as from a library loaded without opsmith (docs/errors.md says the same).
 BUILTIN = {"InputError": "ValueError", "DifferentiationError": "RuntimeError", "LaunchError": "RuntimeError"}
@@ -66,6 +67,14 @@ def test_the_python_path_refuses_each_matrix_row_with_its_documented_error(paths
         assert py[cid] == f"{cls}: {text}", cid
     boundary = [py[cid] for cid in cp.ROWS if cid not in em.CPU_ARGS]
     assert boundary.count("ok") >= 15 and len(boundary) - boundary.count("ok") >= 15, boundary
+
+
+def test_each_boundary_row_has_its_written_outcome(paths):
+    """The boundary table's expected outcomes, accept or the refusal's class and text, on the Python path; every
+    other path must equal it (below), so a bug in the plan all paths share fails here."""
+    assert set(shaped.EXPECTED) == set(shaped.BOUNDARY)
+    wrong = {cid: (want, paths["python"][cid]) for cid, want in shaped.EXPECTED.items() if paths["python"][cid] != want}
+    assert not wrong, wrong
 
 
 @pytest.mark.parametrize("path", ["served-before", "served-after", "use", "load"])

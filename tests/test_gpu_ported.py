@@ -120,3 +120,132 @@ def test_a_float_scalar_out_of_range_is_refused_on_the_gpu():
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")], geometry=ok.Elementwise()))  # fmt: skip
     with pytest.raises(ok.InputError, match="argument 'a': expected a value in"):
         op(torch.randn(8, device="cuda"), 3.5e38)
+
+
+# -- issue 49's new capabilities, one styled kernel each ------------------------------------------------------------
+
+_ALL_PATHS = ("numerics", "compile-static", "compile-dynamic", "export", "cuda-graph", "stream")
+
+
+def _native_agrees(op, calls, reference):
+    """The op served from a native library built from its record (``native.use``) gives the reference's result."""
+    from opsmith import native
+
+    report = native.use([op])
+    assert report.ops == [op.record.op_name]
+    for args in calls:
+        torch.testing.assert_close(op(*args), reference(*args), rtol=0, atol=0)
+
+
+def test_a_seeded_dropout_with_a_64_bit_seed_on_every_path():
+    """The seed compiles as i32 or i64 by its value, as Triton's own launcher does: the op keeps exactly the
+    elements Triton's own launch of the same kernel keeps, for seeds on both sides of 2^31."""
+    op = pk.register_seeded_dropout(NS)
+    x = torch.randn(1 << 20, device="cuda")
+    seeds = (5, 2**31 - 1, 2**31, 1_099_511_640_121, 1_099_511_640_121 + 2**32, -(2**40))
+    for s in seeds:
+        torch.testing.assert_close(op(x, 0.3, s), pk.seeded_dropout_reference(x, 0.3, s), rtol=0, atol=0)
+    compiled = torch.compile(lambda x, s: op(x, 0.3, s), fullgraph=True)
+    torch.testing.assert_close(compiled(x, seeds[3]), pk.seeded_dropout_reference(x, 0.3, seeds[3]), rtol=0, atol=0)
+
+    def inputs(shape, dtype, device):
+        return torch.randn(shape, device=device).to(dtype), 0.25, int(torch.randint(2**31, 2**50, ()))
+
+    case = ok.CheckCase(op, inputs, pk.seeded_dropout_reference, shapes=[(1000,), (3, 4099)], tol=0)
+    rows = _table(ok.check(case, examples=8))
+    assert all(rows[c] == "pass" for c in _ALL_PATHS)
+    _native_agrees(op, [(x, 0.3, s) for s in seeds], pk.seeded_dropout_reference)
+
+
+def test_a_dtype_constexpr_chosen_per_call_on_every_path():
+    op = pk.register_rms_norm_rows(NS)
+
+    def inputs(shape, dtype, device):
+        return torch.randn(shape, device=device).to(dtype), torch.randn(shape[-1], device=device).to(dtype), 1e-6
+
+    case = ok.CheckCase(op, inputs, pk.rms_norm_rows_reference, shapes=[(4, 256), (64, 1000)],
+                        dtypes=[torch.float32, torch.bfloat16, torch.float16], tol={"atol": 1e-5, "rtol": 1e-4},
+                        lowp_tol={"atol": 2e-2, "rtol": 2e-2})  # fmt: skip
+    rows = _table(ok.check(case, examples=8))
+    assert all(rows[c] == "pass" for c in _ALL_PATHS)
+    # bf16 rounds the normalized row before the weight: exactly what the reference computes, on each path
+    x, w = (
+        torch.randn(64, 1000, device="cuda", dtype=torch.bfloat16),
+        torch.randn(1000, device="cuda", dtype=torch.bfloat16),
+    )
+    compiled = torch.compile(op, fullgraph=True)
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        torch.testing.assert_close(
+            compiled(x.to(dt), w.to(dt), 1e-6), pk.rms_norm_rows_reference(x.to(dt), w.to(dt), 1e-6)
+        )
+    from opsmith import native
+
+    native.use([op])
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        torch.testing.assert_close(op(x.to(dt), w.to(dt), 1e-6), pk.rms_norm_rows_reference(x.to(dt), w.to(dt), 1e-6))
+
+
+def test_shared_memory_as_a_size_expression_on_every_path():
+    """``shared_mem="C * 4"``: rows of 100 to 50,000 floats (195 KiB, past the 48 KiB a kernel gets without
+    opting in); a row past 227 KiB is refused before the launch."""
+    op = pk.register_softmax_rows(NS)
+
+    def inputs(shape, dtype, device):
+        return (torch.randn(shape, device=device),)
+
+    case = ok.CheckCase(op, inputs, lambda x: torch.softmax(x, -1), shapes=[(4, 100), (3, 50_000)],
+                        dtypes=[torch.float32], tol={"atol": 1e-6, "rtol": 1e-5})  # fmt: skip
+    rows = _table(ok.check(case, examples=6))
+    assert all(rows[c] == "pass" for c in _ALL_PATHS)
+    x = torch.randn(8, 50_000, device="cuda")
+    torch.testing.assert_close(torch.compile(op, fullgraph=True)(x), torch.softmax(x, -1))
+    with pytest.raises(
+        ok.InputError,
+        match=r"argument 'inp': expected dynamic shared memory of 0 to 232448 bytes "
+        r"per block \(C \* 4\), got 240000",
+    ):
+        op(torch.randn(2, 60_000, device="cuda"))
+    from opsmith import native
+
+    native.use([op])
+    torch.testing.assert_close(op(x), torch.softmax(x, -1))
+    with pytest.raises(ValueError, match="expected dynamic shared memory of 0 to 232448 bytes"):
+        op(torch.randn(2, 60_000, device="cuda"))
+
+
+def _dyt_grads(fn, x, gamma, beta, dy):
+    leaves = [x, gamma, *([beta] if beta is not None else [])]
+    leaves = [t.detach().clone().requires_grad_() for t in leaves]
+    b = leaves[2] if beta is not None else None
+    out = fn(leaves[0], leaves[1], b, 0.7)
+    return (out, *torch.autograd.grad(out, leaves, dy))
+
+
+def test_a_backward_over_an_optional_bias_on_every_path():
+    """DyT's backward is a program over an optional beta: with beta None its gradient is None and its column sum
+    never runs; eagerly, compiled, from the native library, and under opsmith check."""
+    op = pk.register_dyt(NS)
+    x, gamma, beta = (torch.randn(64, 1000, device="cuda"), torch.randn(1000, device="cuda"),
+                      torch.randn(1000, device="cuda"))  # fmt: skip
+    dy = torch.randn(64, 1000, device="cuda")
+    compiled = torch.compile(op, fullgraph=True)
+    for fn in (op, compiled):
+        for b in (beta, None):
+            torch.testing.assert_close(_dyt_grads(fn, x, gamma, b, dy), _dyt_grads(pk.dyt_reference, x, gamma, b, dy),
+                                       atol=1e-4, rtol=1e-4)  # fmt: skip
+
+    def inputs(shape, dtype, device):
+        return (torch.randn(shape, device=device).to(dtype), torch.randn(shape[-1], device=device).to(dtype),
+                torch.randn(shape[-1], device=device).to(dtype), 0.7)  # fmt: skip
+
+    case = ok.CheckCase(op, inputs, pk.dyt_reference, shapes=[(4, 256), (64, 1000)],
+                        dtypes=[torch.float32, torch.bfloat16], tol={"atol": 1e-5, "rtol": 1e-4})  # fmt: skip
+    rows = _table(ok.check(case, examples=6))
+    assert all(rows[c] == "pass" for c in _ALL_PATHS)
+    from opsmith import native
+
+    report = native.use([op])
+    assert op.record.op_name in report.ops
+    for b in (beta, None):
+        torch.testing.assert_close(_dyt_grads(op, x, gamma, b, dy), _dyt_grads(pk.dyt_reference, x, gamma, b, dy),
+                                   atol=1e-4, rtol=1e-4)  # fmt: skip

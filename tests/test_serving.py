@@ -265,6 +265,9 @@ print("decided: python configs", [r["config"] for r in t_python], "native", [r["
 assert native.wait(600)
 t(torch.randn(3000))
 print("rebuilt: native configs", [r["config"] for r in native_path()])
+# The launch is config 1's whole: its kernel (kt<256>), its block and its grid, not config 0's kernel on its grid
+t(torch.randn(3000))
+print("launched:", [(r["config"], "Li256E" in r["symbol"], r["grid"][0], r["block"][0]) for r in native_path()])
 """,
         tmp_path,
     )
@@ -272,6 +275,7 @@ print("rebuilt: native configs", [r["config"] for r in native_path()])
     assert "no decision: python configs [0] native []" in r.stdout, r.stdout
     assert "decided: python configs [0, 1] native []" in r.stdout, r.stdout
     assert "rebuilt: native configs [1]" in r.stdout, r.stdout
+    assert "launched: [(1, True, 12, 256)]" in r.stdout, r.stdout
 
 
 def test_serving_counts_every_path_and_why_and_says_mixed_until_the_rebuild(tmp_path):

@@ -140,6 +140,17 @@ def test_grid_shared_mem_from_a_config_parameter_is_bytes():
     ok_op = ok.cuda_kernel_op(name(), spec(geometry=grid, autotune=ok.Autotune(
         [ok.Config({"SMEM": 0}), ok.Config({"SMEM": 131072})])))  # fmt: skip
     assert [p.shared_mem for p in ok_op.record.launches] == [0, 131072]
-    for bad in ({"SMEM": -1}, {"SMEM": 300 * 1024}, {}):
+    for bad in ({"SMEM": -1}, {"SMEM": 300 * 1024}):
         with pytest.raises(ok.SpecError, match="shared_mem uses 'SMEM'"):
             ok.cuda_kernel_op(name(), spec(geometry=grid, autotune=ok.Autotune([ok.Config(bad)])))
+    # Named by no config: an expression naming something unknown (shared memory may be an expression)
+    with pytest.raises(
+        ok.SpecError,
+        match=r"geometry\.shared_mem: 'SMEM': 'SMEM' is not sm_count, a named "
+        r"dimension or a parameter of the config \(config parameters \[\]\)",
+    ):
+        ok.cuda_kernel_op(name(), spec(geometry=grid, autotune=ok.Autotune([ok.Config({})])))
+    with pytest.raises(
+        ok.SpecError, match=r"geometry\.shared_mem: config 0's shared memory (is -4 bytes|4 - 8 is always outside)"
+    ):
+        ok.cuda_kernel_op(name(), spec(geometry=ok.Grid(grid=(1,), block=(32,), shared_mem="4 - 8")))

@@ -71,7 +71,7 @@ def test_a_shipped_library_holds_both_widths(dropout, tmp_path):
 
 def test_the_interpreter_runs_64_bit_seeds_and_per_call_dtypes_as_tritons_own_launch():
     out = run_interpreted("launch_parity_interpreter_check.py")
-    assert "checked 8 seeds" in out and "checked 5 dtypes" in out
+    assert "checked 8 seeds" in out and "checked 5 dtypes" in out and "checked DyT with and without beta" in out
 
 
 def test_a_seed_outside_int64_is_refused_naming_the_argument(dropout):

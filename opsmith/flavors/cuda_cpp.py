@@ -256,8 +256,11 @@ class CudaSource:
         leaves open, then ("static", e) for each extra and ("scalar", k) for each int scalar input compiled in as a
         template argument."""
         assert self._record is not None
-        layout = [("dtype", k) for k, a in enumerate(self._record.tensor_inputs)
-                  if a.name in self.type_slots and a.dtype is None]  # fmt: skip
+        tensors = self._record.tensor_inputs
+        # An input typed like an optional slot's input decides the type when that one is passed as None.
+        optional_slots = {a.name for a in tensors if a.optional and a.name in self.type_slots}
+        layout = [("dtype", k) for k, a in enumerate(tensors)
+                  if (a.name in self.type_slots or a.dtype_like in optional_slots) and a.dtype is None]  # fmt: skip
         return (layout + [("static", k) for k in self._record.static_extras]
                 + [("scalar", k) for k in self._record.static_scalars])  # fmt: skip
 
@@ -282,6 +285,10 @@ class CudaSource:
                 dtypes[a.name] = dtypes.get(a.dtype_like)
         for slot in self.type_slots:
             c = _c_type(dtypes.get(slot))
+            if c is None and dtypes.get(slot) is None:  # an optional input passed as None: another that shares
+                # its type decides; with all of them absent the kernel reads none, and float stands in
+                shared = [dtypes.get(a.name) for a in record.tensor_inputs if a.dtype_like == slot]
+                c = _c_type(next((d for d in shared if d is not None), torch.float32))
             if c is None:
                 raise SpecError(self.op_name, "kernel_name", f"input '{slot}' has dtype {dtypes.get(slot)}, which has "
                                 f"no C++ type for {{T_{slot}}}.", "pass a floating or integer tensor.")  # fmt: skip

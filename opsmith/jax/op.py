@@ -361,11 +361,14 @@ class _Backward:
         def bwd(saved: tuple, cts: tuple) -> tuple:
             tensors, outs = saved
             args = self._args(fwd_op, tensors, outs, cts, scalars)
-            grads = self._run(args)
+            # An optional input the call passed as None gets no gradient, and nothing is run for one (as the
+            # PyTorch op's needs_input_grad says): its cotangent is None, JAX's zero.
+            needs = tuple(scalars.get(GIVEN + fwd_op.record.inputs[k].name) is not False for k in self.grad_of)
+            grads = self._run(args, needs)
             result: list[Any] = [None] * len(tensors)
             positions = {a.name: k for k, a in enumerate(fwd_op.tensors)}
-            for k, g in zip(self.grad_of, grads, strict=True):
-                result[positions[fwd_op.record.inputs[k].name]] = g
+            for k, g, need in zip(self.grad_of, grads, needs, strict=True):
+                result[positions[fwd_op.record.inputs[k].name]] = g if need else None
             return tuple(result)
 
         f.defvjp(fwd, bwd)
@@ -378,6 +381,8 @@ class _Backward:
         it = iter(tensors)
         for decl in fwd_op.record.inputs:
             by_input[decl.name] = next(it) if isinstance(decl, TensorArg) else scalars[decl.name]
+            if scalars.get(GIVEN + decl.name) is False:  # passed as None: the backward gets None too
+                by_input[decl.name] = None
         names = [a.name for a in fwd_op.record.inputs]
         args = []
         for kind, k in self.sources:
@@ -389,20 +394,19 @@ class _Backward:
                 args.append(cts[k])
         return args
 
-    def _run(self, args: list) -> list:
+    def _run(self, args: list, needs: tuple[bool, ...]) -> list:
         if self.program is None:
             op = self.ops[self.spec.fn.record.op_name]
             got = op(*args)
             return list(got) if isinstance(got, tuple) else [got]
         env = dict(zip(self.spec.args, args, strict=True))
-        needs = tuple(True for _ in self.grad_of)
         for k in self.program.plan(needs):
             it = self.program.items[k]
             if hasattr(it, "op"):
                 self._step(it, env)
             else:
                 env[it.name] = _allocate(it, env, self.program._sizes.get(k))
-        return [env[r] for r in self.spec.returns]
+        return [env[r] if n else None for r, n in zip(self.spec.returns, needs, strict=True)]
 
     def _step(self, step: Any, env: dict) -> None:
         op = self.ops[step.op.record.op_name]

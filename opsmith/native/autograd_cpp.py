@@ -126,7 +126,10 @@ def _backward(r: KernelRecord, backward: Any) -> str:
     ctype = dict(zip(names, types, strict=True))
     params = ", ".join(f"{t} {a}" for t, a in zip(types, names, strict=True))
     tpos = {k: j for j, k in enumerate(k for k, a in enumerate(r.inputs) if isinstance(a, TensorArg))}
-    save_t = [names[k] for k in kept_in if isinstance(r.inputs[k], TensorArg)] + [f"outs[{k}]" for k in kept_out]
+    optional = [k for k, a in enumerate(r.inputs) if isinstance(a, TensorArg) and a.optional]
+    # An optional input passed as None is saved as an undefined tensor, and read back as std::nullopt.
+    save_t = [f"{names[k]}.value_or(at::Tensor())" if k in optional else names[k]
+              for k in kept_in if isinstance(r.inputs[k], TensorArg)] + [f"outs[{k}]" for k in kept_out]  # fmt: skip
     call = f"call({', '.join(names)})"
     fwd = [
         "    at::AutoDispatchBelowADInplaceOrView below;",
@@ -138,6 +141,10 @@ def _backward(r: KernelRecord, backward: Any) -> str:
         for k in kept_in
         if not isinstance(r.inputs[k], TensorArg)
     ]
+    # Whether each optional input was given: an absent one has no autograd edge (torch's ExtractVariables), so
+    # the edges of the inputs after it move down by one.
+    fwd += [f"    ctx->saved_data[{cpp_str('given ' + names[k])}] = {names[k]}.has_value() && {names[k]}->defined();"
+            for k in optional]  # fmt: skip
     nondiff = [f"outs[{k}]" for k in range(len(r.outputs)) if k not in graded]
     if nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
         fwd.append(f"    ctx->mark_non_differentiable({{{', '.join(nondiff)}}});")
@@ -154,9 +161,18 @@ def _backward(r: KernelRecord, backward: Any) -> str:
             t = ctype[names[k]]
             get = {"double": "toDouble()", "bool": "toBool()", "int64_t": "toInt()", "c10::SymInt": "toSymInt()"}[t]
             values.append((f"ctx->saved_data[{cpp_str(names[k])}].{get}", t))
+        elif kind == "in" and k in optional:
+            s = f"saved[{slot[(kind, k)]}]"
+            values.append(
+                (f"{s}.defined() ? std::optional<at::Tensor>({s}) : std::nullopt", "std::optional<at::Tensor>")
+            )
         else:
             values.append((f"saved[{slot[(kind, k)]}]", "at::Tensor"))
-    needs = ", ".join(f"ctx->needs_input_grad({tpos[k]})" for k in grad_of)
+    if optional:
+        bwd += _edges(r, names, tpos, optional)
+        needs = ", ".join(f"edge[{tpos[k]}] >= 0 && ctx->needs_input_grad(edge[{tpos[k]}])" for k in grad_of)
+    else:
+        needs = ", ".join(f"ctx->needs_input_grad({tpos[k]})" for k in grad_of)
     bwd.append(f"    const std::array<bool, {len(grad_of)}> needs = {{{needs}}};")
     n_in = len(r.inputs)
     bwd.append(f"    torch::autograd::variable_list result({n_in});")
@@ -200,9 +216,23 @@ def _backward(r: KernelRecord, backward: Any) -> str:
     return _scoped(r, L)
 
 
+def _edges(r: KernelRecord, names: list[str], tpos: dict[int, int], optional: list[int]) -> list[str]:
+    """``edge[j]``: tensor input j's autograd edge, -1 for an optional input the call passed as None."""
+    L = [f"    std::array<int64_t, {len(tpos)}> edge{{}};", "    int64_t next_edge = 0;"]
+    for k, j in tpos.items():
+        if k in optional:
+            given = f"ctx->saved_data[{cpp_str('given ' + names[k])}].toBool()"
+            L.append(f"    edge[{j}] = {given} ? next_edge++ : -1;  {comment(r.inputs[k].name)}")
+        else:
+            L.append(f"    edge[{j}] = next_edge++;")
+    return L
+
+
 def _convert(value: tuple[str, str], want: str) -> str:
     """A value of C++ type ``value[1]`` passed where ``want`` is taken."""
     expr, have = value
+    if have == "std::optional<at::Tensor>":  # an optional input: as it is, or undefined where a tensor is taken
+        return f"({expr})" if "optional" in want else f"({expr}).value_or(at::Tensor())"
     if have == want or want == "const at::Tensor&":
         return expr
     if have == "c10::SymInt" and want == "int64_t":

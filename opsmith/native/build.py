@@ -151,8 +151,8 @@ def closure(ops: Iterable[Any]) -> list[Any]:
 def _spec_cpp(layout: Sequence[tuple[str, int]], spec: tuple) -> tuple[str, ...]:
     out = []
     for (kind, _), v in zip(layout, spec, strict=True):
-        if kind == "dtype":
-            out.append(f"static_cast<int64_t>({SCALAR_TYPE[v]})")
+        if kind == "dtype":  # None: an optional input passed as None, -1 as the C++ side computes it
+            out.append("int64_t(-1)" if v is None else f"static_cast<int64_t>({SCALAR_TYPE[v]})")
         elif kind in ("align", "int"):
             out.append(str(int(v)))
         else:
@@ -162,8 +162,9 @@ def _spec_cpp(layout: Sequence[tuple[str, int]], spec: tuple) -> tuple[str, ...]
 
 def _key_cpp(key: tuple) -> tuple[str, ...]:
     return tuple(
-        f"static_cast<int64_t>({SCALAR_TYPE[k]})" if isinstance(k, torch.dtype) else f"{int(k)}LL" for k in key
-    )
+        f"static_cast<int64_t>({SCALAR_TYPE[k]})" if isinstance(k, torch.dtype) else "-1LL" if k is None
+        else f"{int(k)}LL" for k in key
+    )  # fmt: skip
 
 
 def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple[list[tuple], set[tuple]]:

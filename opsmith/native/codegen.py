@@ -338,6 +338,11 @@ class _Printer(DimsSteps):
         launch = self.plan.launch
         checks = {g.axis: g for g in launch.grid_checks[c]}  # type: ignore[union-attr]
         out = []
+        smem = checks.get(P.SMEM_AXIS)
+        if smem is not None:  # a size expression: computed and checked with the grid
+            v = self.expr(smem.expr, (smem.arg, smem.label), smem.wide)
+            out.append(f"sm = opsmith::check_smem(op, {cpp_str(smem.arg)}, {cpp_str(smem.label)}, {v});"
+                       if smem.low or smem.high else f"sm = int64_t({v});")  # fmt: skip
         for axis, e in enumerate(launch.grids[c]):  # type: ignore[union-attr,index]
             chk = checks.get(axis)
             if chk is None:

@@ -122,7 +122,7 @@ def launch(pr: Any) -> list[str]:
         L.append(f"const Variant& v = *find(c, {{{', '.join(spec) or '0'}}});")
     if pr.n.record.flavor == "cute":
         return L + _cute_launch(pr)
-    L.append("int64_t g0 = 1, g1 = 1, g2 = 1;")
+    L.append("int64_t g0 = 1, g1 = 1, g2 = 1, sm = v.smem;  // sm: a size expression's, where one gives it")
     if len(launch.grids) == 1:
         L += pr.grid(0)
     else:
@@ -142,9 +142,7 @@ def launch(pr: Any) -> list[str]:
         count = "n"
     else:
         L.append(f"const uint8_t sizes[] = {{{sizes}}};")
-    L.append(
-        f"opsmith::launch(*v.kernel, dev, {{c, {{g0, g1, g2}}, {{v.bx, v.by, v.bz}}, v.smem}}, args, sizes, {count});"
-    )
+    L.append(f"opsmith::launch(*v.kernel, dev, {{c, {{g0, g1, g2}}, {{v.bx, v.by, v.bz}}, sm}}, args, sizes, {count});")
     return L
 
 

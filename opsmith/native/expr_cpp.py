@@ -8,6 +8,8 @@ division by zero is a refusal naming the expression, not a SIGFPE. Symbolic size
 buffers under torch.compile) compute over ``c10::SymInt``, whose symbolic ``/`` is a floor division too.
 """
 
+from ..plan import SMEM_MAX
+
 EXPR_CPP = r"""
 namespace opsmith {
 
@@ -164,5 +166,14 @@ inline int64_t check_grid(const char* op, const char* name, const char* what, in
   return static_cast<int64_t>(v);
 }
 
+// The dynamic shared memory a size expression gives one block: 0 to the 227 KiB sm_90 lets a block opt into.
+inline int64_t check_smem(const char* op, const char* name, const char* what, i128 v) {
+  if (v < 0 || v > SMEM_MAX_VALUE)
+    input_error(op, name, std::string("dynamic shared memory of 0 to SMEM_MAX_VALUE bytes per block (") + what + ")",
+                str(v), "Fix: pass inputs the kernel's shared memory can hold (a smaller size along the axes the "
+                "expression reads), or a config that needs less.");
+  return static_cast<int64_t>(v);
+}
+
 }  // namespace opsmith
-"""
+""".replace("SMEM_MAX_VALUE", str(SMEM_MAX))

@@ -30,6 +30,7 @@ struct Driver {
   CUresult (*LaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                            CUstream, void**, void**);
   CUresult (*FuncSetAttribute)(CUfunction, CUfunction_attribute, int);
+  CUresult (*FuncGetAttribute)(int*, CUfunction_attribute, CUfunction);
   CUresult (*DeviceGet)(CUdevice*, int);
   CUresult (*DeviceGetAttribute)(int*, CUdevice_attribute, CUdevice);
   CUresult (*GetErrorName)(CUresult, const char**);
@@ -56,6 +57,7 @@ struct Driver {
       d.ModuleGetFunction = reinterpret_cast<decltype(d.ModuleGetFunction)>(sym("cuModuleGetFunction"));
       d.LaunchKernel = reinterpret_cast<decltype(d.LaunchKernel)>(sym("cuLaunchKernel"));
       d.FuncSetAttribute = reinterpret_cast<decltype(d.FuncSetAttribute)>(sym("cuFuncSetAttribute"));
+      d.FuncGetAttribute = reinterpret_cast<decltype(d.FuncGetAttribute)>(sym("cuFuncGetAttribute"));
       d.DeviceGet = reinterpret_cast<decltype(d.DeviceGet)>(sym("cuDeviceGet"));
       d.DeviceGetAttribute = reinterpret_cast<decltype(d.DeviceGetAttribute)>(sym("cuDeviceGetAttribute"));
       d.GetErrorName = reinterpret_cast<decltype(d.GetErrorName)>(sym("cuGetErrorName"));
@@ -185,9 +187,17 @@ class Kernel {
     r = drv.ModuleGetFunction(&f, module, symbol_);
     OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": finding '", symbol_, "' on cuda:", device, " failed with ",
                 error_name(r), ".");
-    if (shared_mem_ > 48 * 1024) {  // above 48 KiB, dynamic shared memory must be opted into
-      r = drv.FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem_);
-      OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": allowing ", shared_mem_, " bytes of shared memory failed with ",
+    int allow = shared_mem_;
+    if (shared_mem_ < 0) {  // a size expression gives it per call: all the device allows, less the static part
+      int fixed = 0;
+      r = drv.FuncGetAttribute(&fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f);
+      OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": reading the kernel's static shared memory on cuda:", device,
+                  " failed with ", error_name(r), ".");
+      allow = device_attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) - fixed;
+    }
+    if (allow > 48 * 1024) {  // above 48 KiB, dynamic shared memory must be opted into
+      r = drv.FuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, allow);
+      OPSMITH_LAUNCH_CHECK(r == CUDA_SUCCESS, op_, ": allowing ", allow, " bytes of shared memory failed with ",
                   error_name(r), ".");
     }
     fns_[device].store(f, std::memory_order_release);

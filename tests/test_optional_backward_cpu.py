@@ -1,0 +1,150 @@
+"""A backward over an optional input (issue 49, item 2), as Liger-Kernel's DyT has: ``y = gamma * x + beta`` with
+``beta`` optional. With beta given, every input gets its gradient; passed as None, beta's gradient is None and
+the others are unchanged, on every backward path: the Python path's autograd (a backward op, a program), the
+native library's C++ Autograd kernel (``native.use``, a dry run on CPU: gradients' shapes), and JAX's
+``custom_vjp``. The backward receives beta itself (None when absent), as a kernel with HAVE_BETA would. Values
+come from CPU references (``reference=``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opsmith as ok
+
+ROOT = Path(__file__).resolve().parents[1]
+NS = "t_opt_backward"
+
+SRC = r"""
+extern "C" __global__ void fwd(const float* x, const float* gamma, const float* beta, int n, int C, float* y) {}
+extern "C" __global__ void bwd(const float* g, const float* x, const float* gamma, const float* beta, int n, int C,
+                               float* dx, float* dgamma, float* dbeta) {}
+extern "C" __global__ void colsum(const float* g, int n, int C, float* s) {}
+"""
+
+
+def _bwd_reference(g, x, gamma, beta):
+    # dbeta is computed only where beta was given (a kernel's HAVE_BETA); zeros otherwise, never read
+    return gamma * g, (g * x).sum(0), g.sum(0) if beta is not None else torch.zeros_like(gamma)
+
+
+def register(ns: str = NS) -> dict:
+    """The forward op twice (its backward another op; a program of two steps) and the backward ops."""
+    rows = dict(extras=[ok.Numel("g"), ok.Dim("C")], geometry=ok.Elementwise())
+    bwd = ok.cuda_kernel_op(f"{ns}::bwd", ok.KernelSpec(
+        kernel_source=SRC, kernel_name="bwd",
+        inputs=[ok.InputDecl("g", shape=("R", "C")), ok.InputDecl("x", shape=("R", "C")),
+                ok.InputDecl("gamma", shape=("C",)), ok.InputDecl("beta", shape=("C",), optional=True)],
+        outputs=[ok.OutputDecl("dx", shape=("R", "C")), ok.OutputDecl("dgamma", shape=("C",)),
+                 ok.OutputDecl("dbeta", shape=("C",))], **rows), reference=_bwd_reference)  # fmt: skip
+    colsum = ok.cuda_kernel_op(f"{ns}::colsum", ok.KernelSpec(
+        kernel_source=SRC, kernel_name="colsum", inputs=[ok.InputDecl("g", shape=("R", "C"))],
+        outputs=[ok.OutputDecl("s", shape=("C",))], **rows), reference=lambda g: g.sum(0))  # fmt: skip
+    decl = ok.KernelSpec(
+        kernel_source=SRC, kernel_name="fwd",
+        inputs=[ok.InputDecl("x", shape=("R", "C")), ok.InputDecl("gamma", shape=("C",)),
+                ok.InputDecl("beta", shape=("C",), optional=True)],
+        outputs=[ok.OutputDecl("y", shape=("R", "C"))], extras=[ok.Numel("x"), ok.Dim("C")], geometry=ok.Elementwise())  # fmt: skip
+
+    def ref(x, gamma, beta):
+        return gamma * x + (beta if beta is not None else 0)
+
+    args, grads = ("grad_y", "x", "gamma", "beta"), ("x", "gamma", "beta")
+    by_op = ok.cuda_kernel_op(f"{ns}::by_op", decl, reference=ref, backward=ok.Backward(bwd, args=args, grads=grads))
+    # The program: dbeta by a step of its own, which runs only when beta's gradient is needed.
+    program = (ok.Step(bwd, args=args, outputs=("dx", "dgamma", "unused")),
+               ok.Step(colsum, args=("grad_y",), outputs=("dbeta",)))  # fmt: skip
+    by_program = ok.cuda_kernel_op(f"{ns}::by_program", decl, reference=ref, backward=ok.Backward(
+        program, args=args, grads=grads, returns=("dx", "dgamma", "dbeta")))  # fmt: skip
+    return {"by_op": by_op, "by_program": by_program}
+
+
+@pytest.fixture(scope="module")
+def ops() -> dict:
+    return register()
+
+
+def _leaves():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(4, 3, generator=g).requires_grad_(), torch.randn(3, generator=g).requires_grad_(),
+            torch.randn(3, generator=g).requires_grad_())  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["by_op", "by_program"])
+def test_the_python_paths_autograd_with_and_without_the_optional_input(ops, which):
+    x, gamma, beta = _leaves()
+    ops[which](x, gamma, beta).pow(2).sum().backward()
+    want = [t.grad for t in _want(x, gamma, beta)]
+    torch.testing.assert_close([x.grad, gamma.grad, beta.grad], want)
+    x2, gamma2, _ = _leaves()
+    ops[which](x2, gamma2, None).pow(2).sum().backward()
+    want = _want(x2, gamma2, None)
+    torch.testing.assert_close([x2.grad, gamma2.grad], [want[0].grad, want[1].grad])
+
+
+def _want(x, gamma, beta):
+    """PyTorch's own gradients of the same function, on fresh leaves."""
+    leaves = [t.detach().clone().requires_grad_() for t in (x, gamma)] + \
+        ([beta.detach().clone().requires_grad_()] if beta is not None else [])  # fmt: skip
+    y = leaves[1] * leaves[0] + (leaves[2] if beta is not None else 0)
+    y.pow(2).sum().backward()
+    return leaves
+
+
+_NATIVE = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+from test_optional_backward_cpu import register
+from opsmith import native
+ops = register("t_opt_backward_native")
+native.use([ops["by_op"], ops["by_program"]], dry_run=True)
+out = {}
+for which in ("by_op", "by_program"):
+    for given in (True, False):
+        x, gamma, beta = (torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True),
+                          torch.randn(3, requires_grad=True))
+        ops[which](x, gamma, beta if given else None).sum().backward()
+        out[f"{which} {given}"] = [None if t.grad is None else list(t.grad.shape) for t in (x, gamma, beta)]
+print(json.dumps(out))
+"""
+
+
+def test_the_native_libraries_autograd_kernel():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", _NATIVE, str(ROOT / "tests")], capture_output=True, text=True, env=env,
+                       timeout=900)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    given, absent = [[4, 3], [3], [3]], [[4, 3], [3], None]
+    assert got == {"by_op True": given, "by_op False": absent, "by_program True": given,
+                   "by_program False": absent}, got  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["by_op", "by_program"])
+def test_jax_custom_vjp(ops, which):
+    jax = pytest.importorskip("jax", reason="JAX not installed: pip install 'opsmith[jax]'")
+    import jax.numpy as jnp
+
+    from opsmith.jax import jax_op
+
+    f = jax_op(ops[which])
+    x, gamma, beta = (t.detach() for t in _leaves())
+    want = _want(x, gamma, beta)
+    with jax.default_device(jax.devices("cpu")[0]):  # the CPU references serve JAX's CPU platform
+        got = jax.grad(lambda x, g, b: (f(x, g, b) ** 2).sum(), argnums=(0, 1, 2))(
+            jnp.asarray(x.numpy()), jnp.asarray(gamma.numpy()), jnp.asarray(beta.numpy())
+        )
+        for a, w in zip(got, want, strict=True):
+            assert jnp.allclose(a, jnp.asarray(w.grad.numpy()), atol=1e-5)
+        want = _want(x, gamma, None)
+        got = jax.grad(lambda x, g: (f(x, g, None) ** 2).sum(), argnums=(0, 1))(
+            jnp.asarray(x.numpy()), jnp.asarray(gamma.numpy())
+        )
+        for a, w in zip(got, want, strict=True):
+            assert jnp.allclose(a, jnp.asarray(w.grad.numpy()), atol=1e-5)
