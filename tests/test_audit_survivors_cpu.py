@@ -93,3 +93,25 @@ def test_a_template_type_of_optional_inputs_comes_from_whichever_is_given(slot):
     assert ["IdE" in g["launches"][0]["symbol"] for g in got[:3]] == [True, True, True]  # k<double>
     assert "IfE" in got[3]["launches"][0]["symbol"]  # k<float>
     assert not got[4]["ok"] and "(the kernel types both with one template parameter)" in got[4]["error"], got[4]
+
+
+def test_a_tuning_decision_for_a_call_without_its_optional_input_builds_natively(tmp_path):
+    """A tuned op with an optional in-place input (a published backward's z-loss buffer): the decision of a call
+    that passed it as None has None for its dtype in the key, which the native build wrote as int(None) and
+    failed ("int() argument must be ... not 'NoneType'"); it is written as -1, the value the library computes
+    for an absent input's dtype."""
+    from opsmith import native
+
+    src = "template <int BLOCK> __global__ void k(const float* x, float* acc, int n, float* y) {}"
+    op = _cuda("tuned_optional", src, "k<{BLOCK}>",
+               inputs=[ok.InputDecl("x"), ok.InputDecl("acc", shape=ok.SameAs("x"), optional=True, mutates=True)],
+               outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+               geometry=ok.Elementwise(block=("BLOCK",)),
+               autotune=ok.Autotune([ok.Config({"BLOCK": b}) for b in (128, 256)], key=[ok.TuneDim("x", -1)]))  # fmt: skip
+    dry, _ = make_dry_run(op)
+    dry(torch.randn(3000), None)  # compiles config 0 for this call; the dry run never tunes
+    op.tuner.decisions[(torch.float32, None, 4096)] = 1  # as if tuning this call's key chose config 1
+    dry(torch.randn(3000), None)
+    report = native.build([op], tmp_path / "tuned_optional.so", dry_run=True)
+    assert report.ops == [op.record.op_name]
+    assert "-1LL" in report.source and "4096LL" in report.source

@@ -50,7 +50,11 @@ def ops() -> dict:
     tall = ok.cuda_kernel_op(f"{NS}::tall", ok.KernelSpec(kernel_source=SRC, kernel_name="tall",
         inputs=[ok.InputDecl("x", ndim=2)], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
         geometry=ok.Grid(grid=(1, "size(x, 0)"), block=(32,))))  # fmt: skip
-    return {"swap": swap, "fill": fill, "tall": tall}
+    # y[*b] = sum over n of x[n, *b]: a reduction over an axis before the group (issue 49's audit survivor).
+    colsum = ok.cuda_kernel_op(f"{NS}::colsum", ok.KernelSpec(kernel_source=SRC, kernel_name="tall",
+        inputs=[ok.InputDecl("x", shape=("N", "*B"))], outputs=[ok.OutputDecl("y", ok.ReduceDims("x", (0,)))],
+        extras=[ok.Numel("x")], geometry=ok.Elementwise()), reference=lambda x: x.sum(0))  # fmt: skip
+    return {"swap": swap, "fill": fill, "tall": tall, "colsum": colsum}
 
 
 @pytest.mark.parametrize("size", [3, 4])  # 4 is the declared N: the old rule (compare sizes) read it transposed
@@ -61,6 +65,17 @@ def test_vmap_places_the_mapped_axis_where_the_declaration_puts_the_group(ops, s
     want = jnp.stack([jnp.moveaxis(x, -1, 0) for x in xs])
     assert got.shape == (size, 4, 2)
     assert jnp.array_equal(got, want)
+
+
+@pytest.mark.parametrize("size", [3, 2])  # 2 is the group's size: a transposed result keeps its shape
+def test_vmap_of_a_reduction_over_an_axis_before_the_group_keeps_the_mapped_axis_first(ops, size):
+    """The mapped axis joins x's group (after N); the reduction removes N, so it is the output's axis 0."""
+    f = jax_op(ops["colsum"])
+    xs = jax.random.normal(jax.random.key(1), (size, 5, 2))
+    got = jax.jit(jax.vmap(f))(xs)
+    want = jnp.stack([x.sum(0) for x in xs])
+    assert got.shape == (size, 2)
+    assert jnp.allclose(got, want, atol=1e-6)
 
 
 def test_vmap_refuses_an_output_without_the_mapped_group(ops):

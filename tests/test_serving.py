@@ -278,6 +278,39 @@ print("launched:", [(r["config"], "Li256E" in r["symbol"], r["grid"][0], r["bloc
     assert "launched: [(1, True, 12, 256)]" in r.stdout, r.stdout
 
 
+def test_a_decision_made_while_the_first_library_builds_queues_a_library_that_holds_it(tmp_path):
+    """A tuning decision made after the build collected what it holds (a first call tuning while the library
+    compiles) queues a catch-up library at once, which then launches the decided config (issue 49's audit: a
+    decision counted nowhere left the first library, and its calls on the Python path, in place)."""
+    r = _run(
+        """
+from opsmith.native import serving
+T = 'template <int BLOCK> __global__ void kt(const float* x, int n, float* y) {}'
+compile_library = serving._library_bytes
+def meanwhile(*args, **kw):  # the library's compile: the collect is done; a call tunes its key now
+    t.tuner.decisions[(torch.float32, 4096)] = 1
+    return compile_library(*args, **kw)
+serving._library_bytes = meanwhile
+t = ok.cuda_kernel_op("t_serving::tuned_meanwhile", ok.KernelSpec(kernel_source=T, kernel_name="kt<{BLOCK}>",
+    inputs=[ok.InputDecl("x", torch.float32)], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=("BLOCK",)), autotune=ok.Autotune([ok.Config({"BLOCK": b}) for b in (128, 256)],
+    key=[ok.TuneDim("x", -1)])))
+t(torch.randn(3000))  # on the Python path: compiles config 0 (a dry run looks decisions up, never tunes)
+assert native.wait(600)
+serving._library_bytes = compile_library
+c = t.serving_counts()
+print("rebuilds:", len(c.rebuilds), [w for _, _, w in c.rebuilds])
+native_path()
+t(torch.randn(3000))
+print("launched:", [r["config"] for r in native_path()])
+""",
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "rebuilds: 2 ['registration', 'calls the last one lacked']" in r.stdout, r.stdout
+    assert "launched: [1]" in r.stdout, r.stdout
+
+
 def test_serving_counts_every_path_and_why_and_says_mixed_until_the_rebuild(tmp_path):
     """Counters of issue 39: calls the library ran, calls it handed to the Python path by why (a dtype, a
     compiled-in size, a tuning key; after the rebuild cap), each kind logged once; ``serving`` says "mixed"

@@ -215,6 +215,15 @@ def test_axes_a_size_extra_reads_beside_an_untied_input_run_replicated_unless_de
     assert len(sharded(gather("gather_const", [ok.Const(16, name="n")]))) == 1  # no size from a sharded axis
     tied = ok.InputDecl("table", shape=ok.SameAs("idx"))
     assert len(sharded(gather("gather_tied", [ok.Numel("idx")], table=tied))) == 1
+    # An axis read by a size counted from the end (DimSize(idx, -1)) is held back too; the axis it does not read
+    # shards (issue 49's audit: the -1 was matched against the axis number 1 only and slipped through).
+    specs2 = [SimpleNamespace(shape=(50,)), SimpleNamespace(shape=(4, 16))]
+    last = gather("gather_last", [ok.DimSize("idx", -1, name="n")])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        dims = sorted(outs[0].dim for outs, _ in strategies(last.sharding_plan, *specs2) if not outs[0].is_replicate())
+    assert dims == [0], dims
+    assert any(issubclass(w.category, ok.ShardingWarning) for w in seen)
     with pytest.raises(ok.SpecError, match="'derive' asks for the rule derived from the declaration, but none"):
         ok.cuda_kernel_op(f"{NS}::derive_grid", ok.KernelSpec(
             kernel_source=src, kernel_name="g", inputs=[ok.InputDecl("table"), ok.InputDecl("idx")],
