@@ -24,7 +24,7 @@ MUTANTS = [
         "wide-int-native-spec",
         "the native library computes every int scalar as within int32 (the i32 kernel for a 64-bit seed)",
         "opsmith/native/dispatch_cpp.py",
-        '            out.append(f"int64_t(a{p} < INT32_MIN || a{p} > INT32_MAX)")',
+        '            out.append(f"int64_t(a{p} < -2147483648LL || a{p} > 2147483647LL)")',
         '            out.append("int64_t(0)")',
         (P + "::test_python_and_native_dry_runs_launch_the_same_kernel_for_every_seed",),
     ),

@@ -59,7 +59,7 @@ def _spec(pr: Any) -> list[str]:
         elif kind == "heur":
             out.append(f"int64_t({_heuristic(pr, p)})")
         elif kind == "wide":  # an int scalar outside int32, compiled as i64 (Triton); held in an int64_t
-            out.append(f"int64_t(a{p} < INT32_MIN || a{p} > INT32_MAX)")
+            out.append(f"int64_t(a{p} < -2147483648LL || a{p} > 2147483647LL)")
         elif kind == "scalar":  # compiled in: a float by its bits, as flavors.base.scalar_key
             v = pr.args[p]
             out.append(f"opsmith::f64_bits({v})" if pr.record.inputs[p].py_type == "float" else f"int64_t({v})")
