@@ -45,8 +45,9 @@ if ! has_all "$PY"; then
   start=$SECONDS
   "$PY" -m pip install --progress-bar on --upgrade pip >/dev/null 2>&1 || true
   if ! "$PY" -c "import torch" 2>/dev/null; then
-    # Plain `pip install torch` would pull the multi-GB CUDA build on some platforms; this pins the CPU wheel
-    # of this machine (a GPU machine brings its own torch).
+    # The torch version the CPU suite is run against (OPSMITH_TORCH_VERSION overrides it), from the package
+    # index pip is configured with: on Linux x86-64 PyPI's wheel is the CUDA build, ~2.5 GB with its nvidia-*
+    # libraries. A GPU machine brings its own torch, which this skips.
     "$PY" -m pip install --progress-bar on "torch==${OPSMITH_TORCH_VERSION:-2.13.0}"
   fi
   "$PY" -m pip install --progress-bar on -e "$ROOT${EXTRA:+[$EXTRA]}"

@@ -381,6 +381,18 @@ def test_the_serving_command_runs_a_script_and_prints_the_table(tmp_path):
     assert row.split()[1:4] == ["native", "5", "0"], row
 
 
+def test_the_table_on_a_machine_without_a_gpu_says_why_its_counts_are_zero(tmp_path, monkeypatch):
+    """Without a CUDA GPU (and serving CUDA), every count is 0: the table says why instead of leaving 0/0 rows
+    unexplained (issue 50, item 4)."""
+    from opsmith.native import serving
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("OPSMITH_NATIVE", "auto")
+    assert "(No CUDA GPU in this process: the counts are of kernel launches on CUDA tensors" in serving.table()
+    monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")  # the dry run counts CPU launches: nothing to explain
+    assert "No CUDA GPU" not in serving.table()
+
+
 def test_what_the_python_path_compiled_during_the_first_build_is_in_the_library_wait_returns(tmp_path):
     """A float64 call made while the first library compiles (it had collected its kernels) compiles float64 on
     the Python path; wait() returns once a library holding it serves, so the next float64 call is native (it

@@ -158,7 +158,12 @@ def table() -> str:
         serving = op.serving if op.serving == "native" else f"{op.serving} ({op.serving_why})"
         rows.append((name, serving, str(c.native), f"{c.python_calls}" + (f": {why}" if why else ""), libs))
     widths = [max(len(r[k]) for r in rows) for k in range(5)]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+    text = "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+    if served_backend() == "CUDA" and not torch.cuda.is_available():
+        text += ("\n(No CUDA GPU in this process: the counts are of kernel launches on CUDA tensors, so they are 0 "
+                 "here. A call on CPU tensors ran the op's reference=, Triton's interpreter or fake tensors, or was "
+                 "refused; run the script on a GPU machine to see what serves each op.)")  # fmt: skip
+    return text
 
 
 def served_backend() -> str | None:

@@ -333,11 +333,25 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | N
     return fwd(x, weight, float(eps))
 
 
+def _reference_here(x: torch.Tensor, impl: Impl) -> bool:
+    """Whether a module computes the reference for ``x``: a real CPU tensor, which the kernels do not take (a
+    drop-in module runs where ``torch.nn.RMSNorm`` runs). Fake tensors trace the op; with ``TRITON_INTERPRET=1``
+    the interpreter runs the Triton kernel on CPU tensors."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if torch.compiler.is_compiling() or impl == "torch" or x.device.type != "cpu" or isinstance(x, FakeTensor):
+        return False  # (traced: the op, whose fake implementation takes any device)
+    fwd, _ = rmsnorm_ops(impl)
+    return not getattr(fwd.variants.sources[0], "interpreted", False)
+
+
 class RMSNorm(torch.nn.Module):
     """Drop-in for ``torch.nn.RMSNorm`` (same arguments and state dict), computed by an opsmith kernel.
 
     ``impl``: "triton" (default), "cuda", "cute" (CuTe DSL: ``pip install 'opsmith[cute]'``) or "torch" (the
     reference). ``normalized_shape`` may span several trailing dims; they are normalized together, as in PyTorch.
+    On CPU tensors it computes the reference, as a drop-in module must run there (the functional ``rms_norm``
+    refuses them, naming the fix).
     """
 
     def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None,
@@ -361,7 +375,8 @@ class RMSNorm(torch.nn.Module):
             )
         flat = x.reshape(*x.shape[:-k], math.prod(self.normalized_shape)) if k > 1 else x
         w = self.weight.reshape(-1) if self.weight is not None and k > 1 else self.weight
-        return rms_norm(flat, w, self.eps, self.impl).reshape(x.shape)
+        impl = "torch" if _reference_here(x, self.impl) else self.impl
+        return rms_norm(flat, w, self.eps, impl).reshape(x.shape)
 
     def extra_repr(self) -> str:
         return (
@@ -374,6 +389,7 @@ class LlamaRMSNorm(torch.nn.Module):
 
     The result has the input's dtype. (Hugging Face's returns ``weight * hidden.to(input_dtype)``, which
     is float32 when only the weight is float32; models cast to bf16 as a whole behave the same either way.)
+    On CPU tensors it computes the reference, as ``RMSNorm`` does.
     """
 
     def __init__(self, hidden_size: int, eps: float = 1e-6, impl: Impl = "triton") -> None:
@@ -384,7 +400,8 @@ class LlamaRMSNorm(torch.nn.Module):
             rmsnorm_ops(impl)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return rms_norm(hidden_states, self.weight, self.variance_epsilon, self.impl)
+        impl = "torch" if _reference_here(hidden_states, self.impl) else self.impl
+        return rms_norm(hidden_states, self.weight, self.variance_epsilon, impl)
 
     def extra_repr(self) -> str:
         return f"{tuple(self.weight.shape)}, eps={self.variance_epsilon}, impl={self.impl!r}"
