@@ -31,6 +31,9 @@ def test_a_module_on_cpu_tensors_computes_the_reference_with_gradients(impl):
 
 
 def test_the_functional_form_refuses_a_cpu_tensor_naming_the_fix():
-    with pytest.raises(ok.InputError, match=r"argument 'x': expected a CUDA tensor, got a tensor on cpu\. Fix: pass "
-                       r"x\.cuda\(\)"):
+    with pytest.raises(
+        ok.InputError,
+        match=r"argument 'x': expected a CUDA tensor, got a tensor on cpu\. Fix: pass "
+        r"x\.cuda\(\)",
+    ):
         rms_norm(torch.randn(4, 64), torch.randn(64), 1e-6, impl="cuda")
