@@ -117,9 +117,17 @@ def _rmsnorm(scope, tmp_path):
         assert scope["y"].dtype == torch.bfloat16 and scope["z"].shape == (8, 4096)
 
 
+def _without_a_gpu(scope, tmp_path):
+    """The page's claims: the CPU call served by the reference, one graph, the op kept by export."""
+    assert scope["scale_rows"].record.op_name == "nogpu::scale_rows" and len(scope["graphs"]) == 1
+    assert any("nogpu.scale_rows" in str(n.target) for n in scope["graphs"][0].graph.nodes)
+    assert any("scale_rows" in str(n.target) for n in scope["ep"].graph.nodes)
+
+
 CHECKS = {"README.md": _readme, "docs/declaration.md": _declaration, "docs/flavors.md": _flavors,
           "docs/autograd.md": _autograd, "docs/multi-gpu.md": _multi_gpu, "docs/native.md": _native,
-          "docs/checking.md": _checking, "docs/rmsnorm.md": _rmsnorm}  # fmt: skip
+          "docs/checking.md": _checking, "docs/rmsnorm.md": _rmsnorm,
+          "docs/without-a-gpu.md": _without_a_gpu}  # fmt: skip
 
 
 def _prose(page: Path) -> str:
