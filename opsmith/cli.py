@@ -19,7 +19,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["load_cases", "load_ops", "main"]
+__all__ = ["load_cases", "load_ops", "main", "parser"]
 
 
 class TargetError(Exception):
@@ -194,7 +194,8 @@ def _dtypes(text: str) -> list:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser (docs/cli.md documents every command and option it has)."""
     from ._version import __version__
 
     p = argparse.ArgumentParser(prog="opsmith", description="opsmith: kernels as first-class PyTorch ops.")
@@ -230,7 +231,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the native library ran, calls the Python path ran and why, the libraries built.")  # fmt: skip
     sv.add_argument("script", help="the Python script to run")
     sv.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         return {"check": _check, "build": _build, "tuning": _tuning, "serving": _serving}[args.command](args)
     except (TargetError, UsageError) as e:

@@ -194,3 +194,18 @@ def test_every_path_the_pages_name_exists():
     dead = [f"{page}: {path}" for page, text in texts.items() for path in _PATH.findall(text)
             if not (ROOT / path.rstrip(".")).exists() and not any(c in path for c in "*<>")]  # fmt: skip
     assert not dead, "\n".join(dead)
+
+
+def test_the_cli_page_names_every_command_and_option():
+    """docs/cli.md against the parser itself: a command or option added without its row fails here."""
+    from opsmith.cli import parser
+
+    page = (DOCS / "cli.md").read_text()
+    sub = next(a for a in parser()._actions if a.dest == "command")
+    missing = []
+    for name, p in sub.choices.items():
+        if f"## `opsmith {name}" not in page:
+            missing.append(name)
+        missing += [f"{name} {opt}" for a in p._actions for opt in a.option_strings
+                    if opt not in ("-h", "--help") and f"`{opt}" not in page]  # fmt: skip
+    assert not missing, missing
