@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # generated and walked by test_error_matrix.py; jax.md's one block needs JAX on a GPU).
 PAGES = ["README.md", "docs/declaration.md", "docs/flavors.md", "docs/autograd.md", "docs/multi-gpu.md",
          "docs/native.md", "docs/checking.md", "docs/rmsnorm.md", "docs/adding-a-kernel.md", "docs/jax.md",
-         "docs/without-a-gpu.md"]  # fmt: skip
+         "docs/without-a-gpu.md", "docs/from-torch-library.md"]  # fmt: skip
 
 
 def blocks(text: str) -> list[tuple[bool, str]]:

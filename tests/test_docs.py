@@ -124,10 +124,15 @@ def _without_a_gpu(scope, tmp_path):
     assert any("scale_rows" in str(n.target) for n in scope["ep"].graph.nodes)
 
 
+def _from_torch_library(scope, tmp_path):
+    assert scope["scale_rows"].schema == "fromlib::scale_rows(Tensor x, Tensor w) -> Tensor"
+    assert hasattr(torch.ops.byhand, "scale_rows") and hasattr(torch.ops.fromlib, "scale_rows")
+
+
 CHECKS = {"README.md": _readme, "docs/declaration.md": _declaration, "docs/flavors.md": _flavors,
           "docs/autograd.md": _autograd, "docs/multi-gpu.md": _multi_gpu, "docs/native.md": _native,
           "docs/checking.md": _checking, "docs/rmsnorm.md": _rmsnorm,
-          "docs/without-a-gpu.md": _without_a_gpu}  # fmt: skip
+          "docs/without-a-gpu.md": _without_a_gpu, "docs/from-torch-library.md": _from_torch_library}  # fmt: skip
 
 
 def _prose(page: Path) -> str:
