@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Figures from measurements, never retyped: each figure a page quotes is computed from a file under
+docs/measurements/ (``docs/measurements/figures.toml`` names the file, the expression and the format) and
+written between ``<!--fig:NAME-->`` and ``<!--/fig-->`` in README.md, docs/ and CHANGELOG.md.
+
+    python scripts/figures.py            # rewrite every marked figure from its file
+    python scripts/figures.py --check    # exit 1, naming each, when a page's figure differs from its file
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEASURED = ROOT / "docs" / "measurements"
+MARK = re.compile(r"<!--fig:([\w.-]+)-->(.*?)<!--/fig-->", re.S)
+
+
+def host_ratios(d: dict, row: str, path: str) -> list[float]:
+    """bench_host.py's JSON: per fresh process, ``path``'s median host time over aten's for ``row``."""
+    return [r["host"][row][path]["median_us"] / r["host"][row]["aten"]["median_us"] for r in d["runs"]]
+
+
+HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios}
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def figures() -> dict[str, str]:
+    """Every figure's text, computed from its file now. Raises naming the figure when its file is missing."""
+    table = tomllib.loads((MEASURED / "figures.toml").read_text())
+    out = {}
+    for name, f in table.items():
+        path = MEASURED / f["file"]
+        if not path.is_file():
+            raise FileNotFoundError(f"figure {name!r} cites docs/measurements/{f['file']}, which is not there")
+        scope = {"__builtins__": {}, **HELPERS, "d": json.loads(path.read_text())}
+        value = eval(f["expr"], scope)  # the expression is ours, in figures.toml
+        if isinstance(value, list):
+            out[name] = f["format"].format(*value, lo=min(value), hi=max(value))
+        else:
+            out[name] = f["format"].format(value)
+    return out
+
+
+def differences(values: dict[str, str]) -> list[str]:
+    """Each marked figure that differs from its file, or names no figure, as 'page: name: has X, file gives Y'."""
+    bad = []
+    for page in pages():
+        for name, text in MARK.findall(page.read_text()):
+            want = values.get(name)
+            if want is None:
+                bad.append(f"{page.relative_to(ROOT)}: {name}: no such figure in docs/measurements/figures.toml")
+            elif text != want:
+                bad.append(f"{page.relative_to(ROOT)}: {name}: the page has {text!r}, its file gives {want!r}")
+    return bad
+
+
+def write(values: dict[str, str]) -> int:
+    changed = 0
+    for page in pages():
+        text = page.read_text()
+        new = MARK.sub(lambda m: f"<!--fig:{m[1]}-->{values.get(m[1], m[2])}<!--/fig-->", text)
+        if new != text:
+            page.write_text(new)
+            changed += 1
+    return changed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="report differing figures instead of writing them")
+    args = ap.parse_args()
+    values = figures()
+    if args.check:
+        bad = differences(values)
+        print("\n".join(bad) or f"{len(values)} figures, every marked one as its file gives it")
+        return 1 if bad else 0
+    print(f"rewrote figures in {write(values)} page(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

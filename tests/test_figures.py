@@ -1,0 +1,39 @@
+"""Figures from measurements (issue 50, item 2): every figure marked in README.md, docs/ and CHANGELOG.md is what
+its file under docs/measurements/ gives (``scripts/figures.py``, ``docs/measurements/figures.toml``): a page
+edited by hand, a figure naming no file, or a file gone fails here."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+# scripts/figures.py, loaded from its path (scripts/ is no package the install provides)
+_SPEC = importlib.util.spec_from_file_location(
+    "figures", Path(__file__).resolve().parents[1] / "scripts" / "figures.py"
+)
+figures = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(figures)
+
+
+def test_every_marked_figure_is_what_its_file_gives():
+    values = figures.figures()
+    assert not figures.differences(values), "\n".join(figures.differences(values))
+    used = {name for page in figures.pages() for name, _ in figures.MARK.findall(page.read_text())}
+    assert used == set(values), f"figures no page quotes: {sorted(set(values) - used)}"
+
+
+def test_a_retyped_figure_and_a_missing_file_are_caught(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("relu costs <!--fig:relu_cuda_default-->0.80x<!--/fig--> and <!--fig:nope-->1x<!--/fig-->.")
+    monkeypatch.setattr(figures, "pages", lambda: [page])
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    bad = figures.differences(figures.figures())
+    assert bad == ["page.md: relu_cuda_default: the page has '0.80x', its file gives '0.91x'",
+                   "page.md: nope: no such figure in docs/measurements/figures.toml"]  # fmt: skip
+    assert figures.write(figures.figures()) == 1 and "<!--fig:relu_cuda_default-->0.91x<!--/fig-->" in page.read_text()
+    monkeypatch.setattr(figures, "MEASURED", tmp_path)
+    (tmp_path / "figures.toml").write_text('[x]\nfile = "gone.json"\nexpr = "1"\nformat = "{}"\n')
+    with pytest.raises(FileNotFoundError, match=r"figure 'x' cites docs/measurements/gone\.json, which is not there"):
+        figures.figures()
