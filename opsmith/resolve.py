@@ -406,9 +406,10 @@ def _lower(op: str, geometry: object, params: dict, tensors: list[str], out_name
     try:
         return lower_geometry(geometry, params, refs, sh.trees())  # type: ignore[arg-type]
     except ExprError as e:
-        raise SpecError(op, getattr(e, "field", "geometry.grid"), f"{e}.", "write sizes like 'cdiv(numel(x), 256)' "
-                        "or '(3 * Bc * size(q, -1) + Bc * Br) * 4' over config parameters, named dimensions and "
-                        "numel/size/stride of the tensors (see opsmith/expr.py).") from None  # fmt: skip
+        field = getattr(e, "field", "geometry.grid")
+        example = "'(3 * Bc * size(q, -1) + Bc * Br) * 4'" if field == "geometry.shared_mem" else \
+            "'cdiv(numel(x), 256)' or 'min(size(p, 0), sm_count * MINB)'"  # fmt: skip
+        raise SpecError(op, field, f"{e}.", f"write sizes like {example} (see opsmith/expr.py).") from None
 
 
 def _convention(items: list[Item], extras: list[ExtraArg], typing: Typing) -> tuple[Param, ...]:

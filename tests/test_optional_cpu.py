@@ -66,13 +66,22 @@ def test_the_schema_says_tensor_optional_and_declaration_mistakes_name_the_fix()
             _reg(name, inputs, outputs, extras)
 
 
-def test_a_backward_over_an_optional_input_is_refused_with_the_fix():
+def test_a_backward_receives_an_optional_input_as_it_was_passed():
+    """A backward over an optional input (it was refused, "register one op per combination"; issue 49): the
+    backward gets the input, None when the call passed None (tests/test_optional_backward_cpu.py walks every
+    backward path)."""
     fwd = [ok.InputDecl("x"), ok.InputDecl("w", optional=True)]
-    with pytest.raises(ok.SpecError, match=r"'w' is an optional input.*register one op per combination"):
-        ok.cuda_kernel_op(f"{NS}::with_bwd", ok.KernelSpec(
-            kernel_source=SRC, kernel_name="k", inputs=fwd, outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
-            extras=[ok.Numel("x", name="n"), ok.Present("w", name="has_w")], geometry=ok.Elementwise()),
-            backward=ok.Backward(lambda g, w: g, args=("grad_y", "w"), grads=("x",)))  # fmt: skip
+    op = ok.cuda_kernel_op(f"{NS}::with_bwd", ok.KernelSpec(
+        kernel_source=SRC, kernel_name="k", inputs=fwd, outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+        extras=[ok.Numel("x", name="n"), ok.Present("w", name="has_w")], geometry=ok.Elementwise()),
+        reference=lambda x, w: x * (w if w is not None else 1),
+        backward=ok.Backward(lambda g, w: g * (w if w is not None else 1), args=("grad_y", "w"), grads=("x",)))  # fmt: skip
+    x, w = torch.randn(5, requires_grad=True), torch.randn(5)
+    op(x, w).sum().backward()
+    torch.testing.assert_close(x.grad, w)
+    x.grad = None
+    op(x, None).sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(5))
 
 
 def test_cuda_none_is_a_null_pointer_the_same_on_the_python_path_and_in_the_native_library(ops):
