@@ -372,9 +372,6 @@ def _grid_checks(op: str, plans: tuple, sub: Any, facts: Facts, labels: dict[str
             if low or high or unsafe_divisors(e, facts):
                 label = describe(e, _var_labels(labels, e))
                 out.append(GridCheck(c, axis, e, label, _where(e, labels, label)[0], low, high, is_wide(e, facts)))
-        if isinstance(plan.shared_mem, int) and not 0 <= plan.shared_mem <= SMEM_MAX:
-            raise SpecError(op, "geometry.shared_mem", f"config {c}'s shared memory is {plan.shared_mem} bytes.",
-                            f"give 0 to {SMEM_MAX} bytes.")  # fmt: skip
         if not isinstance(plan.shared_mem, int):  # a size expression: checked per call like an axis
             e = sub(plan.shared_mem)
             lo, hi = bounds(e, facts)

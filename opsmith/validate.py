@@ -232,8 +232,8 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
         sm = geometry.shared_mem
         if isinstance(sm, str) and sm.strip().isidentifier() and any(sm.strip() in c.params for c in configs):
             _check_smem_param(op, sm.strip(), configs, autotune)
-        elif not isinstance(sm, str) and (not isinstance(sm, int) or isinstance(sm, bool) or not 0 <= sm <= _MAX_SMEM):
-            raise SpecError(op, "geometry.shared_mem", f"{sm!r} is not a byte count in [0, {_MAX_SMEM}].",
+        elif not isinstance(sm, str) and (not isinstance(sm, int) or isinstance(sm, bool) or not 0 <= sm <= SMEM_MAX):
+            raise SpecError(op, "geometry.shared_mem", f"{sm!r} is not a byte count in [0, {SMEM_MAX}].",
                             "pass the bytes as an int, a config parameter's name, or a size expression such as "
                             "'(3 * Bc * size(q, -1) + Bc * Br) * 4'.")  # fmt: skip
         if triton and sm != 0:
@@ -254,17 +254,14 @@ def check_autotune(op: str, autotune: Autotune | None, geometry: object, *, trit
     return configs
 
 
-_MAX_SMEM = SMEM_MAX
-
-
 def _check_smem_param(op: str, name: str, configs: list[Config], autotune: Autotune | None) -> None:
     """A Grid's shared_mem named after a config parameter: every config gives bytes, 0 included."""
     for k, c in enumerate(configs):
         v = c.params.get(name)
-        if autotune is None or not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= _MAX_SMEM:
+        if autotune is None or not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= SMEM_MAX:
             raise SpecError(op, f"autotune.configs[{k}].params", f"the geometry's shared_mem uses '{name}', which is "
                             f"{'missing' if v is None else repr(v)} here.",
-                            f"give every config an int '{name}' of bytes in [0, {_MAX_SMEM}].")  # fmt: skip
+                            f"give every config an int '{name}' of bytes in [0, {SMEM_MAX}].")  # fmt: skip
 
 
 def from_triton_config(op: str, field: str, c: object) -> object:

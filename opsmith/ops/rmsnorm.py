@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Literal
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ..registration import Op
 from ..spec import (
@@ -333,16 +334,22 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float | N
     return fwd(x, weight, float(eps))
 
 
-def _reference_here(x: torch.Tensor, impl: Impl) -> bool:
-    """Whether a module computes the reference for ``x``: a real CPU tensor, which the kernels do not take (a
-    drop-in module runs where ``torch.nn.RMSNorm`` runs). Fake tensors trace the op; with ``TRITON_INTERPRET=1``
-    the interpreter runs the Triton kernel on CPU tensors."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    if torch.compiler.is_compiling() or impl == "torch" or x.device.type != "cpu" or isinstance(x, FakeTensor):
-        return False  # (traced: the op, whose fake implementation takes any device)
+def _cpu_impl(impl: Impl) -> Impl:
+    """What a module runs on a real CPU tensor, decided once at construction: the reference, since the kernels
+    take CUDA tensors (a drop-in module runs where ``torch.nn.RMSNorm`` runs), except a Triton kernel defined
+    under ``TRITON_INTERPRET=1``, which the interpreter runs on CPU tensors."""
+    if impl == "torch":
+        return impl
     fwd, _ = rmsnorm_ops(impl)
-    return not getattr(fwd.variants.sources[0], "interpreted", False)
+    return impl if getattr(fwd.variants.sources[0], "interpreted", False) else "torch"
+
+
+def _impl_for(x: torch.Tensor, impl: Impl, cpu_impl: Impl) -> Impl:
+    """The module's impl for ``x``: ``cpu_impl`` for a real CPU tensor; fake tensors and torch.compile trace the
+    op, whose fake implementation takes any device."""
+    if x.device.type != "cpu" or torch.compiler.is_compiling() or isinstance(x, FakeTensor):
+        return impl
+    return cpu_impl
 
 
 class RMSNorm(torch.nn.Module):
@@ -360,8 +367,7 @@ class RMSNorm(torch.nn.Module):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine, self.impl = shape, eps, elementwise_affine, impl
-        if impl != "torch":
-            rmsnorm_ops(impl)
+        self._cpu_impl = _cpu_impl(impl)  # registers the ops
         if elementwise_affine:
             self.weight = torch.nn.Parameter(torch.ones(shape, device=device, dtype=dtype))
         else:
@@ -375,8 +381,7 @@ class RMSNorm(torch.nn.Module):
             )
         flat = x.reshape(*x.shape[:-k], math.prod(self.normalized_shape)) if k > 1 else x
         w = self.weight.reshape(-1) if self.weight is not None and k > 1 else self.weight
-        impl = "torch" if _reference_here(x, self.impl) else self.impl
-        return rms_norm(flat, w, self.eps, impl).reshape(x.shape)
+        return rms_norm(flat, w, self.eps, _impl_for(x, self.impl, self._cpu_impl)).reshape(x.shape)
 
     def extra_repr(self) -> str:
         return (
@@ -396,11 +401,10 @@ class LlamaRMSNorm(torch.nn.Module):
         super().__init__()
         self.weight = torch.nn.Parameter(torch.ones(hidden_size))
         self.variance_epsilon, self.impl = eps, impl
-        if impl != "torch":
-            rmsnorm_ops(impl)
+        self._cpu_impl = _cpu_impl(impl)  # registers the ops
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        impl = "torch" if _reference_here(hidden_states, self.impl) else self.impl
+        impl = _impl_for(hidden_states, self.impl, self._cpu_impl)
         return rms_norm(hidden_states, self.weight, self.variance_epsilon, impl)
 
     def extra_repr(self) -> str:
