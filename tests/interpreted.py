@@ -1,8 +1,10 @@
-"""Running one of the ``*_interpreter_check.py`` scripts in a child process under ``TRITON_INTERPRET=1`` (a kernel
-is interpreted or compiled as its module is imported, so the switch needs a process of its own)."""
+"""Running code in a child process: one of the ``*_interpreter_check.py`` scripts under ``TRITON_INTERPRET=1`` (a
+kernel is interpreted or compiled as its module is imported, so the switch needs a process of its own), or a
+snippet that loads a native library the test process must not (``child_json``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +12,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-__all__ = ["run_interpreted"]
+__all__ = ["child_json", "run_interpreted"]
 
 
 def run_interpreted(script: str, timeout: int = 900) -> str:
@@ -22,3 +24,13 @@ def run_interpreted(script: str, timeout: int = 900) -> str:
                          timeout=timeout)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout
+
+
+def child_json(code: str) -> object:
+    """The JSON ``code`` prints on its last line, run by this Python with the repository and ``tests/`` importable
+    (``sys.argv[1]`` is ``tests/``); its stderr in the assertion when it fails."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code, str(HERE)], capture_output=True, text=True, env=env,
+                         timeout=900)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -7,18 +7,12 @@ come from CPU references (``reference=``)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from interpreted import child_json
 
 import opsmith as ok
 
-ROOT = Path(__file__).resolve().parents[1]
 NS = "t_opt_backward"
 
 SRC = r"""
@@ -116,11 +110,7 @@ print(json.dumps(out))
 
 
 def test_the_native_libraries_autograd_kernel():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    r = subprocess.run([sys.executable, "-c", _NATIVE, str(ROOT / "tests")], capture_output=True, text=True, env=env,
-                       timeout=900)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    got = json.loads(r.stdout.strip().splitlines()[-1])
+    got = child_json(_NATIVE)
     given, absent = [[4, 3], [3], [3]], [[4, 3], [3], None]
     assert got == {"by_op True": given, "by_op False": absent, "by_program True": given,
                    "by_program False": absent}, got  # fmt: skip
