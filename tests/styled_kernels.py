@@ -230,7 +230,7 @@ def register_dyt(ns: str) -> ok.Op:
                         ok.DimSize("x", -1, name="BLOCK_SIZE", bucket="pow2")],
                 geometry=ok.Reduction(reduce_dims=(-1,)))  # fmt: skip
     colsum = ok.triton_op(f"{ns}::column_sum", column_sum_kernel, inputs=[ok.InputDecl("x", shape=("M", "N"))],
-                          outputs=[ok.OutputDecl("out", shape=("N",))],
+                          outputs=[ok.OutputDecl("out", shape=("N",), init=0)],  # zero rows sum to 0
                           extras=[ok.Dim("M", name="n_rows"), ok.Stride("x", 0, name="stride"), ok.Dim("N", name="n_cols")],
                           geometry=ok.Grid(grid=("cdiv(N, BLOCK_SIZE)",)),
                           autotune=ok.Autotune([ok.Config({"BLOCK_SIZE": 128})]))  # fmt: skip

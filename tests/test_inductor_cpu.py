@@ -402,8 +402,9 @@ def test_float_scalars_reach_the_kernel_as_fp32_under_inductor_through_an_entry(
     entry = donated._jit_function(launched_kernel)  # torch wraps it in an Autotuner holding num_warps/num_stages
     assert kwargs["alpha"] == 0.5
     assert entry.fn.__name__ == "axpby_kernel__fp32_entry"
-    assert "alpha.to(tl.float32)" in entry.src and "x_ptr.to" not in entry.src
-    assert "axpby_kernel(x_ptr=x_ptr, y_ptr=y_ptr, out_ptr=out_ptr, alpha=alpha.to(tl.float32), n=n, beta=beta, " \
+    # tl.cast, which torch's analysis of the writes can run with alpha inlined as a Python float; .to() it cannot
+    assert "tl.cast(alpha, tl.float32)" in entry.src and ".to(" not in entry.src and "tl.cast(x_ptr" not in entry.src
+    assert "axpby_kernel(x_ptr=x_ptr, y_ptr=y_ptr, out_ptr=out_ptr, alpha=tl.cast(alpha, tl.float32), n=n, beta=beta, " \
            "BLOCK=BLOCK)" in entry.src.replace("\n", " ")  # fmt: skip
     assert entry.fn.__globals__["axpby_kernel"] is axpby_kernel
     from opsmith.flavors.triton_traced import _WHOLE
@@ -445,3 +446,29 @@ def test_each_trace_launches_its_own_kernel_after_a_dynamo_reset():
     glu = _register("glu_reset", with_reference=False)[0]
     _launched(glu, x, x)
     assert [k.fn.__name__ for k, _ in _launched(lambda x: glu(x, x) + scale(x), x)] == ["glu_kernel", "scale_kernel"]
+
+
+@triton.jit
+def offset_kernel(x_ptr, y_ptr, n, offset, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=i < n) + (offset % 7), mask=i < n)
+
+
+def test_a_constant_int_past_32_bits_keeps_the_op_whole_for_that_trace():
+    """Inductor crashes typing a constant int argument past 32 bits (``expr_fits_within_32bit`` on a Python int):
+    that trace keeps the op whole (the graph calls it, and it launches the value as i64), while a value that fits
+    hands the kernel to Inductor as before; the op is not marked whole for later traces."""
+    from opsmith.flavors.triton_traced import _WHOLE
+
+    op = ok.triton_op(f"{NS}::offset", offset_kernel, inputs=[ok.InputDecl("x"), ok.ScalarInput("offset", int)],
+                      outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                      geometry=ok.Elementwise(block=("BLOCK",)), constexprs={"BLOCK": 256})  # fmt: skip
+    with torch.device("meta"):
+        x = torch.randn(64)
+    [(kernel, kwargs)] = _launched(lambda x: op(x, 2**31 - 1), x)
+    assert kernel is offset_kernel and kwargs["offset"] == 2**31 - 1
+    for wide in (2**31, -(2**31) - 1, 1_099_511_640_121):
+        assert _launched(lambda x, w=wide: op(x, w), x) == []
+    assert _traced_graph(lambda x: op(x, 2**40), x).count(f"{NS}.offset.default") == 1
+    assert [k for k, _ in _launched(lambda x: op(x, 5), x)] == [offset_kernel]
+    assert f"{NS}::offset" not in _WHOLE

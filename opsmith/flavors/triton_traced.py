@@ -19,10 +19,12 @@ import torch
 
 from ..errors import LaunchError
 from ..inductor.writes import declared_writes
+from ..plan import INT_LIMITS
 from ..record import KernelRecord, TensorArg
 from .triton import TritonSource, _interpreted
 
 log = logging.getLogger("opsmith.compile")
+_I32 = INT_LIMITS["i32"]
 
 __all__ = ["make_visible_impl", "register_visible"]
 
@@ -166,6 +168,12 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpre
         if interpret:
             kern[grid](**{**kwargs, **consts, **options})
             return outs
+        wide = [n for n, v in kwargs.items() if type(v) is int and not _I32[0] <= v <= _I32[1]]
+        if wide:  # Inductor crashes typing a constant int past 32 bits (``expr_fits_within_32bit`` asks a Python
+            # int for sympy's ``xreplace``, torch 2.11 to 2.13): the op stays whole for this trace, and the graph
+            # calls it with the value, which every other path launches as i64
+            log.info("%s: kept whole for this trace: %s past 32 bits as a constant", op, wide)
+            raise _KeepWhole
         target = src.kernel
         floats = [n for n, v in kwargs.items() if isinstance(v, float | torch.SymFloat)]
         if floats and _floats_widen():  # Inductor would pass them as fp64: an entry casting them (inductor/floats.py)
