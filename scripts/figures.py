@@ -27,7 +27,12 @@ def host_ratios(d: dict, row: str, path: str) -> list[float]:
     return [r["host"][row][path]["median_us"] / r["host"][row]["aten"]["median_us"] for r in d["runs"]]
 
 
-HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios}
+def variant(d: dict, name: str) -> dict:
+    """bench_llama.py's JSON: the result of one variant."""
+    return next(r for r in d["results"] if r["variant"] == name)
+
+
+HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant}
 
 
 def pages() -> list[Path]:
