@@ -63,7 +63,7 @@ def host_time(fns: dict, x: torch.Tensor, calls: int = 2_000, rounds: int = 60, 
 
 
 def _impl_alone(op):
-    from opsmith.eager import make_eager
+    from opsmith.torchlib.eager import make_eager
 
     impl, _, _ = make_eager(op.record, op.variants, op.plan)
     return impl

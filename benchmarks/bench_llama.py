@@ -276,7 +276,7 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
         out["not_reinplaced"] = ReinplaceCounters.get_total_missed()
         out["not_reinplaced_ops"] = dict(missed)
     if variant.startswith("opsmith"):
-        from opsmith.registration import registered_ops
+        from opsmith.torchlib.registration import registered_ops
 
         out["compile_choices"] = {n: {",".join(map(str, k)): v for k, v in op.compile_choices().items()}
                                   for n, op in registered_ops().items() if op.compile_choices()}  # fmt: skip

@@ -75,7 +75,7 @@ def _opsmith_ops() -> bool:
     """Whether this process registered opsmith ops (its timed steps then wait for their native libraries)."""
     if "opsmith" not in sys.modules:
         return False
-    from opsmith.registration import registered_ops
+    from opsmith.torchlib.registration import registered_ops
 
     return bool(registered_ops())
 

@@ -21,7 +21,7 @@ from examples.catalog.basic import register_all
 from examples.catalog.shapes import register_shapes
 from examples.catalog.tuned import register_tuned, triton_available
 from opsmith.errors import InputError
-from opsmith.registration import default_arch
+from opsmith.flavors.cuda_cpp import default_arch
 
 
 class _Model(torch.nn.Module):

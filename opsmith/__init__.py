@@ -17,12 +17,12 @@ from ._version import __version__
 # free of torch (~1.5 s to import); the first ``ok.cuda_kernel_op`` or ``ok.InputDecl`` imports what it needs.
 _LAZY = {
     "api": ("cuda_kernel_op", "cute_op", "ptx_op", "triton_op"),
-    "checking": ("CheckCase", "CheckReport", "assert_check_passes", "check"),
+    "checking.harness": ("CheckCase", "CheckReport", "assert_check_passes", "check"),
     "errors": ("CompileError", "DeclarationWarning", "DifferentiationError", "InputError", "LaunchError", "OpsmithError",
                "RegistrationError", "ShardingError", "ShardingWarning", "SpecError", "ToolchainError"),
-    "record": ("KernelRecord",),
-    "registration": ("Op",),
-    "spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Buffer", "Config", "Const", "Custom", "Dim", "DimSize",
+    "declare.record": ("KernelRecord",),
+    "torchlib.registration": ("Op",),
+    "declare.spec": ("AtLeast", "AtMost", "Autotune", "Backward", "Buffer", "Config", "Const", "Custom", "Dim", "DimSize",
              "Divisible", "DtypeOf", "Elementwise", "Grid", "InputDecl", "KernelSpec", "Numel", "OneOf", "OutputDecl", "Present",
              "ReduceDims", "Reduction", "SameAs", "ScalarInput", "Size", "Step", "Stride", "TuneDim"),
 }  # fmt: skip
@@ -30,23 +30,9 @@ _HOME = {name: module for module, names in _LAZY.items() for name in names}
 
 if TYPE_CHECKING:  # what type checkers and IDEs read
     from .api import cuda_kernel_op, cute_op, ptx_op, triton_op
-    from .checking import CheckCase, CheckReport, assert_check_passes, check
-    from .errors import (
-        CompileError,
-        DeclarationWarning,
-        DifferentiationError,
-        InputError,
-        LaunchError,
-        OpsmithError,
-        RegistrationError,
-        ShardingError,
-        ShardingWarning,
-        SpecError,
-        ToolchainError,
-    )
-    from .record import KernelRecord
-    from .registration import Op
-    from .spec import (
+    from .checking.harness import CheckCase, CheckReport, assert_check_passes, check
+    from .declare.record import KernelRecord
+    from .declare.spec import (
         AtLeast,
         AtMost,
         Autotune,
@@ -76,6 +62,20 @@ if TYPE_CHECKING:  # what type checkers and IDEs read
         Stride,
         TuneDim,
     )
+    from .errors import (
+        CompileError,
+        DeclarationWarning,
+        DifferentiationError,
+        InputError,
+        LaunchError,
+        OpsmithError,
+        RegistrationError,
+        ShardingError,
+        ShardingWarning,
+        SpecError,
+        ToolchainError,
+    )
+    from .torchlib.registration import Op
 
 
 def __getattr__(name: str) -> object:

@@ -9,12 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .declare.spec import (
+    Autotune,
+    Backward,
+    Extra,
+    Geometry,
+    InputDecl,
+    KernelSpec,
+    OutputDecl,
+    Requirement,
+    ScalarInput,
+)
 from .errors import SpecError
 from .flavors.cuda_cpp import CudaSource
 from .flavors.options import parse_options
 from .flavors.ptx import PrecompiledSource
-from .registration import Op, register_kernel_op, static_scalar_refusal
-from .spec import Autotune, Backward, Extra, Geometry, InputDecl, KernelSpec, OutputDecl, Requirement, ScalarInput
+from .torchlib.registration import Op, register_kernel_op, static_scalar_refusal
 
 __all__ = ["cuda_kernel_op", "cute_op", "ptx_op", "triton_op"]
 

@@ -68,8 +68,8 @@ def load_cases(target: str) -> list:
     """The CheckCases named by ``MODULE:NAME``."""
     import torch
 
-    from .checking import CheckCase
-    from .registration import Op
+    from .checking.harness import CheckCase
+    from .torchlib.registration import Op
 
     ops = (Op, torch._ops.OpOverload, torch._ops.OpOverloadPacket)
     obj = _load(target, "a CheckCase", "mypkg.ops:RELU_CASE", (CheckCase, *ops))
@@ -88,7 +88,7 @@ def load_cases(target: str) -> list:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from .checking import CHECKS
+    from .checking.harness import CHECKS
 
     only = [c for c in args.only.split(",") if c] if args.only else None
     unknown = sorted(set(only or ()) - set(CHECKS))
@@ -97,12 +97,12 @@ def _check(args: argparse.Namespace) -> int:
     device = _device(args.device)
     cases = load_cases(args.target)
     if args.sanitize:
-        from .sanitize import sanitize
+        from .checking.sanitize import sanitize
 
         report = sanitize(args.target, tools=args.tools.split(","), examples=min(args.examples, 3))
         print(report.table())
         return 0 if report.ok else 1
-    from .checking import check
+    from .checking.harness import check
 
     failed = False
     for case in cases:
@@ -136,8 +136,8 @@ def _device(text: str | None) -> str | None:
 
 def load_ops(target: str) -> list:
     """The ops named by ``MODULE:NAME`` (an op, CheckCases, a list of either, or a function returning them)."""
-    from .checking import CheckCase
-    from .registration import Op
+    from .checking.harness import CheckCase
+    from .torchlib.registration import Op
 
     items = _as_list(_load(target, "an op", "mypkg.ops:OPS", Op))
     ops = [i.op if isinstance(i, CheckCase) else i for i in items]
@@ -270,7 +270,7 @@ def _serving(args: argparse.Namespace) -> int:
 def _tuning(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .decisions import export_decisions, import_decisions, known_ops
+    from .tuning.decisions import export_decisions, import_decisions, known_ops
 
     if args.action == "export":
         if not Path(args.file).resolve().parent.is_dir():

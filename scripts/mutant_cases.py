@@ -53,7 +53,7 @@ MUTANTS = [
     Mutant(
         "fingerprint-drops-source",
         "re-registering another kernel under a name returns the old op",
-        "opsmith/registration.py",
+        "opsmith/torchlib/registration.py",
         '"source": source.fingerprint(), "inputs"',
         '"inputs"',
         (H,),
@@ -69,7 +69,7 @@ MUTANTS = [
     Mutant(
         "tuning-ignores-stale-config",
         "a stored decision for another config is used",
-        "opsmith/autotune.py",
+        "opsmith/tuning/autotune.py",
         '        return winner if entry.get("config") == self.configs[winner] else None',
         "        return winner",
         (H, "tests/test_autotune.py"),
@@ -77,7 +77,7 @@ MUTANTS = [
     Mutant(
         "tuning-key-drops-dtypes",
         "one decision serves every dtype",
-        "opsmith/launch_code.py",
+        "opsmith/torchlib/launch_code.py",
         '    parts = [f"{t}.dtype" for t in pr.t]',
         "    parts = []",
         (H,),
@@ -85,7 +85,7 @@ MUTANTS = [
     Mutant(
         "tuning-identity-op-only",
         "decisions survive a changed kernel or configs",
-        "opsmith/registration.py",
+        "opsmith/torchlib/registration.py",
         '    return {"op": op_name, "flavor": flavor, "sources": [s.fingerprint() for s in sources],',
         '    return {"op": op_name}\n    return {"op": op_name, "flavor": flavor, "sources": [s.fingerprint() for s in sources],',
         (H,),
@@ -93,7 +93,7 @@ MUTANTS = [
     Mutant(
         "int32-guard-weakened",
         "2^31 elements reach a 32-bit kernel",
-        "opsmith/fake.py",
+        "opsmith/torchlib/fake.py",
         "if _static(_n{s.k}) and _n{s.k} > {P.INT32_MAX}:",
         "if _static(_n{s.k}) and _n{s.k} > {2 * P.INT32_MAX}:",
         (M, "tests/test_faults_cpu.py"),
@@ -101,7 +101,7 @@ MUTANTS = [
     Mutant(
         "eager-int32-guard-weakened",
         "2^31 elements reach a 32-bit kernel eagerly",
-        "opsmith/eager.py",
+        "opsmith/torchlib/eager.py",
         '[f"if _n{s.k} > {P.INT32_MAX}: raise _E.large',
         '[f"if _n{s.k} > {2 * P.INT32_MAX}: raise _E.large',
         (H, "tests/test_faults_cpu.py", M),
@@ -109,7 +109,7 @@ MUTANTS = [
     Mutant(
         "missing-backward-not-refused",
         "an op without backward gives zero gradients",
-        "opsmith/autograd.py",
+        "opsmith/torchlib/autograd.py",
         '        raise DifferentiationError(ctx.op_name, "a gradient reached it, but it declares no backward.",',
         "        return tuple(None for _ in ctx.needs_input_grad)\n"
         '        raise DifferentiationError(ctx.op_name, "a gradient reached it, but it declares no backward.",',
@@ -118,7 +118,7 @@ MUTANTS = [
     Mutant(
         "double-backward-not-refused",
         "create_graph=True differentiates an undeclared backward",
-        "opsmith/autograd.py",
+        "opsmith/torchlib/autograd.py",
         "if torch.is_grad_enabled() and not double:",
         "if False:",
         (M,),
@@ -126,7 +126,7 @@ MUTANTS = [
     Mutant(
         "program-ignores-needs-input-grad",
         "a backward program runs every step, also those only an unneeded gradient depends on (RMSNorm's dweight)",
-        "opsmith/backward_program.py",
+        "opsmith/plan/backward_program.py",
         "        wanted = {r for r, n in zip(self.returns, needs, strict=True) if n}",
         "        wanted = set(self.returns)",
         (H,),
@@ -134,7 +134,7 @@ MUTANTS = [
     Mutant(
         "zero-size-launches",
         "a zero-size call launches the kernel",
-        "opsmith/eager.py",
+        "opsmith/torchlib/eager.py",
         "    def returnifempty(self, s: P.ReturnIfEmpty) -> list[str]:\n        return [",
         "    def returnifempty(self, s: P.ReturnIfEmpty) -> list[str]:\n        return [] and [",
         (H,),
@@ -142,7 +142,7 @@ MUTANTS = [
     Mutant(
         "import-touches-gpu",
         "registering initializes CUDA",
-        "opsmith/registration.py",
+        "opsmith/torchlib/registration.py",
         "    arch = default_arch()\n    binary = None",
         "    torch.cuda.init()\n    arch = default_arch()\n    binary = None",
         (H,),
@@ -151,7 +151,7 @@ MUTANTS = [
     Mutant(
         "1-first-text-definition",
         "the first #ifdef branch's names are taken whatever was compiled",
-        "opsmith/signature.py",
+        "opsmith/declare/signature.py",
         "        if len(cand) != len(params):",
         "        if len(agree) or len(cand) != len(params):",
         (H, "tests/test_signature_record.py"),
@@ -159,7 +159,7 @@ MUTANTS = [
     Mutant(
         "1-compiler-types-ignored",
         "a declared dtype is not checked against the kernel",
-        "opsmith/binding.py",
+        "opsmith/declare/binding.py",
         "if elem is not None and declared is not None and elem != declared:",
         "if False:",
         (M,),
@@ -167,7 +167,7 @@ MUTANTS = [
     Mutant(
         "3-output-template-ignored",
         "an output typed by a template parameter takes the first input's dtype",
-        "opsmith/binding.py",
+        "opsmith/declare/binding.py",
         "    elif p.slot is not None:\n        typing.out_like[d.index] = p.slot",
         "    elif False:\n        pass",
         (H,),
@@ -175,7 +175,7 @@ MUTANTS = [
     Mutant(
         "3-instantiation-unchecked",
         "a compiled instantiation's pointer types are not checked",
-        "opsmith/binding.py",
+        "opsmith/declare/binding.py",
         "        if elem is not None and elem != have:",
         "        if False:",
         (H,),
@@ -183,7 +183,7 @@ MUTANTS = [
     Mutant(
         "4-float-grid-truncated",
         "a float grid from Custom is truncated",
-        "opsmith/guards.py",
+        "opsmith/plan/guards.py",
         "    if bad:  # int() would truncate",
         "    if False:  # int() would truncate",
         (H, M),
@@ -191,7 +191,7 @@ MUTANTS = [
     Mutant(
         "5-float2-as-scalar",
         "a float scalar fills a float2 parameter",
-        "opsmith/signature.py",
+        "opsmith/declare/signature.py",
         '_SCALAR_CLASS = {"__half": "f16", "__nv_bfloat16": "bf16"}',
         '_SCALAR_CLASS = {"__half": "f16", "__nv_bfloat16": "bf16", "float2": "f32"}',
         (H, M),
@@ -199,7 +199,7 @@ MUTANTS = [
     Mutant(
         "6-launch-extent-unchecked",
         "a 32-bit launch whose top index wraps is accepted",
-        "opsmith/fake.py",
+        "opsmith/torchlib/fake.py",
         '    def extent(self, s: P.Extent) -> list[str]:\n        return ["if _st:"',
         '    def extent(self, s: P.Extent) -> list[str]:\n        return [] and ["if _st:"',
         (H, M),
@@ -207,7 +207,7 @@ MUTANTS = [
     Mutant(
         "6-eager-extent-unchecked",
         "a 32-bit launch whose top index wraps is accepted eagerly",
-        "opsmith/eager.py",
+        "opsmith/torchlib/eager.py",
         'f"if _e > {s.limit}: raise _E.extent(',
         'f"if False: raise _E.extent(',
         (H,),
@@ -239,7 +239,7 @@ MUTANTS = [
     Mutant(
         "10-no-backward-silent",
         "differentiating an op without backward passes a zero gradient",
-        "opsmith/eager.py",
+        "opsmith/torchlib/eager.py",
         'refuse = "_refuse_inplace(_op)" if mutated else f"return _nograd({args})"',
         'refuse = "_refuse_inplace(_op)" if mutated else f"return _below(_ks, {args})"',
         (H, M),
@@ -247,7 +247,7 @@ MUTANTS = [
     Mutant(
         "11-empty-axis-unrefused",
         "an empty reduced axis reaches the grid arithmetic",
-        "opsmith/fake.py",
+        "opsmith/torchlib/fake.py",
         "    def refuseempty(self, s: P.RefuseEmpty) -> list[str]:\n        return [",
         "    def refuseempty(self, s: P.RefuseEmpty) -> list[str]:\n        return [] and [",
         (H, M),
@@ -255,7 +255,7 @@ MUTANTS = [
     Mutant(
         "12-float-range-unchecked",
         "an out-of-range float scalar gets a bare OverflowError",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         '        elif isinstance(a, ScalarArg) and a.ctype in FLOAT_MAX and a.py_type == "float":',
         "        elif False:",
         (H, M),
@@ -263,7 +263,7 @@ MUTANTS = [
     Mutant(
         "13-keyword-op-name",
         "op names torch cannot reach are accepted",
-        "opsmith/validate.py",
+        "opsmith/declare/validate.py",
         "        if keyword.iskeyword(part):",
         "        if False:",
         (H, M),
@@ -279,7 +279,7 @@ MUTANTS = [
     Mutant(
         "15-closure-unfingerprinted",
         "a changed closure value returns the old op",
-        "opsmith/fingerprint.py",
+        "opsmith/declare/fingerprint.py",
         '    d["closure"] = cells',
         '    d["closure"] = []',
         (H,),
@@ -287,7 +287,7 @@ MUTANTS = [
     Mutant(
         "15-code-by-address",
         "a lambda's code object is described by its address",
-        "opsmith/fingerprint.py",
+        "opsmith/declare/fingerprint.py",
         "        _code(c, seen, depth) if isinstance(c, types.CodeType) else describe(c, seen, depth) for c in code.co_consts",
         "        repr(c) for c in code.co_consts",
         (H,),
@@ -312,7 +312,7 @@ MUTANTS = [
     Mutant(
         "bind-by-name-off",
         "kernels are bound by position only",
-        "opsmith/binding.py",
+        "opsmith/declare/binding.py",
         "        if by_name is not None:",
         "        if False:",
         (B,),
@@ -320,7 +320,7 @@ MUTANTS = [
     Mutant(
         "bind-clash-unchecked",
         "a partial name match binds x to the kernel's y",
-        "opsmith/binding.py",
+        "opsmith/declare/binding.py",
         "    if clashes:",
         "    if False:",
         (M,),
@@ -328,7 +328,7 @@ MUTANTS = [
     Mutant(
         "layout-any-strides",
         "a strided input the kernel cannot address reaches it",
-        "opsmith/layout.py",
+        "opsmith/plan/layout.py",
         "            if shape[a] > 1 and stride[a] != s:",
         "            if False:",
         (B,),
@@ -336,7 +336,7 @@ MUTANTS = [
     Mutant(
         "like-dtype-unchecked",
         "two tensors of one template parameter may differ in dtype",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "    steps += [Like(k, tnames.index(a.dtype_like)) for k, a in enumerate(targs) if a.dtype_like]",
         "    steps += []",
         (B, M),
@@ -344,7 +344,7 @@ MUTANTS = [
     Mutant(
         "specialize-unlimited",
         "a size compiled in may take any number of values",
-        "opsmith/variants.py",
+        "opsmith/torchlib/variants.py",
         "            if len(seen) >= env.SPECIALIZE_LIMIT.get():",
         "            if False:",
         (B,),

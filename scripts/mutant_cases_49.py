@@ -39,7 +39,7 @@ MUTANTS = [
     Mutant(
         "smem-expression-unchecked",
         "a shared memory expression past what a block holds reaches the launch",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "            out.append(GridCheck(c, SMEM_AXIS, e, label, _where(e, labels, label)[0], lo < 0, hi > SMEM_MAX,",
         "            out.append(GridCheck(c, SMEM_AXIS, e, label, _where(e, labels, label)[0], False, False,",
         (S,),
@@ -79,7 +79,7 @@ MUTANTS = [
     Mutant(
         "square-tie-loose",
         "a (3, 5) tensor is accepted for ('N', 'N') on every path (the shared plan's tie of an axis with itself)",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         '                if (j, aj) != (k, axis):\n                    want = ("size", j, aj)',
         '                if j != k:\n                    want = ("size", j, aj)',
         (E,),

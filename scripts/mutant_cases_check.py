@@ -11,7 +11,7 @@ MUTANTS = [
     Mutant(
         "check-samples-unfitted",
         "check's samples ignore the op's preconditions (InputError counted as FAIL)",
-        "opsmith/check_samples.py",
+        "opsmith/checking/samples.py",
         "        first = self.accepts(shape, dtype)\n",
         "        first = True\n",
         (T,),
@@ -19,7 +19,7 @@ MUTANTS = [
     Mutant(
         "check-export-fresh-scalars",
         "the export row reruns with another int scalar than it exported",
-        "opsmith/checking.py",
+        "opsmith/checking/harness.py",
         "        fresh = tuple(f if isinstance(f, torch.Tensor) else a for f, a in",
         "        fresh = tuple(f if isinstance(f, torch.Tensor) else f for f, a in",
         (T,),
@@ -27,7 +27,7 @@ MUTANTS = [
     Mutant(
         "check-autograd-every-output",
         "the autograd row differentiates a non-differentiable float32 statistic",
-        "opsmith/checking.py",
+        "opsmith/checking/harness.py",
         "        keep = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]",
         "        keep = [k for k, o in enumerate(outs) if isinstance(o, torch.Tensor)]",
         (T,),
@@ -35,7 +35,7 @@ MUTANTS = [
     Mutant(
         "empty-input-refused-despite-init",
         "an empty input is refused although every output declares init=",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "        filled = all(o.init is not None for o in record.outputs)",
         "        filled = False",
         (T, "tests/test_declared_inputs_cpu.py"),
@@ -43,7 +43,7 @@ MUTANTS = [
     Mutant(
         "reference-served-as-returned",
         "a reference returning its input is served aliased",
-        "opsmith/reference.py",
+        "opsmith/torchlib/reference.py",
         "        got = _fresh(got, args)\n",
         "\n",
         (T,),
@@ -51,7 +51,7 @@ MUTANTS = [
     Mutant(
         "check-rows-in-process",
         "a crashing row takes the whole check down",
-        "opsmith/checking.py",
+        "opsmith/checking/harness.py",
         "    isolate = bool(isolate) and can_fork()",
         "    isolate = False",
         (T,),
@@ -59,7 +59,7 @@ MUTANTS = [
     Mutant(
         "check-explains-nothing",
         "a failing numerics row does not say why",
-        "opsmith/check_numerics.py",
+        "opsmith/checking/numerics.py",
         "    why = explain(case, args, dt, passes, shape, solver)",
         '    why = ""',
         (T,),
@@ -99,7 +99,7 @@ MUTANTS = [
     Mutant(
         "dtype-set-unchecked",
         "a dtype outside the declared set reaches the kernel",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "        if a.dtype or a.dtypes:",
         "        if a.dtype:",
         ("tests/test_declared_inputs_cpu.py",),

@@ -21,7 +21,7 @@ MUTANTS = [
     Mutant(
         "22-1-python-bf16-through-float",
         "the Python path rounds a bf16 scalar through float32",
-        "opsmith/guards.py",
+        "opsmith/plan/guards.py",
         "    return round_bits(value, 7, -126, 127)",
         '    return round_bits(struct.unpack("<f", struct.pack("<f", value))[0], 7, -126, 127)',
         (H3,),
@@ -29,7 +29,7 @@ MUTANTS = [
     Mutant(
         "22-1-ties-not-to-even",
         "a half-way value rounds up, not to even",
-        "opsmith/guards.py",
+        "opsmith/plan/guards.py",
         "    if rem > half or (rem == half and q & 1):",
         "    if rem >= half:",
         (H3,),
@@ -37,7 +37,7 @@ MUTANTS = [
     Mutant(
         "22-2-span-unchecked",
         "a strided view past 2^31 elements reaches a 32-bit kernel",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "        if narrow and a.strided:",
         "        if False:",
         (H3,),
@@ -45,7 +45,7 @@ MUTANTS = [
     Mutant(
         "22-3-local-cache-first",
         "a rank with a decision on its own disk skips the job's protocol",
-        "opsmith/autotune.py",
+        "opsmith/tuning/autotune.py",
         "            if in_job():\n                winner = job_decision(self, key, device, lambda: self._local(",
         "            if in_job() and self.cached(key, device) is None:\n                winner = job_decision(self, key, device, lambda: self._local(",
         ("tests/test_distributed_cpu.py::test_derived_rules_on_two_cpu_ranks",),
@@ -61,7 +61,7 @@ MUTANTS = [
     Mutant(
         "22-4-python-division-truncates",
         "Python // truncates",
-        "opsmith/expr.py",
+        "opsmith/declare/expr.py",
         '                return f"({a} // {b})"',
         '                return f"int({a} / {b})"',
         (H3,),
@@ -77,7 +77,7 @@ MUTANTS = [
     Mutant(
         "22-4-python-grid-unchecked",
         "the Python path launches a grid past 2^31 - 1",
-        "opsmith/eager.py",
+        "opsmith/torchlib/eager.py",
         '                L.append(f"if not 1 <= _g{axis} <= {P.GRID_MAX[axis]}: "',
         '                L.append(f"if False and _g{axis} <= {P.GRID_MAX[axis]}: "',
         (H3,),
@@ -85,7 +85,7 @@ MUTANTS = [
     Mutant(
         "22-5-buffer-name-unchecked",
         "a backward-program name reaches generated code unchecked",
-        "opsmith/backward_program.py",
+        "opsmith/plan/backward_program.py",
         '        ident(self.op_name, field + ".name", b.name)',
         "        pass",
         (H3,),
@@ -117,7 +117,7 @@ MUTANTS = [
     Mutant(
         "22-8-no-empty-return",
         "sizes of an empty call are computed (division by zero)",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "    steps.append(ReturnIfEmpty(_dedupe(written)))",
         "    pass",
         (H3,),
@@ -141,7 +141,7 @@ MUTANTS = [
     Mutant(
         "22-10-python-inf-bare",
         "Const(inf) is printed bare into the Python eager code",
-        "opsmith/expr.py",
+        "opsmith/declare/expr.py",
         "        if isinstance(e, float) and not math.isfinite(e):",
         "        if False:",
         (H3,),
@@ -149,7 +149,7 @@ MUTANTS = [
     Mutant(
         "22-10-const-range-unchecked",
         "a Const its parameter cannot hold is passed",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "            _constant(record.op_name, k, e)",
         "            pass",
         (H3,),
@@ -157,7 +157,7 @@ MUTANTS = [
     Mutant(
         "22-11-extents-skipped",
         "a 32-bit launch's extent is never checked",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "        if bounds(e, facts)[1] <= limit:",
         "        if True:",
         (H3, M),
@@ -165,7 +165,7 @@ MUTANTS = [
     Mutant(
         "22-u64-range-unclamped",
         "a u64 scalar's range differs between the paths",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "            steps.append(Scalar(p, a.ctype, a.py_type, max(lo, -(2**63)), min(hi, I64_MAX)))",
         "            steps.append(Scalar(p, a.ctype, a.py_type, lo, hi))",
         (H3,),
@@ -181,7 +181,7 @@ MUTANTS = [
     Mutant(
         "22-meta-sm-count-of-a-device",
         "the fake reads a device the meta call does not have",
-        "opsmith/fake.py",
+        "opsmith/torchlib/fake.py",
         '        self.refs["sm_count"] = f"_sms({self.t[0]})"',
         "        pass",
         (H3,),
@@ -213,7 +213,7 @@ MUTANTS = [
     Mutant(
         "bind-name-prefix",
         "a declared name binds a parameter it only begins",
-        "opsmith/binding.py",
+        "opsmith/declare/binding.py",
         '        return bool(self.name) and param_name in (self.name, f"{self.name}_ptr")',
         "        return bool(self.name) and param_name.startswith(self.name)",
         (B,),
@@ -229,7 +229,7 @@ MUTANTS = [
     Mutant(
         "winner-one-past",
         "a stored winner one past the configs is used",
-        "opsmith/autotune.py",
+        "opsmith/tuning/autotune.py",
         "not 0 <= winner < len(self.configs):",
         "not 0 <= winner <= len(self.configs):",
         (H3,),
@@ -278,7 +278,7 @@ MUTANTS = [
     Mutant(
         "23-ties-skipped-eager",
         "the eager path checks no named dimension (axpby reads past a short y)",
-        "opsmith/eager.py",
+        "opsmith/torchlib/eager.py",
         "        return [f\"if {' or '.join(conds)}: raise {self._shape_error(s)}\"]",
         "        return []",
         ("tests/test_error_matrix.py::test_row_through_the_python_dry_run_on_cpu_tensors",),
@@ -286,7 +286,7 @@ MUTANTS = [
     Mutant(
         "23-ties-skipped-fake",
         "tracing accepts what the eager call refuses",
-        "opsmith/fake.py",
+        "opsmith/torchlib/fake.py",
         '        return [f"_ties(lambda: {self._shape_error(s)}, [{pairs}])"]',
         "        return []",
         (M,),
@@ -302,7 +302,7 @@ MUTANTS = [
     Mutant(
         "23-requires-dropped",
         "preconditions are never checked",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "    for r in record.requires:",
         "    for r in ():",
         (M, "tests/test_shapes_cpu.py"),
@@ -310,7 +310,7 @@ MUTANTS = [
     Mutant(
         "23-align-dropped",
         "a misaligned view reaches a kernel that needs 16-byte alignment",
-        "opsmith/lowering.py",
+        "opsmith/plan/lowering.py",
         "            steps.append(Align(k, a.align, a.contiguous))",
         "            pass",
         (M,),
@@ -318,7 +318,7 @@ MUTANTS = [
     Mutant(
         "23-fake-align-lenient",
         "tracing accepts a misaligned view the eager call refuses",
-        "opsmith/fake.py",
+        "opsmith/torchlib/fake.py",
         '        return [f"if _misalign({t}, {s.bytes}): raise _E.align({n!r}, {t}, {s.bytes})"]',
         "        return []",
         (M,),
@@ -326,7 +326,7 @@ MUTANTS = [
     Mutant(
         "23-output-rank-from-front",
         "an nd launch over an output with a group needs too many input dims",
-        "opsmith/dims.py",
+        "opsmith/declare/dims.py",
         '            need_ref("o0", -rank)',
         '            need_ref("o0", rank - 1)',
         ("tests/test_registration.py",),
@@ -334,7 +334,7 @@ MUTANTS = [
     Mutant(
         "23-sameas-copies-entries",
         "SameAs of a declared input lets its free axes differ",
-        "opsmith/dims.py",
+        "opsmith/declare/dims.py",
         "            if not isinstance(s, SameAs):  # the whole shape of that input, whatever it declares (None axes too)",
         "            if s is None:",
         ("tests/test_shapes_cpu.py",),
@@ -358,7 +358,7 @@ MUTANTS = [
     Mutant(
         "23-reduce-axes-alias",
         "Reduction axes naming one axis twice are accepted",
-        "opsmith/dims.py",
+        "opsmith/declare/dims.py",
         "        if len({d % rank for d in dims}) != len(dims):",
         "        if False:",
         (M,),

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 import opsmith as ok
 from opsmith import native
-from opsmith.eager import make_dry_run
+from opsmith.torchlib.eager import make_dry_run
 
 HERE = Path(__file__).resolve().parent
 
@@ -492,7 +492,7 @@ class _Pointers(dict):
         return self.table().get(image, default)
 
     def table(self) -> dict:
-        from opsmith.launch_code import fnv1a64
+        from opsmith.torchlib.launch_code import fnv1a64
 
         out = {"*": self["*"]}
         for kd in list(self.op.variants.kernels.values()):

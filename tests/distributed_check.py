@@ -16,8 +16,8 @@ import triton
 import triton.language as tl
 
 import opsmith as ok
-from opsmith.autotune import Tuner
 from opsmith.ops.rmsnorm import reference_rms_norm, rms_norm
+from opsmith.tuning.autotune import Tuner
 
 NS = "dist_check"
 

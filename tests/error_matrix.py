@@ -315,7 +315,7 @@ CPU_ARGS.update({cid: (f"shaped:{kind}", args) for cid, (kind, args) in shaped.C
 
 def _dry(cid: str) -> object:
     """A call row on CPU tensors through the Python path's dry run (everything but the launch)."""
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     kind, args = CPU_ARGS[cid]
     fn, _ = make_dry_run(op(kind))

@@ -8,7 +8,7 @@ import tempfile
 import torch
 
 from examples.catalog.published import register_published
-from opsmith.autotune import Tuner
+from opsmith.tuning.autotune import Tuner
 
 
 def tuning() -> None:

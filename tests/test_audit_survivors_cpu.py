@@ -10,7 +10,7 @@ import torch
 from differential import Registered, both_dry_runs, tensor_call
 
 import opsmith as ok
-from opsmith.eager import make_dry_run
+from opsmith.torchlib.eager import make_dry_run
 
 NS = "t_audit49"
 

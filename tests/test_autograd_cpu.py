@@ -218,7 +218,7 @@ def test_rmsnorm_cluster_backward_launches_whole_clusters_one_per_partial_row():
     tuner times each SHORT and so finds what the device holds), and the partial rows never cap a config's
     clusters where rows allow, so the tuner sees every count it was given. Shorter rows keep one partial row
     per persistent block."""
-    from opsmith.expr import evaluate, parse_size
+    from opsmith.declare.expr import evaluate, parse_size
     from opsmith.ops.rmsnorm import _partial_rows, rmsnorm_ops
 
     _, bwd = rmsnorm_ops("cuda")

@@ -11,9 +11,9 @@ import torch
 
 import opsmith as ok
 from opsmith import env
-from opsmith.autotune import Tuner, pow2
 from opsmith.cache import DiskCache
 from opsmith.errors import LaunchError
+from opsmith.tuning.autotune import Tuner, pow2
 
 CONFIGS = [{"params": {"BLOCK": b}, "num_warps": None, "num_stages": None} for b in (64, 128, 256)]
 

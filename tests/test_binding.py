@@ -13,7 +13,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import opsmith as ok
 from opsmith import InputDecl as I
 from opsmith import OutputDecl as O
-from opsmith.layout import addressable
+from opsmith.plan.layout import addressable
 
 sys.path.insert(0, str(Path(__file__).parent))
 import styled_kernels as pk

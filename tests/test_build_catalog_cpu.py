@@ -19,8 +19,8 @@ from examples.catalog.optional import register_optional
 from examples.catalog.shapes import register_shapes
 from examples.catalog.tuned import register_tuned
 from opsmith import native
-from opsmith.eager import make_dry_run
 from opsmith.native.build import closure, refusal
+from opsmith.torchlib.eager import make_dry_run
 
 NS = "t_build_catalog"
 #: Why an op of the catalog may stay on the Python path: its launch or allocation is Python by declaration.

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import opsmith as ok
-from opsmith.checking import noncontiguous
+from opsmith.checking.case import noncontiguous
 
 HERE = str(Path(__file__).parent)
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
@@ -168,7 +168,7 @@ def test_the_cli_explains_a_bad_target():
 
 
 def test_sanitizer_summaries_are_parsed_and_a_missing_tool_is_reported(monkeypatch, tmp_path):
-    from opsmith import sanitize as sz
+    from opsmith.checking import sanitize as sz
 
     counts = [int(next(g for g in m[-1] if g)) for m in (sz._SUMMARY.findall(t) for t in (
         "========= ERROR SUMMARY: 3 errors", "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"))]  # fmt: skip

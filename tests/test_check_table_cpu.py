@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import opsmith as ok
-from opsmith.check_samples import ShapeSolver
+from opsmith.checking.samples import ShapeSolver
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -123,8 +123,8 @@ def test_check_on_a_machine_without_a_gpu_skips_what_needs_one():
 
 def test_autograd_row_needs_a_differentiation_error_not_a_refused_input(monkeypatch):
     """An opsmith op without a backward passes the autograd row only by refusing the gradient itself."""
-    from opsmith.check_samples import ShapeSolver
-    from opsmith.checking import _check_autograd
+    from opsmith.checking.harness import _check_autograd
+    from opsmith.checking.samples import ShapeSolver
 
     src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
     op = ok.cuda_kernel_op("t_cli::nograd", ok.KernelSpec(kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x")],

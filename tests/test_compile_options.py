@@ -11,9 +11,9 @@ import torch
 
 import opsmith as ok
 from opsmith import native
+from opsmith.declare.record import KernelRecord
 from opsmith.flavors.options import parse_options
 from opsmith.native.build import NativeBuildError
-from opsmith.record import KernelRecord
 
 NS = "t_copts"
 

@@ -136,7 +136,7 @@ def test_distributed_example_on_two_cpu_ranks(mode):
 
 def test_no_process_group_means_local_tuning(monkeypatch):
     """Without torch.distributed initialized the tuner tunes on its own (the single-GPU path is unchanged)."""
-    from opsmith.autotune import Tuner
+    from opsmith.tuning.autotune import Tuner
 
     monkeypatch.setenv("OPSMITH_DISABLE_DISK_CACHE", "1")
     assert not torch.distributed.is_initialized()
@@ -151,8 +151,8 @@ def test_decisions_export_and_import(tmp_path, monkeypatch):
     machine's cache with no tuning; a tampered file is rejected, not used."""
     import json
 
-    from opsmith.autotune import Tuner
     from opsmith.cli import main
+    from opsmith.tuning.autotune import Tuner
 
     configs = [{"params": {"B": b}} for b in (1, 2, 3)]
 

@@ -28,7 +28,7 @@ def test_row(cid):
 @pytest.mark.parametrize("cid", sorted(em.CPU_ARGS))
 def test_row_through_the_python_dry_run_on_cpu_tensors(cid):
     """The eager code's own guards (not the fake's) on CPU tensors: everything but the launch runs."""
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     kind, args = em.CPU_ARGS[cid]
     fn, _ = make_dry_run(em.op(kind))

@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
 from examples.catalog.basic import RELU
-from opsmith import launch
+from opsmith.flavors import launch
 
 NS = "t_faults_cpu"
 BIG = 2**31 + 7

@@ -12,7 +12,7 @@ import torch
 import opsmith as ok
 from examples.catalog import shipped_cases
 from examples.catalog.basic import FLAT, RELU, REPEAT2, register_all
-from opsmith.sanitize import find_compute_sanitizer, sanitize
+from opsmith.checking.sanitize import find_compute_sanitizer, sanitize
 
 pytestmark = pytest.mark.gpu
 NS = "t_gpu_check"
@@ -163,7 +163,7 @@ def test_an_op_that_leaves_outputs_unwritten_fails_numerics(shape):
 
 
 def test_the_poisoned_pool_hands_out_poisoned_memory():
-    from opsmith.checking import poisoned
+    from opsmith.checking.case import poisoned
 
     for n in (7 * 1000, 64 * 4096, 1 << 22):
         with poisoned(torch.device("cuda"), 4 * n) as ok_:

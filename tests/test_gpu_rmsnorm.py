@@ -117,7 +117,7 @@ def test_opcheck_forward_and_backward_ops(impl):
 def test_dweight_pass_sums_partials_in_a_fixed_order(impl):
     """The second backward kernel: column sums of the partial rows cast to the weight's dtype. Row counts
     above one Triton tile (64) and one CUDA warp's share, columns that are not a multiple of 32, float64."""
-    from opsmith.registration import registered_ops
+    from opsmith.torchlib.registration import registered_ops
 
     rmsnorm_ops(impl)
     op = registered_ops()[f"opsmith::rmsnorm_{impl}_dweight"]

@@ -47,7 +47,7 @@ before = {"scale": scale_py(x)} | {k: grads(op) for k, op in ops_py.items()}
 print("python path:", scale_py.serving, ops_py["cuda"].serving)
 # The RMSNorm ops are tuned: the served ops take the Python copies' decisions, so both run the same configs
 # (two tunings may pick different ones, whose roundings differ).
-from opsmith.registration import registered_ops
+from opsmith.torchlib.registration import registered_ops
 reg = registered_ops()
 for name, op in reg.items():
     if name.startswith("t_gpu_serving::") and op.tuner is not None:

@@ -14,7 +14,7 @@ from conftest import assert_launches_on_current_stream
 import opsmith as ok
 from examples.catalog.basic import RELU
 from examples.catalog.tuned import register_tuned
-from opsmith.registration import registered_ops
+from opsmith.torchlib.registration import registered_ops
 
 pytestmark = pytest.mark.gpu
 NS = "t_gput"

@@ -113,8 +113,8 @@ def test_3_a_fixed_output_type_does_not_pin_the_input():
 def test_3_each_instantiation_is_checked_against_the_call():
     """The compiled instantiation's own parameter types are the last word: a pointer whose type the probe
     could not tie to a slot (a trait) is checked when the instantiation is built."""
-    from opsmith.binding import check_instantiation
-    from opsmith.signature import KernelParam
+    from opsmith.declare.binding import check_instantiation
+    from opsmith.declare.signature import KernelParam
 
     op = _reg("inst", GENERIC, "to_f32<{T_x}>", extras=[ok.Numel("x", "int64")])
     params = [KernelParam("x", True, "f16", "__half const*", 8), KernelParam("n", False, "i64", "long long", 8),
@@ -385,8 +385,8 @@ def test_blind_spot_target_is_part_of_the_compile_cache_key(tmp_path, monkeypatc
 
 
 def test_blind_spot_a_tuning_entry_for_another_config_is_a_miss(tmp_path, monkeypatch):
-    from opsmith.autotune import Tuner
     from opsmith.cache import DiskCache
+    from opsmith.tuning.autotune import Tuner
 
     monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
     configs = [{"params": {"B": 1}}, {"params": {"B": 2}}]
@@ -402,7 +402,7 @@ def test_blind_spot_a_tuning_entry_for_another_config_is_a_miss(tmp_path, monkey
 
 def test_blind_spot_the_tuning_identity_and_key_cover_what_decides_the_winner():
     from examples.catalog.tuned import BLOCKS, register_tuned
-    from opsmith.registration import tuning_identity
+    from opsmith.torchlib.registration import tuning_identity
 
     op = register_tuned(f"{NS}_ident")["softmax_tuned"].op
     base = tuning_identity(op.qualname, "cuda", op.variants.sources, op.record)
@@ -410,7 +410,7 @@ def test_blind_spot_the_tuning_identity_and_key_cover_what_decides_the_winner():
     assert len(set(base["sources"])) == len(BLOCKS) and base == op.tuner.identity
     # The key the generated code computes separates dtypes (and row-length buckets): evaluate it.
     expr = op.impl_source.split("_tk = ")[1].split("\n")[0]
-    from opsmith.autotune import pow2
+    from opsmith.tuning.autotune import pow2
 
     def key(x):
         return eval(expr, {"_pow2": pow2}, {"x": x})
@@ -470,7 +470,7 @@ def test_blind_spot_importing_and_registering_touch_no_gpu():
         "def boom(*a, **k): raise SystemExit('touched the GPU')\n"
         "torch.cuda._lazy_init = boom\ntorch.cuda.init = boom\n"
         "import cuda.bindings.driver as drv\ndrv.cuInit = boom\n"
-        "import opsmith as ok\nfrom opsmith.registration import registered_ops\n"
+        "import opsmith as ok\nfrom opsmith.torchlib.registration import registered_ops\n"
         "assert not registered_ops()\n"
         "ok.cuda_kernel_op('t_nogpu::k', ok.KernelSpec(kernel_source='extern \"C\" __global__ void k(const float* x, "
         "int n, float* y) {}', kernel_name='k', inputs=[ok.InputDecl('x')], outputs=[ok.OutputDecl('y', "

@@ -21,7 +21,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 import opsmith as ok
 from opsmith import InputDecl as I
 from opsmith import OutputDecl as O
-from opsmith.guards import bf16_bits, f16_bits, round_bits
+from opsmith.plan.guards import bf16_bits, f16_bits, round_bits
 
 NS = "t_hard3"
 HALF = 1 + 2**-11 + 2**-40  # fp16: 0x3c01 rounded once, 0x3c00 through float32
@@ -318,8 +318,8 @@ def test_5_comments_and_strings_of_generated_cpp_cannot_end_early():
 
 def test_dry_run_records_the_launch_of_a_shipped_op():
     """A launch's size asserted on CPU: RMSNorm's persistent backward launches min(rows, sm_count * MINB) blocks."""
-    from opsmith.eager import make_dry_run
     from opsmith.ops.rmsnorm import rmsnorm_ops
+    from opsmith.torchlib.eager import make_dry_run
 
     _, bwd = rmsnorm_ops("cuda", ns="t_hard3_rms")
     run, _ = make_dry_run(bwd)
@@ -355,7 +355,7 @@ def test_a_cache_directory_is_refused_exactly_when_group_or_others_can_write(tmp
 
 
 def test_a_stored_winner_must_name_one_of_the_configs():
-    from opsmith.autotune import Tuner
+    from opsmith.tuning.autotune import Tuner
 
     configs = [{"params": {"B": b}} for b in (1, 2, 3)]
     t = Tuner(f"{NS}::edge", {"op": "edge"}, configs, 0)
@@ -369,8 +369,8 @@ def test_a_stored_winner_must_name_one_of_the_configs():
 def test_4_tuning_where_every_config_refuses_the_inputs_raises_the_defaults_refusal():
     """What a native library without a decision raises (it launches the default): found on the H100, where the
     Python path said "no tuning config could run" and the native path named the grid."""
-    from opsmith.autotune import Tuner
     from opsmith.errors import InputError
+    from opsmith.tuning.autotune import Tuner
 
     t = Tuner(f"{NS}::all_refused", {"op": "all_refused"}, [{"params": {"T": 1}}, {"params": {"T": 2}}], 1,
               timer=lambda run, restore: [1.0])  # fmt: skip

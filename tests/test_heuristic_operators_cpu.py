@@ -8,8 +8,8 @@ import itertools
 import pytest
 
 import opsmith as ok
-from opsmith.expr import EXPR_GLOBALS, to_python
-from opsmith.symbolic import Sym, trace
+from opsmith.declare.expr import EXPR_GLOBALS, to_python
+from opsmith.declare.symbolic import Sym, trace
 
 triton = pytest.importorskip("triton", reason="heuristics are Triton's (the test extra installs Triton)")
 

@@ -121,7 +121,7 @@ def test_a_launch_refusal_is_an_input_error_at_trace_time(ops):
     with pytest.raises(ok.InputError, match=r"argument 'x': expected a launch of 1 to 65535 blocks along y"):
         jax.jit(f).trace(x)
     assert time.perf_counter() - t0 < 5
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     with pytest.raises(ok.InputError) as py:  # the PyTorch op's refusal (its eager code up to the launch): the same
         make_dry_run(ops["tall"])[0](torch.empty(70_000, 4))

@@ -43,7 +43,7 @@ def test_every_op_can_be_served_natively(monkeypatch):
     monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
     ops = llama_kernels(NS + "_native")
     assert {n: op.serving_why for n, op in ops.items() if "cannot be native" in (op.serving_why or "")} == {}
-    from opsmith.backward_program import is_program
+    from opsmith.plan.backward_program import is_program
 
     assert is_program(ops["rms_norm"].backward.fn) and is_program(ops["swiglu"].backward.fn)
 

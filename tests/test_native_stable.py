@@ -145,7 +145,7 @@ def test_an_align_make_input_reaches_the_kernel_as_an_aligned_copy_on_every_path
     """InputDecl(align=16) with contiguous="make": a misaligned view is copied before the launch, by the Python
     path and by both native targets (the stable one passed the view itself when its copy was left out)."""
     import opsmith as ok
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     src = 'extern "C" __global__ void copy16(const float* x, int n, float* y) {}'
     op = ok.cuda_kernel_op("stabcpu_align::copy16", ok.KernelSpec(

@@ -213,7 +213,7 @@ def test_a_heuristic_reads_triton_from_the_function_that_defined_it():
     """``triton`` imported inside a function reaches a heuristic lambda through its closure (as in
     examples/catalog/optional.py); the heuristic still traces to an expression."""
     pytest.importorskip("triton")
-    from opsmith.symbolic import Sym, trace
+    from opsmith.declare.symbolic import Sym, trace
 
     def make():
         import triton

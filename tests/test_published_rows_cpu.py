@@ -172,7 +172,7 @@ def test_a_scalar_compiled_in_warns_then_refuses_past_the_limit(ops, monkeypatch
     monkeypatch.setenv("OPSMITH_SPECIALIZE_WARN", "3")
     monkeypatch.setenv("OPSMITH_SPECIALIZE_LIMIT", "4")
     import opsmith as ok
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     op = register_rows(f"{NS}_limit")["smooth"]
 

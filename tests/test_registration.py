@@ -212,6 +212,6 @@ def test_importing_opsmith_registers_nothing_and_touches_no_gpu():
     import subprocess
     import sys
 
-    code = ("import torch, opsmith, sys; from opsmith.registration import registered_ops; "
+    code = ("import torch, opsmith, sys; from opsmith.torchlib.registration import registered_ops; "
             "sys.exit(1 if registered_ops() or torch.cuda.is_initialized() else 0)")  # fmt: skip
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -18,7 +18,7 @@ import opsmith as ok
 from examples.catalog.shapes import register_shapes
 from opsmith import InputDecl as I
 from opsmith import OutputDecl as O
-from opsmith.eager import make_dry_run
+from opsmith.torchlib.eager import make_dry_run
 
 NS = "t_shapes_cpu"
 HERE = Path(__file__).resolve().parent

@@ -102,11 +102,11 @@ def test_a_triton_kernels_shared_memory_is_its_compilers():
 def test_the_opted_in_amount_is_the_devices_for_a_per_call_expression():
     """A kernel whose shared memory comes per call opts into what the device allows (the C++ Kernel the
     same: shared_mem -1 in its table)."""
-    from opsmith.launch import SMEM_PER_CALL
+    from opsmith.flavors.launch import SMEM_PER_CALL
 
     op = _op("opt_in", "numel(q) * 4")
     x = torch.randn(6, 4)
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     dry, _ = make_dry_run(op)
     dry(x)

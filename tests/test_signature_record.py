@@ -10,13 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import opsmith as ok
-from opsmith.cubin import cubin_param_layout, cubin_symbols
-from opsmith.expr import evaluate
+from opsmith.declare.cubin import cubin_param_layout, cubin_symbols
+from opsmith.declare.expr import evaluate
+from opsmith.declare.geometry import lower_geometry
+from opsmith.declare.mangling import ProbeError, probe_parameters
+from opsmith.declare.record import KernelRecord
+from opsmith.declare.signature import name_params, params_from_probe, parse_ptx_entry
 from opsmith.flavors.cuda_cpp import CudaSource
-from opsmith.geometry import lower_geometry
-from opsmith.mangling import ProbeError, probe_parameters
-from opsmith.record import KernelRecord
-from opsmith.signature import name_params, params_from_probe, parse_ptx_entry
 
 NS = "t_sig"
 

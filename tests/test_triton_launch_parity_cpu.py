@@ -76,7 +76,7 @@ def test_the_interpreter_runs_64_bit_seeds_and_per_call_dtypes_as_tritons_own_la
 
 def test_a_seed_outside_int64_is_refused_naming_the_argument(dropout):
     """What no PyTorch int holds (Triton's u64) is refused before the launch, on the eager code's path."""
-    from opsmith.eager import make_dry_run
+    from opsmith.torchlib.eager import make_dry_run
 
     dry, _ = make_dry_run(dropout)
     with pytest.raises(

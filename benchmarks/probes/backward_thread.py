@@ -50,9 +50,9 @@ def _in_thread(step, calls: int) -> float:
 
 def _program_step(impl: str, x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor):
     """The op's declared backward program, run directly (no autograd): the two ops and two allocations."""
-    from opsmith.autograd import _program
     from opsmith.ops.rmsnorm import _backward
-    from opsmith.registration import _REGISTRY
+    from opsmith.plan.backward_program import program_of as _program
+    from opsmith.registry import _REGISTRY
 
     fwd, bwd = rmsnorm_ops(impl)
     decl = _backward(bwd, _REGISTRY[f"opsmith::rmsnorm_{impl}_dweight"], impl)
@@ -101,7 +101,7 @@ def main() -> int:
 def _attribute(impl: str, rows: dict, calls: int) -> None:
     """Where the backward's time goes on each thread: the program's run (its two ops and two buffers) timed
     inside the autograd callback, against the whole step."""
-    from opsmith import backward_program
+    from opsmith.plan import backward_program
 
     inside: list[float] = []
     run = backward_program.Program.run

@@ -38,7 +38,7 @@ def main() -> None:
     values = (x.data_ptr(), w.data_ptr(), 1e-6, x.numel(), y.data_ptr())
     print(f"CuteKernel.launch: {per_call(lambda: kernel.launch(0, *values)):.1f} us")
     args = [v if c is None else c(v) for c, v in zip(kernel._convert, values, strict=True)]
-    from opsmith.launch import _STREAMS, _raw_stream
+    from opsmith.flavors.launch import _STREAMS, _raw_stream
 
     s = _STREAMS[_raw_stream(0)]
     print(f"DSL __call__ with prepared args: {per_call(lambda: kernel.fn(*args, s)):.1f} us")

@@ -16,7 +16,7 @@ os.environ["OPSMITH_AUTOTUNE"] = "0"
 os.environ["OPSMITH_NATIVE"] = "0"
 import torch
 
-from opsmith.expr import evaluate, parse_size
+from opsmith.declare.expr import evaluate, parse_size
 from opsmith.ops.rmsnorm import _partial_rows, rmsnorm_ops
 
 WANT = {"THREADS": 512, "MAXV": 4, "MINB": 1, "STAGED": 2, "CLUSTER": 8, "SHORT": 2}

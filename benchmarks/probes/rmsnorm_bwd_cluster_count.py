@@ -19,7 +19,7 @@ os.environ["OPSMITH_NATIVE"] = "0"  # the Python path launches the forced config
 import torch
 from triton.testing import do_bench
 
-from opsmith.expr import evaluate, parse_size
+from opsmith.declare.expr import evaluate, parse_size
 from opsmith.ops.rmsnorm import _partial_rows, rmsnorm_ops
 
 EPS = 1e-6

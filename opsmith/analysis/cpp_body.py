@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ..signature import _split_top_level, _strip_comments, _text_param, kernel_base_name
+from ..declare.signature import _split_top_level, _strip_comments, _text_param, kernel_base_name
 from .reads import KernelReads, closure
 
 __all__ = ["cpp_reads"]

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..declare.spec import Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Size, Stride
 from ..errors import DeclarationWarning, SpecError
-from ..spec import Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Size, Stride
 from .reads import KernelReads
 
 __all__ = ["Finding", "check_silence", "foreign_strides", "single_dims", "unread_extras"]

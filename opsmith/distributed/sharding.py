@@ -39,9 +39,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..declare.record import KernelRecord, TensorArg
+from ..declare.spec import Custom, Elementwise, Grid, Reduction
 from ..errors import ShardingError, SpecError
-from ..record import KernelRecord, TensorArg
-from ..spec import Custom, Elementwise, Grid, Reduction
 
 __all__ = [
     "ShardingPlan",

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from ..declare.record import KernelRecord, TensorArg
+from ..declare.signature import KernelParam
+from ..declare.spec import Config
 from ..errors import SpecError
-from ..record import KernelRecord, TensorArg
-from ..signature import KernelParam
-from ..spec import Config
 
 __all__ = [
     "UNIT",

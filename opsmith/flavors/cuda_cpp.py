@@ -24,11 +24,18 @@ import time
 from pathlib import Path
 
 from ..cache import compile_cache, make_key
-from ..cubin import cubin_param_layout, cubin_symbols
+from ..declare.cubin import cubin_param_layout, cubin_symbols
+from ..declare.mangling import ProbeError
+from ..declare.signature import (
+    SLOT_PREFIX,
+    KernelParam,
+    name_params,
+    params_from_probe,
+    parse_ptx_entry,
+    source_kernel_names,
+)
+from ..declare.spec import Config
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
-from ..mangling import ProbeError
-from ..signature import SLOT_PREFIX, KernelParam, name_params, params_from_probe, parse_ptx_entry, source_kernel_names
-from ..spec import Config
 from .base import Binary
 from .options import CompileOptions
 
@@ -62,6 +69,23 @@ def arch_problem(arch: object) -> str:
         names = ", ".join(f"sm_{a}" for a in supported)
         return f"{arch!r} is not an architecture NVRTC {'.'.join(map(str, nvrtc_version()))} compiles for ({names})"
     return ""
+
+
+def default_arch() -> str:
+    """The architecture compiled at registration: the current GPU's, else ``OPSMITH_DEFAULT_ARCH``."""
+    import torch
+
+    from .. import env
+
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"sm_{major}{minor}"
+    arch = env.DEFAULT_ARCH.get()
+    why = arch_problem(arch)
+    if why:
+        raise ToolchainError(f"{env.DEFAULT_ARCH.name}: {why}. Fix: set it to one of those (sm_90 for an H100/H200), or "
+                             "unset it.")  # fmt: skip
+    return arch
 
 
 def toolkit_include_dirs() -> tuple[str, ...]:
@@ -378,8 +402,8 @@ class CudaSource:
         return Binary(data, target, arch, symbol, False, time.perf_counter() - t0, params=tuple(params), jit=jit)  # type: ignore[arg-type]
 
     def _check_instantiation(self, spec: tuple, binary: Binary) -> None:
-        from ..binding import check_instantiation
-        from ..record import dtype_from_name
+        from ..declare.binding import check_instantiation
+        from ..declare.record import dtype_from_name
 
         if self._record is None:
             return

@@ -33,13 +33,13 @@ from typing import Any
 import torch
 
 from ..cache import compile_cache, make_key
+from ..declare.fingerprint import describe
+from ..declare.record import KernelRecord
+from ..declare.signature import KernelParam
+from ..declare.spec import Config
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
-from ..fingerprint import describe
-from ..launch import _STREAMS, _current_device, _raw_stream, _stream_handle
-from ..record import KernelRecord
-from ..signature import KernelParam
-from ..spec import Config
 from .base import constexpr_values, param_roles
+from .launch import _STREAMS, _current_device, _raw_stream, _stream_handle
 
 __all__ = ["CuteExport", "CuteKernel", "CuteSource", "cutlass_version"]
 

@@ -12,10 +12,10 @@ import re
 from collections.abc import Sequence
 
 from ..cache import make_key
-from ..cubin import cubin_param_layout, cubin_symbols
+from ..declare.cubin import cubin_param_layout, cubin_symbols
+from ..declare.signature import KernelParam, parse_ptx_entry
+from ..declare.spec import Config
 from ..errors import SpecError
-from ..signature import KernelParam, parse_ptx_entry
-from ..spec import Config
 from .base import Binary
 from .options import parse_options
 

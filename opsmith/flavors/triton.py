@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from ..cache import compile_cache, make_key
+from ..declare.record import KernelRecord
+from ..declare.signature import KernelParam, parse_ptx_entry
+from ..declare.spec import Config, DtypeOf
 from ..errors import CompileError, LaunchError, SpecError
-from ..record import KernelRecord
-from ..signature import KernelParam, parse_ptx_entry
-from ..spec import Config, DtypeOf
 from .base import UNIT, Binary, constexpr_values, param_roles, scalar_from_key
 
 __all__ = ["TritonSource", "is_triton_kernel"]
@@ -218,7 +218,7 @@ class TritonSource:
         opts = {"warps": self.num_warps, "stages": self.num_stages}
         opts |= {k: v for k in ("num_ctas", "maxnreg") if (v := self.options[k]) != LAUNCH_OPTIONS[k]}
         if self.heuristics:
-            from ..fingerprint import describe
+            from ..declare.fingerprint import describe
 
             opts["heuristics"] = [[h.name, describe(h.fn)] for h in self.heuristics]
         return make_key({"flavor": "triton", "kernel": source_digest(self.kernel), "name": self.kernel_name,
@@ -568,7 +568,7 @@ def _interpreted_sources(fn: Any, seen: dict[int, str]) -> list[str]:
     try:
         seen[id(fn)] = inspect.getsource(fn)
     except (OSError, TypeError):
-        from ..fingerprint import describe
+        from ..declare.fingerprint import describe
 
         seen[id(fn)] = make_key({"code": describe(fn)})
     out = [seen[id(fn)]]

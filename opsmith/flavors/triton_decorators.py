@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..declare.spec import Autotune
 from ..errors import SpecError
-from ..spec import Autotune
 
 __all__ = ["Heuristic", "heuristic_entries", "make_pruner", "trace_heuristics", "unwrap"]
 
@@ -73,7 +73,7 @@ def _from_autotuner(op: str, at: Any) -> Autotune:
     if getattr(at, "early_config_prune", None) or getattr(at, "perf_model", None):
         prune = {"early_config_prune": at.early_config_prune, "perf_model": at.perf_model,
                  "top_k": getattr(at, "configs_top_k", 1.0)}  # fmt: skip
-    from ..validate import from_triton_config
+    from ..declare.validate import from_triton_config
 
     configs = [from_triton_config(op, f"@triton.autotune configs[{k}]", c) for k, c in enumerate(at.configs)]
     return Autotune(configs=configs, key=list(at.keys), prune_configs_by=prune,
@@ -84,7 +84,7 @@ def _from_autotuner(op: str, at: Any) -> Autotune:
 def trace_heuristics(source: Any, record: Any) -> list[Any]:
     """Per heuristic of ``source`` (a TritonSource bound to ``record``, one config): its value under this
     config, a constant or an expression tree over the record's refs."""
-    from ..symbolic import Sym, SymTensor, Untraceable, _Opaque, trace
+    from ..declare.symbolic import Sym, SymTensor, Untraceable, _Opaque, trace
     from .base import param_roles
 
     args: dict[str, Any] = {}

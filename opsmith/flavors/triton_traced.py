@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
+from ..declare.limits import INT_LIMITS
+from ..declare.record import KernelRecord, TensorArg
 from ..errors import LaunchError
 from ..inductor.writes import declared_writes
-from ..plan import INT_LIMITS
-from ..record import KernelRecord, TensorArg
 from .triton import TritonSource, _interpreted
 
 log = logging.getLogger("opsmith.compile")
@@ -41,7 +41,7 @@ def _traced_config(record: KernelRecord, tuner: Any, tensors: list, xvals: list)
     the declared default. Tracing never tunes (fake tensors have no data to time)."""
     if tuner is None:
         return 0
-    from ..autotune import pow2
+    from ..tuning.autotune import pow2
 
     key: list[Any] = [None if t is None else t.dtype for t in tensors]
     for entry in record.tune_key:
@@ -60,7 +60,7 @@ def _prepare(record: KernelRecord, args: list, outs: list | None) -> None:
     """The eager code's layout rules on traced tensors: each input conformed to what the kernel addresses
     (``outs`` None), then, once the outputs exist, tensors sharing one stride parameter made to agree
     (``layout.py``)."""
-    from ..layout import conform, share_strides
+    from ..plan.layout import conform, share_strides
 
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
@@ -85,16 +85,16 @@ def _prepare(record: KernelRecord, args: list, outs: list | None) -> None:
                 args[positions[int(r[1:])]] = t
 
 
-def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, interpret: bool = False) -> Any:
+def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: Any, interpret: bool = False) -> Any:
     """The op written as PyTorch calls plus ``wrap_triton(kernel)[grid](...)``: what torch.compile traces
     (so Inductor sees and can fuse around the kernel) and what the Triton interpreter runs on CPU. Grids and
     extras are the op's own (``variants``), evaluated on the traced tensors; arguments go by the kernel's
     parameter names."""
-    from ..fake import make_fake
-
     sources: list[TritonSource] = variants.sources
     tuner = variants.tuner
-    alloc = make_fake(record)  # checks dtype, rank, shape and sizes, allocates the outputs (any tensor kind)
+    alloc = fake(
+        record
+    )  # the op's fake implementation (torchlib/fake.py): checks dtype, rank, shape and sizes, allocates the outputs (any tensor kind)
     extras, grids = variants.extra_fns, variants.grids
     takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
     op = record.op_name
@@ -240,13 +240,14 @@ def _entry(record: KernelRecord, src: TritonSource, floats: list[str], passed: l
 
 
 def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, variants: Any, custom: Any,
-                     eager: Any, register_cpu: bool = True) -> Any:  # fmt: skip
+                     eager: Any, fake: Any, register_cpu: bool = True) -> Any:  # fmt: skip
     """What ``torch.library.triton_op`` adds to a custom op, on our one registration path: under
     FunctionalTensorMode (AOTDispatcher, i.e. torch.compile) the op decomposes into its visible
     implementation, so Inductor sees the Triton kernel; ``torch.export`` keeps the op whole. Returns that rule
     (``inductor/choice.py`` registers it, beside the op's compile choice). CPU tensors
     run through the Triton interpreter when ``TRITON_INTERPRET=1``; otherwise they get the eager guards'
-    clear device error."""
+    clear device error. ``fake``: the registration path's fake implementation of a record (``make_fake``), which
+    allocates the outputs the traced kernel writes."""
     from torch._subclasses.fake_tensor import FakeTensor
     from torch._subclasses.functional_tensor import FunctionalTensor
 
@@ -276,7 +277,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
         if any(not issubclass(t, FakeTensor | FunctionalTensor) and t is not torch.Tensor for t in types):
             return NotImplemented
         if visible is None:
-            visible = make_visible_impl(record, variants, custom)
+            visible = make_visible_impl(record, variants, custom, fake)
         with mode:
             try:
                 return visible(*args, **kwargs)
@@ -296,7 +297,7 @@ def register_visible(lib: Any, op_name: str, name: str, record: KernelRecord, va
 
         if triton.knobs.runtime.interpret:
             if interpreted is None:
-                interpreted = make_visible_impl(record, variants, custom, interpret=True)
+                interpreted = make_visible_impl(record, variants, custom, fake, interpret=True)
             return interpreted(*args)
         return eager(*args)  # raises opsmith's "expected a CUDA tensor" error
 

@@ -75,7 +75,7 @@ class CompileChoice:
     """The compile choice of one op: its mode, its decisions (a ``Tuner`` over the two ways), what it measured."""
 
     def __init__(self, op_name: str, mode: str, reference: Callable | None, identity: dict) -> None:
-        from ..autotune import Tuner
+        from ..tuning.autotune import Tuner
 
         self.op_name, self.mode, self.reference = op_name, mode, reference
         self.tuner = Tuner(op_name, {**identity, "decision": "compile"}, [{"compile": "kernel"}, {"compile": "reference"}],
@@ -86,7 +86,7 @@ class CompileChoice:
         self._lock = threading.RLock()  # two threads tracing the same bucket decide once
 
     def bucket(self, args: tuple) -> tuple:
-        from ..autotune import pow2
+        from ..tuning.autotune import pow2
 
         key: list[Any] = []
         for a in args:
@@ -218,7 +218,7 @@ def _exporting() -> bool:
 def choices_table() -> str:
     """The ops whose compile mode is not "kernel", one row per decided bucket: what torch.compile traced and the
     two times (blank where the decision came from the disk or another rank). Empty when there are none."""
-    from ..registration import registered_ops
+    from ..registry import registered_ops
 
     rows = [("op", "mode", "bucket", "traced", "kernel ms", "reference ms")]
     for name, op in sorted(registered_ops().items()):

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
+from ..declare.record import TensorArg
 from ..errors import SpecError
 from ..native.xla_cpp import GIVEN
-from ..record import TensorArg
 
 __all__ = ["abstract_eval", "refusal", "to_jax_dtype", "to_torch_dtype"]
 
@@ -70,7 +70,7 @@ def abstract_eval(op: Any, *args: Any, **scalars: Any) -> tuple:
     Raises what a launch of the op raises in PyTorch (an ``InputError`` naming the op, argument and fix)."""
     import jax
 
-    from ..eager import checks_of
+    from ..torchlib.eager import checks_of
 
     _check(op)
     call = _meta_args(op, args, scalars)

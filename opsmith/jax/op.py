@@ -30,10 +30,10 @@ from typing import Any
 
 import torch
 
+from ..declare.record import TensorArg
 from ..errors import InputError, SpecError, ToolchainError
 from ..native.build import closure
 from ..native.xla_cpp import GIVEN
-from ..record import TensorArg
 from .abstract import _check, abstract_eval, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
 
@@ -339,11 +339,11 @@ class _Backward:
     """The declared backward in JAX (``jax.custom_vjp``), run as the PyTorch op's autograd runs it."""
 
     def __init__(self, op: Any, dry_run: bool, platform: str | None) -> None:
-        from ..autograd import _program, check_backward
+        from ..plan.backward_program import check_backward, program_of
 
         self.spec = op.backward
         self.sources, self.grad_of = check_backward(op.record.op_name, op.record, self.spec)
-        self.program = _program(op.record, self.spec)
+        self.program = program_of(op.record, self.spec)
         self.dry_run = dry_run
         fn = self.spec.fn
         steps = [s.op for s in self.program.items if hasattr(s, "op")] if self.program else [fn]
@@ -423,7 +423,7 @@ def _allocate(a: Any, env: dict, sizes_of: Any) -> Any:
     (``backward_program._allocate``) over meta tensors of the arrays, with the SM count of the GPU JAX runs on
     (device 0's; 132 without one, as geometry does). Uninitialized, as PyTorch's ``torch.empty``: the steps
     write every element they read (a program's contract on every path)."""
-    from ..backward_program import _allocate as allocate
+    from ..plan.backward_program import _allocate as allocate
 
     meta = {k: torch.empty(tuple(v.shape), dtype=to_torch_dtype(v.dtype), device="meta")
             for k, v in env.items() if hasattr(v, "shape")}  # fmt: skip

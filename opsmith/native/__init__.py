@@ -52,7 +52,7 @@ def _archs(archs: Sequence[str] | None) -> list[str]:
             if why:
                 raise SpecError("opsmith build", "archs", f"{why}.", "pass GPU architectures like sm_90.")
         return list(archs)
-    from ..registration import default_arch
+    from ..flavors.cuda_cpp import default_arch
 
     return [default_arch()]
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..autograd import _program, check_backward
-from ..backward_program import _Alloc
-from ..record import KernelRecord, TensorArg
+from ..declare.record import KernelRecord, TensorArg
+from ..plan.backward_program import _Alloc, check_backward, program_of
 from .codegen import cpp_signature
 from .cpp import AT_DTYPE, comment, cpp_str, op_scope, sym_expr
 
@@ -119,7 +118,7 @@ def _no_backward(r: KernelRecord) -> str:
 def _backward(r: KernelRecord, backward: Any) -> str:
     ret, types, names = cpp_signature(r)
     sources, grad_of = check_backward(r.op_name, r, backward)
-    program = _program(r, backward)
+    program = program_of(r, backward)
     kept_in = sorted({k for kind, k in sources if kind == "in"})
     kept_out = sorted({k for kind, k in sources if kind == "out"})
     graded = {k for kind, k in sources if kind == "grad"}

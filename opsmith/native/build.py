@@ -27,9 +27,9 @@ import torch
 
 from .. import env
 from ..cache import DiskCache, make_key
+from ..declare.record import KernelRecord
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
 from ..flavors.base import likely_spec
-from ..record import KernelRecord
 from .codegen import NativeOp, Variant
 from .cpp import SCALAR_TYPE
 from .library import Image, image_label, library_source
@@ -109,7 +109,7 @@ def refusal(op: Any, target: str = "aten") -> tuple[str, str] | None:
         return ("its Triton kernel runs in the interpreter (TRITON_INTERPRET=1).", "build without TRITON_INTERPRET.")
     bw = getattr(op, "backward", None)
     if bw is not None:
-        from ..backward_program import is_program
+        from ..plan.backward_program import is_program
 
         if not is_program(bw.fn) and not hasattr(bw.fn, "record"):
             return ("its backward is a Python function.", "write the backward as another opsmith op, or as a program "
@@ -119,8 +119,8 @@ def refusal(op: Any, target: str = "aten") -> tuple[str, str] | None:
 
 def closure(ops: Iterable[Any]) -> list[Any]:
     """The ops and every op their backwards call, callees first."""
-    from ..backward_program import is_program
-    from ..spec import Step
+    from ..declare.spec import Step
+    from ..plan.backward_program import is_program
 
     order: list[Any] = []
     seen: set[str] = set()

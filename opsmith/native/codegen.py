@@ -1,4 +1,4 @@
-"""C++ for one op: its call plan (``plan.py``) printed as the CUDA kernel of a native library (guards,
+"""C++ for one op: its call plan (``plan/steps.py``) printed as the CUDA kernel of a native library (guards,
 conversions, outputs, extras, the tuning decision, the variant for the call's dtypes and sizes, the checked
 grid, the launch on the current stream) and as its Meta kernel (the plan's meta semantics, over symbolic
 sizes). The Python printers (``eager.py``, ``fake.py``) print the same plan; this module decides nothing.
@@ -12,10 +12,10 @@ from typing import Any
 
 import torch
 
-from .. import plan as P
-from ..expr import bounds
-from ..record import KernelRecord, dtype_from_name
-from ..validate import PYTHON_PATH_NS
+from ..declare.expr import bounds
+from ..declare.record import KernelRecord, dtype_from_name
+from ..declare.validate import PYTHON_PATH_NS
+from ..plan import steps as P
 from .cpp import SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 from .dispatch_cpp import int_arg, launch, tables

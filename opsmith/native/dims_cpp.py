@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import plan as P
+from ..plan import steps as P
 from .cpp import cpp_str, sym_expr
 
 __all__ = ["DIMS_CPP", "DimsSteps"]

@@ -2,7 +2,7 @@
 C types, the call's specialization (dtypes, alignment, sizes and scalars compiled in, heuristics), the tuning
 decision, the variant table and its lookup, the launch on the current stream (or a CuTe DSL host function's
 call), and a served library's hand-off to the Python path. ``codegen.py`` prints the steps before it; both
-print the plan (``plan.py``) and decide nothing.
+print the plan (``plan/steps.py``) and decide nothing.
 """
 
 from __future__ import annotations

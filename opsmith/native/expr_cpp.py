@@ -8,7 +8,7 @@ division by zero is a refusal naming the expression, not a SIGFPE. Symbolic size
 buffers under torch.compile) compute over ``c10::SymInt``, whose symbolic ``/`` is a floor division too.
 """
 
-from ..plan import SMEM_MAX
+from ..plan.steps import SMEM_MAX
 
 EXPR_CPP = r"""
 namespace opsmith {

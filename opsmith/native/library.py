@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .. import __version__
+from .._version import __version__
 from .autograd_cpp import autograd_source, caller_source
 from .codegen import NativeOp, op_source
 from .cpp import cpp_str

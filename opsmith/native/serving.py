@@ -56,7 +56,7 @@ from .build import (
 )
 from .codegen import python_path_op
 
-__all__ = ["MISSES", "ServingCounts", "attach", "counts", "python_cpu_kernel", "served_backend", "table", "wait"]
+__all__ = ["MISSES", "ServingCounts", "attach", "counts", "served_backend", "table", "wait"]
 
 log = logging.getLogger("opsmith.native")
 
@@ -147,7 +147,7 @@ def counts(op: Any) -> ServingCounts:
 def table() -> str:
     """Every registered op's serving, as one table: what serves it, the calls each path ran, why calls went
     to the Python path, the libraries built for it and their time."""
-    from ..registration import registered_ops
+    from ..registry import registered_ops
 
     rows = [("op", "serving", "native calls", "Python-path calls (why)", "libraries (s)")]
     for name, op in sorted(registered_ops().items()):
@@ -177,19 +177,6 @@ def served_backend() -> str | None:
     if mode not in ("auto", "on", "1", "true", "yes"):
         raise ValueError(f"{env.NATIVE.name}={mode!r} is not one of auto, off, dry-run. Fix: set it to auto or off.")
     return "CUDA"
-
-
-def python_cpu_kernel(impl: Any, plan: Any, record: Any, variants: Any) -> Any:
-    """The CPU kernel of a generated implementation: ``impl`` (its guards refuse CPU tensors), or under
-    ``OPSMITH_NATIVE=dry-run`` the Python path's dry run (``eager.make_dry_run``), which records its launches
-    on CPU tensors as the served dry-run library does."""
-    if served_backend() != "CPU" or plan is None:
-        return impl
-    from types import SimpleNamespace
-
-    from ..eager import make_dry_run
-
-    return make_dry_run(SimpleNamespace(plan=plan, record=record, variants=variants))[0]
 
 
 def _why_python(op: Any, native: bool, backend: str | None) -> str | None:

@@ -25,8 +25,7 @@ from typing import Literal
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-from ..registration import Op
-from ..spec import (
+from ..declare.spec import (
     Autotune,
     Backward,
     Buffer,
@@ -43,6 +42,7 @@ from ..spec import (
     Step,
     TuneDim,
 )
+from ..torchlib.registration import Op
 
 __all__ = ["LlamaRMSNorm", "RMSNorm", "check_cases", "dweight_op", "reference_rms_norm", "rms_norm", "rmsnorm_ops"]
 
@@ -310,7 +310,7 @@ def _check_inputs(shape: tuple[int, ...], dtype: torch.dtype, device: torch.devi
 def check_cases() -> list:
     """Both kernels' forward ops (with their backward) as conformance cases: ``opsmith check
     opsmith.ops.rmsnorm:check_cases``. Rows from 1 to 40,000 long reach the Triton kernel's looped path."""
-    from ..checking import CheckCase
+    from ..checking.harness import CheckCase
 
     return [CheckCase(rmsnorm_ops(impl)[0], _check_inputs, reference_rms_norm, ((4, 1000), (2, 3, 4096), (3, 20000)),
                       (torch.float32, torch.float16, torch.bfloat16, torch.float64), tol={"atol": 1e-5, "rtol": 1e-5})
