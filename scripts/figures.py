@@ -32,7 +32,13 @@ def variant(d: dict, name: str) -> dict:
     return next(r for r in d["results"] if r["variant"] == name)
 
 
-HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant}
+def group(d: dict, name: str, kind: str) -> float:
+    """bench_llama.py's JSON: one variant's step profile, ms a step in one kernel group (0 where it has none)."""
+    return variant(d, name)["profile"]["groups"].get(kind, 0.0)
+
+
+HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
+           "group": group}  # fmt: skip
 
 
 def pages() -> list[Path]:
