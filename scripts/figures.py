@@ -37,8 +37,13 @@ def group(d: dict, name: str, kind: str) -> float:
     return variant(d, name)["profile"]["groups"].get(kind, 0.0)
 
 
+def fsdp(d: dict, run: int, name: str) -> dict:
+    """bench_llama_fsdp.py's JSON (several runs): one variant's result in run ``run`` (0-based)."""
+    return variant(d["runs"][run], name)
+
+
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
-           "group": group}  # fmt: skip
+           "group": group, "fsdp": fsdp}  # fmt: skip
 
 
 def pages() -> list[Path]:
