@@ -42,8 +42,39 @@ def fsdp(d: dict, run: int, name: str) -> dict:
     return variant(d["runs"][run], name)
 
 
+def among(parts: list[dict], name: str) -> dict:
+    """One variant's result in a bench_llama.py run split over several calls (a list of its JSONs)."""
+    return next(r for part in parts for r in part["results"] if r["variant"] == name)
+
+
+def loss_deviation(parts: list[dict], name: str, base: str = "hf") -> float:
+    """bench_llama.py's loss check: the largest relative difference of a step's loss from ``base``'s."""
+    r, b = among(parts, name), among(parts, base)
+    return max(abs(x - y) / abs(y) for x, y in zip(r["losses"], b["losses"], strict=True))
+
+
+def explained(parts: list[dict], name: str) -> dict:
+    """Dynamo's graphs and breaks of a variant's family (an eager row shares its compiled row's code)."""
+    family = name.removesuffix("-compile")
+    return among(parts, family + "-compile")["explain"]
+
+
+def step_part(profile: dict, part: str) -> float:
+    """A step profile's ms (llama_step_profile.py's groups and step time): a kernel group, "else" (every group but
+    GEMMs, attention and the optimizer), "wait" (the step less every kernel) or "step"."""
+    groups = profile["groups"]
+    if part == "step":
+        return profile["step_ms"]
+    if part == "wait":
+        return profile["step_ms"] - sum(groups.values())
+    if part == "else":
+        return sum(v for k, v in groups.items() if k not in ("gemm", "attention", "optimizer"))
+    return groups.get(part, 0.0)
+
+
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
-           "group": group, "fsdp": fsdp}  # fmt: skip
+           "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
+           "step_part": step_part}
 
 
 def pages() -> list[Path]:
