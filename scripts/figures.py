@@ -74,7 +74,7 @@ def step_part(profile: dict, part: str) -> float:
 
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
            "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
-           "step_part": step_part}
+           "step_part": step_part}  # fmt: skip
 
 
 def pages() -> list[Path]:
