@@ -28,7 +28,7 @@ MUTANTS = [
     Mutant(
         "poison-noop",
         "outputs are not poisoned before numerics",
-        "opsmith/check.py",
+        "opsmith/checking/case.py",
         "            b.fill_(255)",
         "            pass",
         ("tests/test_gpu_check.py",),
@@ -37,7 +37,7 @@ MUTANTS = [
     Mutant(
         "compile-static-runs-nothing",
         "compile-static compares nothing",
-        "opsmith/check.py",
+        "opsmith/checking/harness.py",
         '    for s in shapes:\n        _run_and_compare(case, case.inputs(s, dt, device), dt, f"compiled, shape {s}", fn)',
         '    for s in shapes[:0]:\n        _run_and_compare(case, case.inputs(s, dt, device), dt, f"compiled, shape {s}", fn)',
         (C,),
@@ -45,7 +45,7 @@ MUTANTS = [
     Mutant(
         "export-runs-nothing",
         "export checks nothing of the exported program",
-        "opsmith/check.py",
+        "opsmith/checking/harness.py",
         "    _check_exported_shapes(ep, case.op(*_clone(args)))\n    for s in (first, second):",
         "    for s in ():",
         (C,),
@@ -295,7 +295,7 @@ MUTANTS = [
     Mutant(
         "16-opcheck-nothing-ran",
         "opsmith check passes opcheck when no sample ran",
-        "opsmith/check.py",
+        "opsmith/checking/harness.py",
         "    if not samples:\n        raise AssertionError",
         "    if False:\n        raise AssertionError",
         (H,),
@@ -303,7 +303,7 @@ MUTANTS = [
     Mutant(
         "16-launch-error-as-refusal",
         "a LaunchError counts as a clear refusal",
-        "opsmith/check.py",
+        "opsmith/checking/harness.py",
         "            except InputError as e:  # a clear refusal",
         "            except Exception as e:  # a clear refusal",
         (H,),

@@ -13,7 +13,7 @@ MUTANTS = [
     Mutant(
         "22-1-cpp-half-through-float",
         "the native path rounds an fp16/bf16 scalar twice (double, float, half)",
-        "opsmith/native/codegen.py",
+        "opsmith/native/dispatch_cpp.py",
         "src = f\"opsmith::{'half' if p.ctype == 'f16' else 'bf16'}_bits({v})\"",
         "src = f\"c10::{'Half' if p.ctype == 'f16' else 'BFloat16'}(static_cast<float>({v})).x\"",
         (H3,),
