@@ -27,6 +27,18 @@ def host_ratios(d: dict, row: str, path: str) -> list[float]:
     return [r["host"][row][path]["median_us"] / r["host"][row]["aten"]["median_us"] for r in d["runs"]]
 
 
+def host_us(d: dict, row: str, path: str) -> list[float]:
+    """bench_host.py's JSON: per fresh process, ``path``'s median host time (us) for ``row``."""
+    return [r["host"][row][path]["median_us"] for r in d["runs"]]
+
+
+def host_calls(d: dict, row: str) -> list[int]:
+    """bench_host.py's JSON: the default path's timed calls, [the fewest served natively in a process, the most
+    that went to the Python path in one]."""
+    counts = [r["host"][row]["default"]["serving"] for r in d["runs"]]
+    return [min(c["native"] for c in counts), max(sum(v for k, v in c.items() if k != "native") for c in counts)]
+
+
 def variant(d: dict, name: str) -> dict:
     """bench_llama.py's JSON: the result of one variant."""
     return next(r for r in d["results"] if r["variant"] == name)
@@ -74,7 +86,7 @@ def step_part(profile: dict, part: str) -> float:
 
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
            "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
-           "step_part": step_part}  # fmt: skip
+           "step_part": step_part, "host_us": host_us, "host_calls": host_calls}  # fmt: skip
 
 
 def pages() -> list[Path]:
