@@ -39,6 +39,11 @@ def host_calls(d: dict, row: str) -> list[int]:
     return [min(c["native"] for c in counts), max(sum(v for k, v in c.items() if k != "native") for c in counts)]
 
 
+def backward_us(d: dict, run: int, path: str) -> float:
+    """bench_host.py's JSON: the RMSNorm forward+backward at (8, 4096, 4096), one path's median us a step."""
+    return d["runs"][run]["backward_8x4096x4096"][path]["median_us"]
+
+
 def variant(d: dict, name: str) -> dict:
     """bench_llama.py's JSON: the result of one variant."""
     return next(r for r in d["results"] if r["variant"] == name)
@@ -86,7 +91,8 @@ def step_part(profile: dict, part: str) -> float:
 
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
            "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
-           "step_part": step_part, "host_us": host_us, "host_calls": host_calls}  # fmt: skip
+           "step_part": step_part, "host_us": host_us, "host_calls": host_calls,
+           "backward_us": backward_us}  # fmt: skip
 
 
 def pages() -> list[Path]:
