@@ -44,6 +44,13 @@ def backward_us(d: dict, run: int, path: str) -> float:
     return d["runs"][run]["backward_8x4096x4096"][path]["median_us"]
 
 
+def sweep(d: dict, shape: list[int], impl: str, which: str) -> float:
+    """bench_rmsnorm.py's JSON: one implementation's ``which`` ("fwd_frac_copy", "bwd_ms", ...) at ``shape`` (the
+    sweep's rows, or the main shape)."""
+    rows = [d["main"], *d["sweep"]]
+    return next(r for r in rows if r["shape"] == shape)["impls"][impl][which]
+
+
 def variant(d: dict, name: str) -> dict:
     """bench_llama.py's JSON: the result of one variant."""
     return next(r for r in d["results"] if r["variant"] == name)
@@ -92,7 +99,7 @@ def step_part(profile: dict, part: str) -> float:
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
            "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
            "step_part": step_part, "host_us": host_us, "host_calls": host_calls,
-           "backward_us": backward_us}  # fmt: skip
+           "backward_us": backward_us, "sweep": sweep}  # fmt: skip
 
 
 def pages() -> list[Path]:
