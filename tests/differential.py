@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 import opsmith as ok
 from opsmith import native
+from opsmith.declare.record import TensorArg
 from opsmith.torchlib.eager import make_dry_run
 
 HERE = Path(__file__).resolve().parent
@@ -372,7 +373,7 @@ def _call(draw: Any, op: ok.Op, how: str, real: str = "cpu") -> list[dict]:
             shapes[t] = [s + 1 for s in shapes[t]]
     call = []
     for k, a in enumerate(r.inputs):
-        if isinstance(a, ok.record.TensorArg):
+        if isinstance(a, TensorArg):
             view = "zeros" if a.name == "dig" else views[a.name]
             call.append({"t": "tensor", "shape": shapes[a.name], "dtype": dtypes[a.name], "device": device,
                          "view": view, "seed": k})  # fmt: skip

@@ -150,7 +150,7 @@ def _no_backward():
 
 
 def _buffer_name():
-    bad = ok.Backward(fn=(ok.spec.Buffer("p\n} evil(); //", like="x"),), args=("grad_y",), grads=("x",),
+    bad = ok.Backward(fn=(ok.Buffer("p\n} evil(); //", like="x"),), args=("grad_y",), grads=("x",),
                       returns=("p\n} evil(); //",))  # fmt: skip
     return ok.cuda_kernel_op("errm::bw_name", spec(), backward=bad)
 

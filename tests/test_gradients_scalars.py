@@ -39,7 +39,7 @@ def register(ns: str = NS) -> dict:
     ref = lambda a, x, b, w: a * x + b * w  # noqa: E731
     by_op = ok.cuda_kernel_op(f"{ns}::by_op", decl, reference=ref, backward=ok.Backward(
         bwd, args=("grad_y", "alpha", "beta"), grads=("w", "x")))  # fmt: skip
-    program = (ok.spec.Step(bwd, args=("grad_y", "alpha", "beta"), outputs=("gw", "gx")),)
+    program = (ok.Step(bwd, args=("grad_y", "alpha", "beta"), outputs=("gw", "gx")),)
     by_program = ok.cuda_kernel_op(f"{ns}::by_program", decl, reference=ref, backward=ok.Backward(
         program, args=("grad_y", "alpha", "beta"), grads=("w", "x"), returns=("gw", "gx")))  # fmt: skip
     return {"by_op": by_op, "by_program": by_program, "bwd": bwd}

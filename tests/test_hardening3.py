@@ -298,11 +298,11 @@ def test_5_backward_program_names_are_identifiers():
     """A name with a newline would have been written into the C++ library as code."""
     src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
     fwd = _op("bw_fwd", src, "k")
-    bad = ok.Backward(fn=(ok.spec.Buffer("p\n} evil(); //", like="x"),), args=("grad_y",), grads=("x",),
+    bad = ok.Backward(fn=(ok.Buffer("p\n} evil(); //", like="x"),), args=("grad_y",), grads=("x",),
                       returns=("p\n} evil(); //",))  # fmt: skip
     with pytest.raises(ok.SpecError, match=r"backward.fn\[0\].name: 'p\\n} evil\(\); //' is not a usable argument"):
         _op("bw_bad", src, "k", backward=bad)
-    step_out = ok.Backward(fn=(ok.spec.Step(fwd, ("grad_y",), ("d x",)),), args=("grad_y",), grads=("x",),
+    step_out = ok.Backward(fn=(ok.Step(fwd, ("grad_y",), ("d x",)),), args=("grad_y",), grads=("x",),
                            returns=("d x",))  # fmt: skip
     with pytest.raises(ok.SpecError, match=r"backward.fn\[0\].outputs\[0\]: 'd x' is not a usable argument"):
         _op("bw_bad2", src, "k", backward=step_out)

@@ -35,7 +35,7 @@ def _top_level_imports(name: str, path: Path, mods: dict[str, Path], every: bool
         elif isinstance(node, ast.ImportFrom):
             base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1] if node.level else []
             target = ".".join([*base, *([node.module] if node.module else [])])
-            # ``from .. import env`` imports the module opsmith.env; ``from ..spec import Dim`` the module opsmith.spec
+            # ``from .. import env`` imports the module opsmith.env; ``from .spec import Dim`` the module opsmith.declare.spec
             found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in mods else target for a in node.names} & set(mods)
     return found - {name}
 
