@@ -92,9 +92,8 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
     parameter names."""
     sources: list[TritonSource] = variants.sources
     tuner = variants.tuner
-    alloc = fake(
-        record
-    )  # the op's fake implementation (torchlib/fake.py): checks dtype, rank, shape and sizes, allocates the outputs (any tensor kind)
+    # the op's fake implementation (torchlib/fake.py): checks dtype, rank, shape and sizes, allocates the outputs
+    alloc = fake(record)
     extras, grids = variants.extra_fns, variants.grids
     takes_config = custom is not None and len(inspect.signature(custom).parameters) >= 3
     op = record.op_name

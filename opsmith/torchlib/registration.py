@@ -40,7 +40,7 @@ from ..progress import configure_logging
 from ..registry import _REGISTRY, registered_ops
 from ..tuning.autotune import Tuner
 from .autograd import generic_no_backward, no_backward_globals, register_backward
-from .eager import make_eager
+from .eager import make_checks, make_dry_run, make_eager
 from .fake import make_fake
 from .schema import derive_schema
 from .variants import Variants
@@ -406,7 +406,6 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
         install()
     cpu = impl if eager_fn is not None else _python_cpu_kernel(impl, plan, record, variants)
     if reference is not None:  # models with the op run on CPU: the user's reference, under the op's guards
-        from .eager import make_checks
         from .reference import cpu_reference
 
         checks = None if plan is None else make_checks(SimpleNamespace(plan=plan, record=record, variants=variants))
@@ -495,6 +494,4 @@ def _python_cpu_kernel(impl: Any, plan: Any, record: Any, variants: Any) -> Any:
     on CPU tensors as the served dry-run library does."""
     if serving.served_backend() != "CPU" or plan is None:
         return impl
-    from .eager import make_dry_run
-
     return make_dry_run(SimpleNamespace(plan=plan, record=record, variants=variants))[0]
