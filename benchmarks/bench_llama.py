@@ -55,6 +55,9 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.step_profile import profile_steps, watch_reinplacing
+
 VARIANTS = ["hf", "hf-compile", "hf-masked-compile", "liger", "liger-compile", "opsmith", "opsmith-compile",
             "opsmith-auto-compile", "opsmith-ref-compile", "opsmith-rmsnorm", "opsmith-rmsnorm-compile"]  # fmt: skip
 #: compile= of the recipe's ops with a reference, per opsmith family (examples/llama/kernels.py)
@@ -139,89 +142,6 @@ def copy_bandwidth() -> float:
     return 2 * a.numel() / (statistics.median(times[2:]) * 1e-3) / 1e9
 
 
-# (group, substrings of a kernel's name), first match wins; Inductor's kernels are those named triton_* (its fused
-# kernels may carry an op's name, e.g. triton_poi_fused_add_rms_norm_backward_view_5)
-GROUPS = [
-    ("liger", ("_rms_norm_", "_swiglu_", "_triton_rope", "liger_cross_entropy")),
-    ("opsmith", ("opsmith", "rmsnorm")),
-    ("attention", ("flash", "fmha", "attention", "sdpa")),
-    ("gemm", ("gemm", "sm90", "cutlass", "nvjet", "cublas", "xmma", "splitkreduce")),
-    ("optimizer", ("multi_tensor_apply",)),
-    ("comm", ("nccl",)),  # FSDP2's collectives (bench_llama_fsdp.py), on their own streams; before "cat"
-    ("copy", ("copy", "memcpy", "memset", "cat", "fill")),
-]
-
-
-def group(name: str) -> str:
-    """The group of a CUDA kernel's name. An Inductor kernel that only copies (``triton_poi_fused_clone_3``: its
-    fused ops all clones or copies; a ``_to_copy`` is a cast) counts as a copy; other Inductor kernels as "inductor"."""
-    if name.startswith("triton_"):
-        ops = set(name.split("fused_", 1)[-1].rsplit("_", 1)[0].split("_")) - {""}
-        return "copy" if ops and ops <= {"clone", "copy"} else "inductor"
-    low = name.lower()
-    return next((g for g, keys in GROUPS if any(k.lower() in low for k in keys)), "aten other")
-
-
-def kernel_times(step: object, steps: int) -> dict[str, list]:
-    """{CUDA kernel name: [ms per step, launches in all]} of ``steps`` runs of ``step`` under torch.profiler."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as p:
-        for _ in range(steps):
-            step()
-        torch.cuda.synchronize()
-    kernels: dict[str, list] = {}
-    for e in p.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            k = kernels.setdefault(e.name, [0.0, 0])
-            k[0] += e.device_time / 1e3 / steps  # ms per step
-            k[1] += 1
-    return kernels
-
-
-def profile_steps(loss_of: object, opt: object, ids: torch.Tensor, step_ms: float, steps: int = 3) -> dict:
-    """The step profile: kernel ms per step by group, the copy kernels (count, ms), and the GPU's wait on the host
-    (``step_ms``, the unprofiled median step, minus the kernels)."""
-
-    def step() -> None:
-        loss_of(ids, ids).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-
-    step()
-    torch.cuda.synchronize()
-    kernels = kernel_times(step, steps)
-    groups: dict[str, float] = {}
-    for name, (ms, _) in kernels.items():
-        groups[group(name)] = groups.get(group(name), 0.0) + ms
-    copies = sum(n for name, (_, n) in kernels.items() if group(name) == "copy") / steps
-    total = sum(ms for g, ms in groups.items() if g != "comm")  # collectives overlap compute on other streams
-    top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:12]
-    copy_kernels = sorted(
-        ((n, ms, c // steps) for n, (ms, c) in kernels.items() if group(n) == "copy"), key=lambda x: -x[1]
-    )
-    return {"groups": groups, "kernels_ms": total, "host_wait_ms": step_ms - total, "copies": copies,
-            "copy_ms": groups.get("copy", 0.0), "top": [[n[:100], ms, c // steps] for n, (ms, c) in top],
-            "copy_kernels": [[n[:100], ms, c] for n, ms, c in copy_kernels[:10]]}  # fmt: skip
-
-
-def watch_reinplacing() -> dict:
-    """{op: tensors Inductor could not reinplace}, filled from Inductor's reinplacing log while the step compiles."""
-    import logging
-    import re
-
-    missed: dict = {}
-
-    class Watch(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            m = re.match(r"Reinplace for (\S+) .*missed opportunities=\[(.*?)\]", record.getMessage())
-            if m and m.group(2).strip():
-                missed[m.group(1)] = missed.get(m.group(1), 0) + len(m.group(2).split(","))
-
-    log = logging.getLogger("torch._inductor.fx_passes.reinplace")
-    log.setLevel(logging.INFO)
-    log.addHandler(Watch())
-    return missed
-
-
 def timed_steps(loss_of: object, opt: object, batches: list, warmup: int, native: bool) -> tuple[list, list, dict]:
     """(losses, ms per timed step, notes): a training step per batch, the first ``warmup`` untimed. With
     ``native``, the timed steps start once the native libraries opsmith builds in the background for its ops serve
@@ -259,10 +179,7 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
                for _ in range(warmup + steps)]  # fmt: skip
     out: dict = {"variant": variant}
     if variant.endswith("-compile"):  # the family's code as Dynamo sees it (the eager row shares it)
-        from torch._dynamo.utils import ReinplaceCounters
-
         out["explain"] = explain(loss_of, batches[0])
-        ReinplaceCounters.clear()
         missed = watch_reinplacing()
         fullgraph = variant.startswith("opsmith")
         loss_of = torch.compile(loss_of, fullgraph=fullgraph)
@@ -271,10 +188,10 @@ def run_one(variant: str, c: dict, steps: int, warmup: int) -> dict:
     losses, step_ms, notes = timed_steps(loss_of, opt, batches, warmup, variant.startswith("opsmith"))
     out.update(notes)
     if variant.endswith("-compile"):
-        from torch._dynamo.utils import ReinplaceCounters
-
-        out["not_reinplaced"] = ReinplaceCounters.get_total_missed()
-        out["not_reinplaced_ops"] = dict(missed)
+        out["not_reinplaced"] = missed["tensors"]
+        out["not_reinplaced_bytes"] = missed["bytes"]
+        out["not_reinplaced_ops"] = missed["nodes"]
+        out["reinplace_nodes_logged"] = missed["logged"]
     if variant.startswith("opsmith"):
         from opsmith.torchlib.registration import registered_ops
 
@@ -368,11 +285,17 @@ def profile_table(results: list[dict]) -> None:
     for label, vals in rows:
         print(f"{label:22}" + "".join(f"{x:18.2f}" for x in vals))
     print(f"{'not reinplaced':22}" + "".join(f"{'' if n is None else n:>18}" for _, _, n in prof))
+    gaps = [p.get("gaps") for _, p, _ in prof]
+    if all(gaps):
+        print(f"{'GPU idle (profiled)':22}" + "".join(f"{g['idle_ms']:18.2f}" for g in gaps))
     for r in results:
-        if r.get("not_reinplaced_ops"):
-            print(f"  {r['variant']}: not reinplaced: {r['not_reinplaced_ops']}")
+        for node, d in (r.get("not_reinplaced_ops") or {}).items():
+            if isinstance(d, dict):  # runs before 2026-11-28 kept a count only
+                print(f"  {r['variant']}: not reinplaced at {node}: {len(d['args'])} ({d['bytes'] / 2**20:.1f} MiB): "
+                      f"{', '.join(d['args'][:6])}")  # fmt: skip
         for name, ms, n in r.get("profile", {}).get("copy_kernels", [])[:4]:
             print(f"  {r['variant']}: copy {ms:.3f} ms, {n}x  {name[:90]}")
+    gap_table(results)
     for r in results:
         for op, buckets in (r.get("compile_choices") or {}).items():
             for b, d in buckets.items():
@@ -382,6 +305,34 @@ def profile_table(results: list[dict]) -> None:
                     else f" (kernel {d['kernel_ms']:.4f} ms, reference {d['reference_ms']:.4f} ms)"
                 )
                 print(f"  {r['variant']}: {op} [{b}] traced as the {d['choice']}{times}")
+
+
+def gap_table(results: list[dict]) -> None:
+    """Where each compiled variant's GPU sat idle (step_profile.idle_gaps), and an opsmith compiled variant's kernel
+    groups against Hugging Face compiled's: the measured parts of the difference between their steps."""
+    for r in results:
+        g = r.get("profile", {}).get("gaps")
+        if not g or not r["variant"].endswith("-compile"):
+            continue
+        print(f"\n  {r['variant']}: GPU idle {g['idle_ms']:.2f} ms a step (profiled), largest shares:")
+        for key, ms, n in g["by_group"][:5]:
+            print(f"    {ms:6.3f} ms  {n:4d}x  {key}")
+        for key, ms, n in g["by_name"][:5]:
+            print(f"    {ms:6.3f} ms  {n:4d}x  {key}")
+    base = next((r for r in results if r["variant"] == "hf-compile" and "profile" in r), None)
+    if base is None:
+        return
+    for r in results:
+        if not (r["variant"].startswith("opsmith") and r["variant"].endswith("-compile") and "profile" in r):
+            continue
+        p, q = r["profile"], base["profile"]
+        step = statistics.median(r["step_ms"]) - statistics.median(base["step_ms"])
+        parts = {g: p["groups"].get(g, 0.0) - q["groups"].get(g, 0.0) for g in set(p["groups"]) | set(q["groups"])}
+        parts["host wait"] = p["host_wait_ms"] - q["host_wait_ms"]
+        shown = ", ".join(
+            f"{g} {d:+.2f}" for g, d in sorted(parts.items(), key=lambda kv: -abs(kv[1])) if abs(d) >= 0.05
+        )
+        print(f"\n  {r['variant']} - hf-compile: step {step:+.2f} ms = {shown}")
 
 
 def deviation(r: dict, base: dict) -> float:

@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.bench_llama import LOSS_RTOL, build, config, copy_bandwidth, profile_steps, timed_steps
+from benchmarks.bench_llama import LOSS_RTOL, build, config, copy_bandwidth, timed_steps
+from benchmarks.step_profile import profile_steps
 
 VARIANTS = ["hf", "hf-compile", "liger", "opsmith", "opsmith-compile"]
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}

@@ -17,7 +17,8 @@ import torch
 
 sys.path.insert(0, ".")
 from benchmarks.bench_core import device_time
-from benchmarks.bench_llama import build, config, group, kernel_times
+from benchmarks.bench_llama import build, config
+from benchmarks.step_profile import group, kernel_times
 
 
 def profile(variant: str, small: bool, steps: int = 3) -> dict:

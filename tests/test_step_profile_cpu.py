@@ -1,0 +1,88 @@
+"""benchmarks/step_profile.py, the Llama benchmarks' step profile: where the GPU sat idle (from kernel spans), and
+the tensors Inductor could not reinplace (from its log, in torch 2.11's wording and in the installed torch's)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from benchmarks.step_profile import MIN_GAP_US, idle_gaps, watch_reinplacing
+
+
+def test_idle_time_is_charged_to_the_kernels_it_lies_between():
+    # two steps of: gemm, 30 us idle, a Liger kernel, 2 us (a launch, not a wait), an optimizer kernel overlapping a
+    # collective on its own stream, then 100 us idle before the next step's gemm
+    spans = []
+    for step in range(2):
+        t = step * 1000.0
+        spans += [(t, t + 400, "nvjet_sm90_tst_256x128"), (t + 430, t + 500, "_rms_norm_backward_kernel"),
+                  (t + 502, t + 600, "multi_tensor_apply_kernel"), (t + 450, t + 880, "ncclDevKernel_AllGather")]  # fmt: skip
+    g = idle_gaps(spans, steps=2)
+    # per step: 30 us (gemm -> liger) and, between the steps, 400 us (the optimizer ended at 600, the gemm starts at
+    # 1000); the collective (until 880) is not compute, and the 2 us launch gap is below MIN_GAP_US
+    assert MIN_GAP_US > 2
+    assert g["idle_ms"] == pytest.approx((30 + 400 / 2) / 1e3)
+    assert g["by_group"][0] == ["optimizer -> gemm", pytest.approx(0.2), 0]
+    assert g["by_group"][1] == ["gemm -> liger", pytest.approx(0.03), 1]
+    assert [k for k, _, _ in g["by_name"]] == ["multi_tensor_apply_kernel -> nvjet_sm90_tst_256x128",
+                                               "nvjet_sm90_tst_256x128 -> _rms_norm_backward_kernel"]  # fmt: skip
+
+
+def test_a_kernel_inside_a_longer_one_does_not_open_a_gap():
+    spans = [(0.0, 100.0, "a_kernel"), (10.0, 20.0, "b_kernel"), (150.0, 160.0, "c_kernel")]
+    g = idle_gaps(spans, steps=1)
+    assert g["idle_ms"] == pytest.approx(0.05)
+    assert g["by_name"][0][0] == "a_kernel -> c_kernel"  # after the longer kernel's end, not the inner one's
+
+
+# torch 2.11's wording of a node's reinplacing (torch/_inductor/fx_passes/reinplace.py, log_inplace_results)
+OLD_LOG = ("For node %s, attempted to reinplace %s. We were unable to reinplace %s; %s (if non-empty) are possible "
+           "missed reinplacing opportunities that may be bad for memory usage and performance. Total size of missed "
+           "opportunities with static shapes is : %s bytes.")  # fmt: skip
+NEW_LOG = ("Reinplace for %s (wrapped by %s): candidates=%s, successfully reinplaced=%s, remain clones=%s, missed "
+           "opportunities=%s, missed static bytes=%s.")  # fmt: skip
+
+
+def test_missed_reinplacing_is_read_from_either_wording():
+    found = watch_reinplacing()
+    log = logging.getLogger("torch._inductor.fx_passes.reinplace")
+    log.info(OLD_LOG, "auto_functionalized_v2_3", ["grad_w"], ["grad_w"], ["grad_w"], 131072000)
+    log.info(OLD_LOG, "triton_kernel_wrapper_functional_proxy_7", ["a_ptr", "b_ptr"], [], [], 0)
+    log.info(NEW_LOG, "rec::mm_into", "auto_functionalized_v2_9", range(2), [0], [1], ["out", "b"], 64)
+    assert found["logged"] == 3
+    assert found["tensors"] == 3
+    assert found["bytes"] == 131072000 + 64
+    assert found["nodes"] == {"auto_functionalized_v2_3": {"args": ["grad_w"], "bytes": 131072000},
+                              "rec::mm_into": {"args": ["out", "b"], "bytes": 64}}  # fmt: skip
+
+
+def test_the_installed_torch_logs_what_the_watch_reads():
+    """A real compile: Inductor reports on the op's write (reinplaced, so nothing is missed) in a wording the watch
+    reads; a torch that rewords its log fails here instead of reporting 0 missed tensors."""
+
+    @torch.library.custom_op("step_profile_cpu::bump", mutates_args=("x",))
+    def bump(x: torch.Tensor) -> None:
+        x.add_(1)
+
+    @bump.register_fake
+    def _(x: torch.Tensor) -> None:
+        return None
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        y = x.sin()
+        bump(y)
+        return y
+
+    found = watch_reinplacing()
+    x = torch.randn(8)
+    torch._dynamo.reset()
+    try:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            got = torch.compile(f)(x)
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(got, x.sin() + 1)
+    assert found["logged"] == 1
+    assert found["tensors"] == 0
