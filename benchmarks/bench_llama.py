@@ -286,8 +286,10 @@ def profile_table(results: list[dict]) -> None:
         print(f"{label:22}" + "".join(f"{x:18.2f}" for x in vals))
     print(f"{'not reinplaced':22}" + "".join(f"{'' if n is None else n:>18}" for _, _, n in prof))
     gaps = [p.get("gaps") for _, p, _ in prof]
-    if all(gaps):
-        print(f"{'GPU idle (profiled)':22}" + "".join(f"{g['idle_ms']:18.2f}" for g in gaps))
+    if all(g and "span_ms" in g for g in gaps):  # the profiled steps: their span = kernels + launch gaps + waits
+        for label, key in (("kernels (count)", "launches"), ("span (profiled)", "span_ms"),
+                           ("  launch gaps (<4 us)", "launch_ms"), ("  waits (>=4 us)", "wait_ms")):  # fmt: skip
+            print(f"{label:22}" + "".join(f"{g[key]:18.2f}" for g in gaps))
     for r in results:
         for node, d in (r.get("not_reinplaced_ops") or {}).items():
             if isinstance(d, dict):  # runs before 2026-11-28 kept a count only
@@ -312,13 +314,11 @@ def gap_table(results: list[dict]) -> None:
     groups against Hugging Face compiled's: the measured parts of the difference between their steps."""
     for r in results:
         g = r.get("profile", {}).get("gaps")
-        if not g or not r["variant"].endswith("-compile"):
+        if not g or "span_ms" not in g or not r["variant"].endswith("-compile"):
             continue
-        print(f"\n  {r['variant']}: GPU idle {g['idle_ms']:.2f} ms a step (profiled), largest shares:")
-        for key, ms, n in g["by_group"][:5]:
-            print(f"    {ms:6.3f} ms  {n:4d}x  {key}")
-        for key, ms, n in g["by_name"][:5]:
-            print(f"    {ms:6.3f} ms  {n:4d}x  {key}")
+        print(f"\n  {r['variant']}: waits of the GPU on the host, {g['wait_ms']:.2f} ms a step (profiled), largest:")
+        for key, ms, n in g["by_group"][:5] + g["by_name"][:5]:
+            print(f"    {ms:6.3f} ms  {n:6.1f}x a step  {key}")
     base = next((r for r in results if r["variant"] == "hf-compile" and "profile" in r), None)
     if base is None:
         return

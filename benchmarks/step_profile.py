@@ -67,32 +67,39 @@ def kernel_times(step: Callable[[], None], steps: int, events: list | None = Non
 
 
 def idle_gaps(spans: list[tuple[float, float, str]], steps: int, top: int = 8) -> dict:
-    """The GPU's idle time between kernels, from ``(start_us, end_us, name)`` spans of ``steps`` profiled steps:
-    ms per step in all, and the largest shares by (group before -> group after) and by kernel names. Collectives
-    (their own streams, overlapping compute) are left out; so is the idle time before the first kernel."""
+    """The GPU's idle time between kernels, from ``(start_us, end_us, name)`` spans of ``steps`` profiled steps, in
+    ms per step: ``span_ms`` (first kernel's start to last one's end), ``idle_ms`` (all of it idle), split into
+    ``launch_ms`` (gaps under MIN_GAP_US: one kernel starting after another, a cost per kernel) and ``wait_ms``
+    (longer gaps: the host late), with the largest waits by (group before -> group after) and by kernel names, and
+    ``launches`` (kernels a step). Collectives (their own streams, overlapping compute) are left out."""
     spans = sorted((s for s in spans if group(s[2]) != "comm"), key=lambda s: s[0])
     by_group: dict[str, list] = {}
     by_name: dict[str, list] = {}
-    total = 0.0
+    launch = wait = 0.0
     busy_until, before = None, ""
     for start, end, name in spans:
-        if busy_until is not None and start - busy_until >= MIN_GAP_US:
-            gap = (start - busy_until) / 1e3
-            total += gap
+        gap = 0.0 if busy_until is None else max(0.0, start - busy_until)
+        if gap >= MIN_GAP_US:
+            wait += gap
             for table, key in (
                 (by_group, f"{group(before)} -> {group(name)}"),
                 (by_name, f"{before[:48]} -> {name[:48]}"),
             ):
                 entry = table.setdefault(key, [0.0, 0])
-                entry[0] += gap / steps
+                entry[0] += gap / 1e3 / steps
                 entry[1] += 1
+        else:
+            launch += gap
         if busy_until is None or end >= busy_until:
             busy_until, before = end, name
 
     def largest(table: dict) -> list:
-        return [[k, ms, n // steps] for k, (ms, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[:top]]
+        return [[k, ms, n / steps] for k, (ms, n) in sorted(table.items(), key=lambda kv: -kv[1][0])[:top]]
 
-    return {"idle_ms": total / steps, "by_group": largest(by_group), "by_name": largest(by_name)}
+    span = (max(e for _, e, _ in spans) - spans[0][0]) / 1e3 / steps if spans else 0.0
+    return {"span_ms": span, "idle_ms": (launch + wait) / 1e3 / steps, "launch_ms": launch / 1e3 / steps,
+            "wait_ms": wait / 1e3 / steps, "launches": len(spans) / steps, "by_group": largest(by_group),
+            "by_name": largest(by_name)}  # fmt: skip
 
 
 def profile_steps(loss_of: Callable, opt: torch.optim.Optimizer, ids: torch.Tensor, step_ms: float,
@@ -115,6 +122,7 @@ def profile_steps(loss_of: Callable, opt: torch.optim.Optimizer, ids: torch.Tens
     copies = sum(n for name, (_, n) in kernels.items() if group(name) == "copy") / steps
     total = sum(ms for g, ms in groups.items() if g != "comm")  # collectives overlap compute on other streams
     top = sorted(kernels.items(), key=lambda kv: -kv[1][0])[:12]
+    every = sorted(([n[:100], ms, c / steps] for n, (ms, c) in kernels.items() if ms >= 0.01), key=lambda x: -x[1])
     copy_kernels = sorted(
         ((n, ms, c // steps) for n, (ms, c) in kernels.items() if group(n) == "copy"), key=lambda x: -x[1]
     )
@@ -122,7 +130,7 @@ def profile_steps(loss_of: Callable, opt: torch.optim.Optimizer, ids: torch.Tens
     return {"groups": groups, "kernels_ms": total, "host_wait_ms": step_ms - total, "copies": copies,
             "copy_ms": groups.get("copy", 0.0), "top": [[n[:100], ms, c // steps] for n, (ms, c) in top],
             "copy_kernels": [[n[:100], ms, c] for n, ms, c in copy_kernels[:10]],
-            "gaps": idle_gaps(spans, steps)}  # fmt: skip
+            "kernels": every, "gaps": idle_gaps(spans, steps)}  # fmt: skip
 
 
 # Inductor's reinplacing log line per mutating node, in torch 2.11's wording and in 2.13's.

@@ -20,11 +20,15 @@ def test_idle_time_is_charged_to_the_kernels_it_lies_between():
         spans += [(t, t + 400, "nvjet_sm90_tst_256x128"), (t + 430, t + 500, "_rms_norm_backward_kernel"),
                   (t + 502, t + 600, "multi_tensor_apply_kernel"), (t + 450, t + 880, "ncclDevKernel_AllGather")]  # fmt: skip
     g = idle_gaps(spans, steps=2)
-    # per step: 30 us (gemm -> liger) and, between the steps, 400 us (the optimizer ended at 600, the gemm starts at
-    # 1000); the collective (until 880) is not compute, and the 2 us launch gap is below MIN_GAP_US
+    # per step: a 30 us wait (gemm -> liger), a 2 us launch gap, and between the steps a 400 us wait (the optimizer
+    # ended at 600, the next gemm starts at 1000); the collective (until 880) is not compute
     assert MIN_GAP_US > 2
-    assert g["idle_ms"] == pytest.approx((30 + 400 / 2) / 1e3)
-    assert g["by_group"][0] == ["optimizer -> gemm", pytest.approx(0.2), 0]
+    assert g["wait_ms"] == pytest.approx((30 + 400 / 2) / 1e3)
+    assert g["launch_ms"] == pytest.approx(2 * 2 / 2 / 1e3)
+    assert g["idle_ms"] == pytest.approx(g["wait_ms"] + g["launch_ms"])
+    assert g["span_ms"] == pytest.approx(1600 / 2 / 1e3)
+    assert g["launches"] == 3
+    assert g["by_group"][0] == ["optimizer -> gemm", pytest.approx(0.2), 0.5]
     assert g["by_group"][1] == ["gemm -> liger", pytest.approx(0.03), 1]
     assert [k for k, _, _ in g["by_name"]] == ["multi_tensor_apply_kernel -> nvjet_sm90_tst_256x128",
                                                "nvjet_sm90_tst_256x128 -> _rms_norm_backward_kernel"]  # fmt: skip
@@ -33,7 +37,7 @@ def test_idle_time_is_charged_to_the_kernels_it_lies_between():
 def test_a_kernel_inside_a_longer_one_does_not_open_a_gap():
     spans = [(0.0, 100.0, "a_kernel"), (10.0, 20.0, "b_kernel"), (150.0, 160.0, "c_kernel")]
     g = idle_gaps(spans, steps=1)
-    assert g["idle_ms"] == pytest.approx(0.05)
+    assert g["wait_ms"] == pytest.approx(0.05)
     assert g["by_name"][0][0] == "a_kernel -> c_kernel"  # after the longer kernel's end, not the inner one's
 
 
