@@ -15,6 +15,10 @@ _SPEC = importlib.util.spec_from_file_location(
 )
 figures = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(figures)
+_LOG_SPEC = importlib.util.spec_from_file_location("log_json", Path(figures.__file__).with_name("log_json.py"))
+log_json = importlib.util.module_from_spec(_LOG_SPEC)
+_LOG_SPEC.loader.exec_module(log_json)
+MEASURED = figures.MEASURED
 
 
 def test_every_marked_figure_is_what_its_file_gives():
@@ -37,3 +41,22 @@ def test_a_retyped_figure_and_a_missing_file_are_caught(tmp_path, monkeypatch):
     (tmp_path / "figures.toml").write_text('[x]\nfile = "gone.json"\nexpr = "1"\nformat = "{}"\n')
     with pytest.raises(FileNotFoundError, match=r"figure 'x' cites docs/measurements/gone\.json, which is not there"):
         figures.figures()
+
+
+def test_every_json_parsed_from_a_log_is_what_its_log_gives():
+    """A JSON written by scripts/log_json.py from a probe's log (``parsed_by``) equals a parse of that log today:
+    the figures computed from it cannot drift from what the run printed."""
+    import json
+
+    parsed = [p for p in sorted(MEASURED.glob("*.json")) if "parsed_by" in json.loads(p.read_text())]
+    assert parsed, "no JSON parsed from a log under docs/measurements"
+    for path in parsed:
+        data = json.loads(path.read_text())
+        again = log_json.PARSERS[data["parsed_by"]]((MEASURED / data["log"]).read_text())
+        assert {**again, "log": data["log"], "parsed_by": data["parsed_by"]} == data, path.name
+
+
+def test_a_log_line_the_parser_cannot_read_is_an_error():
+    text = (MEASURED / "2026-11-28-flce-gemms-h200.txt").read_text()
+    with pytest.raises(ValueError, match="unreadable line"):
+        log_json.flce(text.replace("4.801", "4.8O1"))
