@@ -5,8 +5,11 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 
     python scripts/log_json.py flce docs/measurements/2026-11-28-flce-gemms-h200.txt
     python scripts/log_json.py rmsnorm-configs docs/measurements/2026-11-28-rmsnorm-bwd-65536-overlap-h200.txt
+    python scripts/log_json.py rmsnorm-bench docs/measurements/2026-11-27-compile-round2-h100.txt \
+        --out docs/measurements/2026-11-27-rmsnorm-65536-h100.json
 
-writes the ``.json`` beside the log.
+writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
+another benchmark's results).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def rmsnorm_configs(text: str) -> dict:
         elif c and current is not None:
             params = dict(kv.split("=") for kv in c.group(4).split())
             current["configs"].append({"config": int(c.group(3)), "us": float(c.group(1)),
-                                       "frac_copy": float(c.group(2)) / 100,
+                                       "frac_copy": round(float(c.group(2)) / 100, 6),
                                        "params": {k: int(v) for k, v in params.items()}})  # fmt: skip
         elif line.strip():
             break  # the probe's notes after its tables
@@ -62,18 +65,54 @@ def rmsnorm_configs(text: str) -> dict:
     return {"device": head.group(1).strip(), "sms": int(head.group(2)), "shapes": shapes}
 
 
-PARSERS = {"flce": flce, "rmsnorm-configs": rmsnorm_configs}
+_BENCH_ROW = re.compile(r"^  (\S.*?)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+(\S+)$")
+
+
+def rmsnorm_bench(text: str) -> dict:
+    """benchmarks/bench_rmsnorm.py's tables (one per shape, several runs in one log allowed: each shape's first
+    table): {"device", "shapes": {"8x4096x4096": {"copy_gbs", "impls": {name: {"fwd_us", "fwd_frac_copy",
+    "fwd_bwd_us", "bwd_us", "bwd_frac_copy", "max_err"}}}}}."""
+    shapes: dict = {}
+    device = None
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        head = re.match(r"^RMSNorm \(([\d, ]+)\) bfloat16 on (.+): copy (\d+) GB/s$", line)
+        if head is None:
+            continue
+        key = "x".join(x.strip() for x in head.group(1).split(","))
+        device = device or head.group(2)
+        if key in shapes:
+            continue
+        impls = {}
+        for row in lines[k + 2 :]:
+            m = _BENCH_ROW.match(row)
+            if m is None:
+                break
+            impls[m.group(1)] = {"fwd_us": float(m.group(2)), "fwd_frac_copy": round(float(m.group(4)) / 100, 6),
+                                 "fwd_bwd_us": float(m.group(5)), "bwd_us": float(m.group(6)),
+                                 "bwd_frac_copy": round(float(m.group(8)) / 100, 6), "max_err": float(m.group(9))}  # fmt: skip
+        if not impls:
+            raise ValueError(f"no implementation rows under {line!r}")
+        shapes[key] = {"copy_gbs": int(head.group(3)), "impls": impls}
+    if not shapes:
+        raise ValueError("no 'RMSNorm (...) bfloat16 on ...: copy' table: not a bench_rmsnorm.py log")
+    return {"device": device, "shapes": shapes}
+
+
+PARSERS = {"flce": flce, "rmsnorm-configs": rmsnorm_configs, "rmsnorm-bench": rmsnorm_bench}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("kind", choices=sorted(PARSERS))
     p.add_argument("log", type=Path)
+    p.add_argument("--out", type=Path, default=None, help="the JSON's path (default: the log's, .json)")
     a = p.parse_args()
     data = PARSERS[a.kind](a.log.read_text())
     data["log"], data["parsed_by"] = a.log.name, a.kind
-    a.log.with_suffix(".json").write_text(json.dumps(data, indent=1) + "\n")
-    print(f"wrote {a.log.with_suffix('.json')}")
+    out = a.out or a.log.with_suffix(".json")
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
