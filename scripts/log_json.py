@@ -99,7 +99,26 @@ def rmsnorm_bench(text: str) -> dict:
     return {"device": device, "shapes": shapes}
 
 
-PARSERS = {"flce": flce, "rmsnorm-configs": rmsnorm_configs, "rmsnorm-bench": rmsnorm_bench}
+def compile_host(text: str) -> dict:
+    """benchmarks/bench_compile_host.py's table (the log's first, where it holds several runs): {"device", "ops":
+    {op: {form: {"host_us", "gpu_us", "native", "calls"}}}}."""
+    head = re.search(r"^(.+): host us per op call inside a compiled function", text, re.M)
+    if head is None:
+        raise ValueError("no 'host us per op call' header: not a bench_compile_host.py log")
+    ops: dict = {}
+    for line in text[head.end() :].splitlines()[2:]:
+        m = re.match(r"^(\S.*?\))\s{2,}(\S.*?)\s{2,}([\d.]+)\s+([\d.]+)\s+(\d+)/(\d+)$", line)
+        if m is None:
+            break
+        ops.setdefault(m.group(1), {})[m.group(2)] = {"host_us": float(m.group(3)), "gpu_us": float(m.group(4)),
+                                                      "native": int(m.group(5)), "calls": int(m.group(6))}  # fmt: skip
+    if not ops:
+        raise ValueError("no row under the 'host us per op call' header")
+    return {"device": head.group(1).strip(), "ops": ops}
+
+
+PARSERS = {"flce": flce, "rmsnorm-configs": rmsnorm_configs, "rmsnorm-bench": rmsnorm_bench,
+           "compile-host": compile_host}  # fmt: skip
 
 
 def main() -> None:
