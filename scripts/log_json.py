@@ -117,8 +117,46 @@ def compile_host(text: str) -> dict:
     return {"device": head.group(1).strip(), "ops": ops}
 
 
-PARSERS = {"flce": flce, "rmsnorm-configs": rmsnorm_configs, "rmsnorm-bench": rmsnorm_bench,
-           "compile-host": compile_host}  # fmt: skip
+def published_matmul(text: str) -> dict:
+    """benchmarks/bench_published.py's matmul log: {"device", "worst_ratio", "shapes": {"MxNxK": {"opsmith_us",
+    "triton_us", "torch_us", "chosen_us", "best_us"}}, "second_process": {"tuned_keys", "trial_runs"}}."""
+    head = re.search(r"^== published matmul benchmark on (.+) \(medians\) ==$", text, re.M)
+    worst = re.search(r"^chosen/best worst ratio ([\d.]+)", text, re.M)
+    second = re.search(r"^second process: \{'tuned_keys': (\d+), 'trial_runs': (\d+)\}", text, re.M)
+    if head is None or worst is None or second is None:
+        raise ValueError("no matmul header, chosen/best line or second-process line: not a bench_published.py log")
+    shapes: dict = {}
+    for m in re.finditer(r"\((\d+), (\d+), (\d+)\): opsmith ([\d.]+)us, triton autotune ([\d.]+)us, torch.matmul "
+                         r"([\d.]+)us", text):  # fmt: skip
+        shapes["x".join(m.group(1, 2, 3))] = {"opsmith_us": float(m.group(4)), "triton_us": float(m.group(5)),
+                                              "torch_us": float(m.group(6))}  # fmt: skip
+    for m in re.finditer(r"\((\d+), (\d+), (\d+)\): ([\d.]+)/([\d.]+)us", worst.string[worst.start() :].split("\n")[0]):
+        shapes["x".join(m.group(1, 2, 3))].update(chosen_us=float(m.group(4)), best_us=float(m.group(5)))
+    return {"device": head.group(1), "worst_ratio": float(worst.group(1)), "shapes": shapes,
+            "second_process": {"tuned_keys": int(second.group(1)), "trial_runs": int(second.group(2))}}  # fmt: skip
+
+
+def core(text: str) -> dict:
+    """benchmarks/bench_core.py's log: {"device", "host_us": {row: us}, "nvrtc_ms": {"fresh", "after_init", "next"},
+    "cache_ms_per_op", "bandwidth_gbs": {"copy", "opsmith relu", "float4 relu", "torch.relu"}}."""
+    head = re.search(r"^== opsmith core benchmark on (.+?) \(torch", text, re.M)
+    nvrtc = re.search(r"^NVRTC compile: first in a fresh process (\d+) ms, first after CUDA init (\d+) ms.*?next (\d+) ms",
+                      text, re.M)  # fmt: skip
+    cache = re.search(r"^second process, 10 ops from the disk cache.*?: ([\d.]+) ms per op", text, re.M)
+    band = re.search(r"^2\^28 floats: copy (\d+) GB/s; opsmith relu (\d+) GB/s .*?; float4 relu (\d+) GB/s .*?; "
+                     r"torch.relu (\d+) GB/s", text, re.M)  # fmt: skip
+    if None in (head, nvrtc, cache, band):
+        raise ValueError("a line of bench_core.py's summary is missing: not a bench_core.py log")
+    host = {m.group(1).strip(): float(m.group(2)) for m in re.finditer(r"^  host (.+?)\s+([\d.]+) us \(", text, re.M)}
+    return {"device": head.group(1), "host_us": host,
+            "nvrtc_ms": dict(zip(("fresh", "after_init", "next"), map(int, nvrtc.groups()), strict=True)),
+            "cache_ms_per_op": float(cache.group(1)),
+            "bandwidth_gbs": dict(zip(("copy", "opsmith relu", "float4 relu", "torch.relu"), map(int, band.groups()),
+                                      strict=True))}  # fmt: skip
+
+
+PARSERS = {"core": core, "flce": flce, "rmsnorm-configs": rmsnorm_configs, "rmsnorm-bench": rmsnorm_bench,
+           "compile-host": compile_host, "published-matmul": published_matmul}  # fmt: skip
 
 
 def main() -> None:
