@@ -5,8 +5,8 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 
     python scripts/log_json.py flce docs/measurements/2026-11-28-flce-gemms-h200.txt
     python scripts/log_json.py rmsnorm-configs docs/measurements/2026-11-28-rmsnorm-bwd-65536-overlap-h200.txt
-    python scripts/log_json.py rmsnorm-bench docs/measurements/2026-11-27-compile-round2-h100.txt \
-        --out docs/measurements/2026-11-27-rmsnorm-65536-h100.json
+    python scripts/log_json.py rmsnorm-configs docs/measurements/2026-11-27-compile-round2-h100.txt \
+        --out docs/measurements/2026-11-27-rmsnorm-bwd-65536-overlap-h100.json
 
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results).
@@ -65,58 +65,6 @@ def rmsnorm_configs(text: str) -> dict:
     return {"device": head.group(1).strip(), "sms": int(head.group(2)), "shapes": shapes}
 
 
-_BENCH_ROW = re.compile(r"^  (\S.*?)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+(\S+)$")
-
-
-def rmsnorm_bench(text: str) -> dict:
-    """benchmarks/bench_rmsnorm.py's tables (one per shape, several runs in one log allowed: each shape's first
-    table): {"device", "shapes": {"8x4096x4096": {"copy_gbs", "impls": {name: {"fwd_us", "fwd_frac_copy",
-    "fwd_bwd_us", "bwd_us", "bwd_frac_copy", "max_err"}}}}}."""
-    shapes: dict = {}
-    device = None
-    lines = text.splitlines()
-    for k, line in enumerate(lines):
-        head = re.match(r"^RMSNorm \(([\d, ]+)\) bfloat16 on (.+): copy (\d+) GB/s$", line)
-        if head is None:
-            continue
-        key = "x".join(x.strip() for x in head.group(1).split(","))
-        device = device or head.group(2)
-        if key in shapes:
-            continue
-        impls = {}
-        for row in lines[k + 2 :]:
-            m = _BENCH_ROW.match(row)
-            if m is None:
-                break
-            impls[m.group(1)] = {"fwd_us": float(m.group(2)), "fwd_frac_copy": round(float(m.group(4)) / 100, 6),
-                                 "fwd_bwd_us": float(m.group(5)), "bwd_us": float(m.group(6)),
-                                 "bwd_frac_copy": round(float(m.group(8)) / 100, 6), "max_err": float(m.group(9))}  # fmt: skip
-        if not impls:
-            raise ValueError(f"no implementation rows under {line!r}")
-        shapes[key] = {"copy_gbs": int(head.group(3)), "impls": impls}
-    if not shapes:
-        raise ValueError("no 'RMSNorm (...) bfloat16 on ...: copy' table: not a bench_rmsnorm.py log")
-    return {"device": device, "shapes": shapes}
-
-
-def compile_host(text: str) -> dict:
-    """benchmarks/bench_compile_host.py's table (the log's first, where it holds several runs): {"device", "ops":
-    {op: {form: {"host_us", "gpu_us", "native", "calls"}}}}."""
-    head = re.search(r"^(.+): host us per op call inside a compiled function", text, re.M)
-    if head is None:
-        raise ValueError("no 'host us per op call' header: not a bench_compile_host.py log")
-    ops: dict = {}
-    for line in text[head.end() :].splitlines()[2:]:
-        m = re.match(r"^(\S.*?\))\s{2,}(\S.*?)\s{2,}([\d.]+)\s+([\d.]+)\s+(\d+)/(\d+)$", line)
-        if m is None:
-            break
-        ops.setdefault(m.group(1), {})[m.group(2)] = {"host_us": float(m.group(3)), "gpu_us": float(m.group(4)),
-                                                      "native": int(m.group(5)), "calls": int(m.group(6))}  # fmt: skip
-    if not ops:
-        raise ValueError("no row under the 'host us per op call' header")
-    return {"device": head.group(1).strip(), "ops": ops}
-
-
 def published_matmul(text: str) -> dict:
     """benchmarks/bench_published.py's matmul log: {"device", "worst_ratio", "shapes": {"MxNxK": {"opsmith_us",
     "triton_us", "torch_us", "chosen_us", "best_us"}}, "second_process": {"tuned_keys", "trial_runs"}}."""
@@ -155,8 +103,7 @@ def core(text: str) -> dict:
                                       strict=True))}  # fmt: skip
 
 
-PARSERS = {"core": core, "flce": flce, "rmsnorm-configs": rmsnorm_configs, "rmsnorm-bench": rmsnorm_bench,
-           "compile-host": compile_host, "published-matmul": published_matmul}  # fmt: skip
+PARSERS = {"core": core, "flce": flce, "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}
 
 
 def main() -> None:
