@@ -103,7 +103,42 @@ def core(text: str) -> dict:
                                       strict=True))}  # fmt: skip
 
 
-PARSERS = {"core": core, "flce": flce, "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}
+_QUICK_ROW = re.compile(r"^  (\S.*?)\s+([\d.]+)\s+\d+\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)\s+\d+\s+([\d.]+)%\s+\S+$")
+
+
+def native(text: str) -> dict:
+    """A native-libraries run: bench_core.py's log (``core``) with its native rows and library build, then
+    ``bench_rmsnorm.py --quick``'s table at (8, 4096, 4096) and its host times at (64, 4096): adds "build_s":
+    {"cold", "cached"}, "rmsnorm": {impl: {"fwd_us", "fwd_frac_copy", "fwd_bwd_us", "bwd_us", "bwd_frac_copy"}}
+    and "host_64x4096_us": {impl: {"fwd", "fwd_grad", "fwd_bwd"}}."""
+    data = core(text)
+    build = re.search(r"^native library of .*: build ([\d.]+) s cold, ([\d.]+) s cached", text, re.M)
+    table = re.search(r"^RMSNorm \(8, 4096, 4096\) bfloat16 on .+: copy \d+ GB/s\n.*\n", text, re.M)
+    host = re.search(r"^  host time per call at \(64, 4096\) bf16, us \(fwd / fwd with grad inputs / fwd\+bwd\): (.+)$",
+                     text, re.M)  # fmt: skip
+    if None in (build, table, host):
+        raise ValueError("no native build line, --quick table or host-time line: not a native-libraries log")
+    rms = {}
+    for line in text[table.end() :].splitlines():
+        m = _QUICK_ROW.match(line)
+        if m is None:
+            break
+        rms[m.group(1)] = {"fwd_us": float(m.group(2)), "fwd_frac_copy": round(float(m.group(3)) / 100, 6),
+                           "fwd_bwd_us": float(m.group(4)), "bwd_us": float(m.group(5)),
+                           "bwd_frac_copy": round(float(m.group(6)) / 100, 6)}  # fmt: skip
+    times = {}
+    for part in host.group(1).split("; "):
+        m = re.fullmatch(r"(.+?) ([\d.]+) / ([\d.]+) / ([\d.]+)", part.strip())
+        if m is None:
+            raise ValueError(f"unreadable host time: {part!r}")
+        times[m.group(1)] = dict(zip(("fwd", "fwd_grad", "fwd_bwd"), map(float, m.group(2, 3, 4)), strict=True))
+    data.update(build_s={"cold": float(build.group(1)), "cached": float(build.group(2))}, rmsnorm=rms,
+                host_64x4096_us=times)  # fmt: skip
+    return data
+
+
+PARSERS = {"core": core, "flce": flce, "native": native, "rmsnorm-configs": rmsnorm_configs,
+           "published-matmul": published_matmul}  # fmt: skip
 
 
 def main() -> None:
