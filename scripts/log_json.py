@@ -103,42 +103,74 @@ def core(text: str) -> dict:
                                       strict=True))}  # fmt: skip
 
 
-_QUICK_ROW = re.compile(r"^  (\S.*?)\s+([\d.]+)\s+\d+\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)\s+\d+\s+([\d.]+)%\s+\S+$")
+_BENCH_ROW = re.compile(r"^  (\S.*?)\s+([\d.]+)\s+\d+\s+([\d.]+)%\s+([\d.]+)\s+([\d.]+)\s+\d+\s+([\d.]+)%\s+(\S+)$")
+
+
+def _pairs(line: str, sep: str) -> list[tuple[str, str]]:
+    """ "name value<sep>name value..." as (name, value) pairs, the name being all but the last word."""
+    return [tuple(part.strip().rsplit(" ", 1)) for part in line.split(sep)]  # type: ignore[misc]
+
+
+def rmsnorm_bench(text: str) -> dict:
+    """benchmarks/bench_rmsnorm.py's log: its table per shape (a shape met twice keeps its first), then, where
+    printed, the main shape's forwards back to back and the host times at (64, 4096): {"device", "shapes":
+    {"8x4096x4096": {"copy_gbs", "impls": {name: {"fwd_us", "fwd_frac_copy", "fwd_bwd_us", "bwd_us",
+    "bwd_frac_copy", "max_err"}}}}, "back_to_back_us": {name: us}, "host_64x4096_us": {name: {"fwd", "fwd_grad",
+    "fwd_bwd"}}}."""
+    shapes: dict = {}
+    device = None
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        head = re.match(r"^RMSNorm \(([\d, ]+)\) bfloat16 on (.+): copy (\d+) GB/s$", line)
+        if head is None or "x".join(x.strip() for x in head.group(1).split(",")) in shapes:
+            continue
+        device = device or head.group(2)
+        impls = {}
+        for row in lines[k + 2 :]:
+            m = _BENCH_ROW.match(row)
+            if m is None:
+                break
+            impls[m.group(1)] = {"fwd_us": float(m.group(2)), "fwd_frac_copy": round(float(m.group(3)) / 100, 6),
+                                 "fwd_bwd_us": float(m.group(4)), "bwd_us": float(m.group(5)),
+                                 "bwd_frac_copy": round(float(m.group(6)) / 100, 6), "max_err": float(m.group(7))}  # fmt: skip
+        if not impls:
+            raise ValueError(f"no implementation rows under {line!r}")
+        shapes["x".join(x.strip() for x in head.group(1).split(","))] = {"copy_gbs": int(head.group(3)), "impls": impls}
+    if not shapes:
+        raise ValueError("no 'RMSNorm (...) bfloat16 on ...: copy' table: not a bench_rmsnorm.py log")
+    data: dict = {"device": device, "shapes": shapes}
+    b2b = re.search(r"^  forward back to back \(no L2 flush\), us: (.+)$", text, re.M)
+    if b2b:
+        data["back_to_back_us"] = {name: float(v) for name, v in _pairs(b2b.group(1), ", ")}
+    host = re.search(r"^  host time per call at \(64, 4096\) bf16, us \(fwd / fwd with grad inputs / fwd\+bwd\): (.+)$",
+                     text, re.M)  # fmt: skip
+    if host:
+        times = {}
+        for part in host.group(1).split("; "):
+            m = re.fullmatch(r"(.+?) ([\d.]+) / ([\d.]+) / ([\d.]+)", part.strip())
+            if m is None:
+                raise ValueError(f"unreadable host time: {part!r}")
+            times[m.group(1)] = dict(zip(("fwd", "fwd_grad", "fwd_bwd"), map(float, m.group(2, 3, 4)), strict=True))
+        data["host_64x4096_us"] = times
+    return data
 
 
 def native(text: str) -> dict:
     """A native-libraries run: bench_core.py's log (``core``) with its native rows and library build, then
-    ``bench_rmsnorm.py --quick``'s table at (8, 4096, 4096) and its host times at (64, 4096): adds "build_s":
-    {"cold", "cached"}, "rmsnorm": {impl: {"fwd_us", "fwd_frac_copy", "fwd_bwd_us", "bwd_us", "bwd_frac_copy"}}
-    and "host_64x4096_us": {impl: {"fwd", "fwd_grad", "fwd_bwd"}}."""
+    ``bench_rmsnorm.py --quick``'s (``rmsnorm_bench``): adds "build_s": {"cold", "cached"}, "rmsnorm" (the table at
+    (8, 4096, 4096)) and "host_64x4096_us"."""
     data = core(text)
     build = re.search(r"^native library of .*: build ([\d.]+) s cold, ([\d.]+) s cached", text, re.M)
-    table = re.search(r"^RMSNorm \(8, 4096, 4096\) bfloat16 on .+: copy \d+ GB/s\n.*\n", text, re.M)
-    host = re.search(r"^  host time per call at \(64, 4096\) bf16, us \(fwd / fwd with grad inputs / fwd\+bwd\): (.+)$",
-                     text, re.M)  # fmt: skip
-    if None in (build, table, host):
-        raise ValueError("no native build line, --quick table or host-time line: not a native-libraries log")
-    rms = {}
-    for line in text[table.end() :].splitlines():
-        m = _QUICK_ROW.match(line)
-        if m is None:
-            break
-        rms[m.group(1)] = {"fwd_us": float(m.group(2)), "fwd_frac_copy": round(float(m.group(3)) / 100, 6),
-                           "fwd_bwd_us": float(m.group(4)), "bwd_us": float(m.group(5)),
-                           "bwd_frac_copy": round(float(m.group(6)) / 100, 6)}  # fmt: skip
-    times = {}
-    for part in host.group(1).split("; "):
-        m = re.fullmatch(r"(.+?) ([\d.]+) / ([\d.]+) / ([\d.]+)", part.strip())
-        if m is None:
-            raise ValueError(f"unreadable host time: {part!r}")
-        times[m.group(1)] = dict(zip(("fwd", "fwd_grad", "fwd_bwd"), map(float, m.group(2, 3, 4)), strict=True))
-    data.update(build_s={"cold": float(build.group(1)), "cached": float(build.group(2))}, rmsnorm=rms,
-                host_64x4096_us=times)  # fmt: skip
+    bench = rmsnorm_bench(text)
+    if build is None or "host_64x4096_us" not in bench:
+        raise ValueError("no native build line or host-time line: not a native-libraries log")
+    data.update(build_s={"cold": float(build.group(1)), "cached": float(build.group(2))},
+                rmsnorm=bench["shapes"]["8x4096x4096"]["impls"], host_64x4096_us=bench["host_64x4096_us"])  # fmt: skip
     return data
 
 
-PARSERS = {"core": core, "flce": flce, "native": native, "rmsnorm-configs": rmsnorm_configs,
-           "published-matmul": published_matmul}  # fmt: skip
+PARSERS = {"core": core, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+           "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
 def main() -> None:
