@@ -3,13 +3,17 @@
 JSON) are parsed here, so that every figure a page quotes is computed from a file (scripts/figures.py), never
 retyped. Each parser reads its probe's printed table exactly; a line it cannot read is an error, not skipped.
 
+    python scripts/log_json.py KIND LOG [--out JSON]
     python scripts/log_json.py flce docs/measurements/2026-11-28-flce-gemms-h200.txt
     python scripts/log_json.py rmsnorm-configs docs/measurements/2026-11-28-rmsnorm-bwd-65536-overlap-h200.txt
     python scripts/log_json.py rmsnorm-configs docs/measurements/2026-11-27-compile-round2-h100.txt \
         --out docs/measurements/2026-11-27-rmsnorm-bwd-65536-overlap-h100.json
 
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
-another benchmark's results).
+another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
+--quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
+``published-matmul`` (bench_published.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+KIND; tests/test_figures.py parses the log again and compares.
 """
 
 from __future__ import annotations
