@@ -28,10 +28,13 @@ graphs and graph breaks ``torch._dynamo.explain`` finds in the forward and loss,
 Hugging Face eager's (agreement: within 2% of it at every step; bf16 kernels differ in rounding). A device-to-device
 copy measures the GPU's bandwidth in the same run, so a throttled device shows.
 
-Then a step profile per variant (torch.profiler over 3 more steps): the GPU's kernel time a step by group (GEMMs,
-attention, the recipe's kernels, Inductor's kernels, copies, the optimizer, other ATen kernels), the copy kernels
-(count and ms), the GPU waiting on the host (the step's CUDA-event time minus its kernels), and for compiled
-variants the mutated tensors Inductor could not reinplace (each a functionalization copy; Inductor's own counter).
+Then a step profile per variant (benchmarks/step_profile.py, torch.profiler over 3 more steps): the GPU's kernel
+time a step by group (GEMMs, attention, the recipe's kernels, Inductor's kernels, copies, the optimizer, other ATen
+kernels), the copy kernels (count and ms), the GPU waiting on the host (the step's CUDA-event time minus its
+kernels), the profiled steps' span split into kernels, launch gaps and waits (each wait charged to the kernels it
+lies between), and for compiled variants the mutated tensors Inductor could not reinplace, per graph node (each a
+functionalization copy; read from Inductor's log). A compiled opsmith variant's groups are set against Hugging Face
+compiled's: the measured parts of the difference between their steps.
 
     python benchmarks/bench_llama.py [--variants hf,liger-compile,...] [--steps 20] [--warmup 4] [--out r.json]
     python benchmarks/bench_llama.py --small   # 4 layers, sequence 512: minutes, for a quick look
