@@ -12,7 +12,7 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
-``published-matmul`` (bench_published.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
 KIND; tests/test_figures.py parses the log again and compares.
 """
 
@@ -173,7 +173,28 @@ def native(text: str) -> dict:
     return data
 
 
-PARSERS = {"core": core, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+def tuning(text: str) -> dict:
+    """benchmarks/bench_tuning.py's log: the JSON it printed first (``tuned``: per op and shape the chosen and the
+    best config), then its summary: adds "worst_ratio": {op: ratio}, "host_us": {"torch.relu", "opsmith triton
+    relu", "triton jit launch"} and "second_process_ms": {"register", "first_call", "ready", "triton_alone"}."""
+    data, end = json.JSONDecoder().raw_decode(text)
+    rest = text[end:]
+    worst = dict(re.findall(r"^(\w+): chosen/best worst ratio ([\d.]+)", rest, re.M))
+    host = re.search(r"^host us/call 1024 floats: torch.relu ([\d.]+), opsmith triton relu ([\d.]+) .*triton jit launch "
+                     r"([\d.]+)$", rest, re.M)  # fmt: skip
+    second = re.search(r"^second process .*?register the Triton softmax op ([\d.]+) ms; .*?first call ([\d.]+) ms; "
+                       r"ready after ([\d.]+) ms vs Triton alone loading the same kernel ([\d.]+) ms", rest, re.M)  # fmt: skip
+    if not worst or host is None or second is None:
+        raise ValueError("no chosen/best, host or second-process line after the JSON: not a bench_tuning.py log")
+    data.update(worst_ratio={k: float(v) for k, v in worst.items()},
+                host_us=dict(zip(("torch.relu", "opsmith triton relu", "triton jit launch"), map(float, host.groups()),
+                                 strict=True)),
+                second_process_ms=dict(zip(("register", "first_call", "ready", "triton_alone"),
+                                           map(float, second.groups()), strict=True)))  # fmt: skip
+    return data
+
+
+PARSERS = {"core": core, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
            "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
