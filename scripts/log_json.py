@@ -12,7 +12,7 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
-``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
 KIND; tests/test_figures.py parses the log again and compares.
 """
 
@@ -194,7 +194,35 @@ def tuning(text: str) -> dict:
     return data
 
 
-PARSERS = {"core": core, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+def host(text: str) -> dict:
+    """benchmarks/bench_host.py's printed report (runs that wrote no JSON): {"device", "rows": {row: {"aten_us",
+    path: [min, median, max] of the ratio to aten over the processes}}, "backward_us": {path: us a step at (8, 4096,
+    4096)}, "backward_native_calls"}."""
+    head = re.search(r"^== host time per call on (.+?) \(torch", text, re.M)
+    if head is None:
+        raise ValueError("no 'host time per call' header: not a bench_host.py log")
+    rows = {}
+    for m in re.finditer(r"^  (.+?): aten ([\d.]+) us; (.+)$", text, re.M):
+        paths = {
+            p: [float(x) for x in r.split(" / ")]
+            for p, r in re.findall(r"(\w+) ([\d.]+ / [\d.]+ / [\d.]+)x", m.group(3))
+        }
+        rows[m.group(1)] = {"aten_us": float(m.group(2)), **paths}
+    step = re.search(r"^forward\+backward \(8, 4096, 4096\) bf16 per step.*?: (.+)$", text, re.M)
+    calls = re.search(r"^  default path's timed calls: native (\d+)$", text, re.M)
+    if not rows or step is None or calls is None:
+        raise ValueError("no host rows, per-step line or timed-call count: not a bench_host.py log")
+    # "aten 1136.0 us, cute default 742.9 us, cute python, calling thread 763.1 us": a path's name may hold a comma
+    backward = {name: float(us) for name, us in re.findall(r"(.+?) ([\d.]+) us(?:, |$)", step.group(1))}
+    return {
+        "device": head.group(1),
+        "rows": rows,
+        "backward_us": backward,
+        "backward_native_calls": int(calls.group(1)),
+    }
+
+
+PARSERS = {"core": core, "host": host, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
            "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
