@@ -1,5 +1,6 @@
 """benchmarks/step_profile.py, the Llama benchmarks' step profile: where the GPU sat idle (from kernel spans), and
-the tensors Inductor could not reinplace (from its log, in torch 2.11's wording and in the installed torch's)."""
+the tensors Inductor could not reinplace (from its log, in torch 2.11's wording and in the installed torch's); and
+bench_llama.py's report of them."""
 
 from __future__ import annotations
 
@@ -90,3 +91,40 @@ def test_the_installed_torch_logs_what_the_watch_reads():
     torch.testing.assert_close(got, x.sin() + 1)
     assert found["logged"] == 1
     assert found["tensors"] == 0
+
+
+def _result(variant, tokens, kernels, wait, groups, not_reinplaced=0, logged=True):
+    step = 8192 / tokens * 1e3
+    gaps = {"span_ms": kernels + 2.0, "idle_ms": 2.0, "launch_ms": 1.9, "wait_ms": 0.1, "launches": 1200.0,
+            "by_group": [["liger -> copy", 0.08, 0.7]], "by_name": [["_triton_rope -> Memset (Device)", 0.05, 0.3]]}  # fmt: skip
+    r = {"variant": variant, "tokens_per_s": tokens, "peak_gib": 12.5, "losses": [10.0, 9.9], "step_ms": [step, step],
+         "profile": {"groups": groups, "kernels_ms": kernels, "host_wait_ms": wait, "copies": 300.0,
+                     "copy_kernels": [], "gaps": gaps}}  # fmt: skip
+    if variant.endswith("-compile"):
+        r["explain"] = {"graphs": 1, "breaks": 0, "reasons": []}
+        r["not_reinplaced"] = not_reinplaced if logged else None
+        r["not_reinplaced_ops"] = {"ce_kernel": {"args": ["loss_ptr"] * not_reinplaced, "bytes": 2048 * not_reinplaced}}
+    return r
+
+
+def test_the_llama_report_splits_the_compiled_gap_and_marks_an_unseen_reinplacing_count(capsys):
+    """bench_llama.py's report on given results: the opsmith compiled step's difference from Hugging Face
+    compiled's by kernel group, the idle split, and "?" (never 0) where Inductor logged no reinplacing decision."""
+    from benchmarks.bench_llama import config, report
+
+    results = [
+        _result("hf", 60000.0, 130.0, 4.0, {"gemm": 50.0, "aten other": 80.0}),
+        _result("hf-compile", 87000.0, 90.0, 3.0, {"gemm": 52.0, "inductor": 11.0, "aten other": 27.0}),
+        _result("opsmith-compile", 85000.0, 92.0, 3.0, {"gemm": 53.5, "inductor": 3.5, "liger": 8.5, "aten other": 26.5},
+                not_reinplaced=15),  # fmt: skip
+        _result("opsmith-auto-compile", 86000.0, 92.0, 2.5, {"gemm": 53.5, "liger": 8.5, "aten other": 30.0},
+                logged=False),  # fmt: skip
+    ]
+    report(results, config(small=False), 20, "test device")
+    out = capsys.readouterr().out
+    gap = next(line for line in out.splitlines() if line.strip().startswith("opsmith-compile - hf-compile"))
+    assert "gemm +1.50" in gap and "liger +8.50" in gap and "inductor -7.50" in gap
+    assert "launch gaps (<4 us)" in out and "waits (>=4 us)" in out
+    assert "not reinplaced at ce_kernel: 15 (0.0 MiB)" in out
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("SUMMARY") and "opsmith-compile 15" in summary and "opsmith-auto-compile ?" in summary
