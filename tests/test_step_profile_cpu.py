@@ -115,10 +115,17 @@ def test_the_llama_report_splits_the_compiled_gap_and_marks_an_unseen_reinplacin
     results = [
         _result("hf", 60000.0, 130.0, 4.0, {"gemm": 50.0, "aten other": 80.0}),
         _result("hf-compile", 87000.0, 90.0, 3.0, {"gemm": 52.0, "inductor": 11.0, "aten other": 27.0}),
-        _result("opsmith-compile", 85000.0, 92.0, 3.0, {"gemm": 53.5, "inductor": 3.5, "liger": 8.5, "aten other": 26.5},
-                not_reinplaced=15),  # fmt: skip
-        _result("opsmith-auto-compile", 86000.0, 92.0, 2.5, {"gemm": 53.5, "liger": 8.5, "aten other": 30.0},
-                logged=False),  # fmt: skip
+        _result(
+            "opsmith-compile",
+            85000.0,
+            92.0,
+            3.0,
+            {"gemm": 53.5, "inductor": 3.5, "liger": 8.5, "aten other": 26.5},
+            not_reinplaced=15,
+        ),
+        _result(
+            "opsmith-auto-compile", 86000.0, 92.0, 2.5, {"gemm": 53.5, "liger": 8.5, "aten other": 30.0}, logged=False
+        ),
     ]
     report(results, config(small=False), 20, "test device")
     out = capsys.readouterr().out
