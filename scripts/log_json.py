@@ -12,7 +12,7 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
-``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
 KIND; tests/test_figures.py parses the log again and compares.
 """
 
@@ -222,7 +222,22 @@ def host(text: str) -> dict:
     }
 
 
-PARSERS = {"core": core, "host": host, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+def rows_us(text: str) -> dict:
+    """A probe's one table of labelled medians (benchmarks/probes/rmsnorm_fwd_epilogue.py): its title line, then
+    "  label  123.4 us  (lo-hi)" rows: {"title", "rows": {label: us}}."""
+    lines = text.strip().splitlines()
+    rows = {}
+    for line in lines[1:]:
+        m = re.fullmatch(r"  (\S.*?)\s+([\d.]+) us  \(([\d.]+)-([\d.]+)\)", line)
+        if m is None:
+            raise ValueError(f"unreadable row: {line!r}")
+        rows[m.group(1)] = float(m.group(2))
+    if not rows:
+        raise ValueError("no row under the title: not a one-table probe log")
+    return {"title": lines[0], "rows": rows}
+
+
+PARSERS = {"core": core, "host": host, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
            "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
