@@ -12,7 +12,7 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
-``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``ncu`` (a probe's log with ncu's report), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
 KIND; tests/test_figures.py parses the log again and compares.
 """
 
@@ -237,7 +237,37 @@ def rows_us(text: str) -> dict:
     return {"title": lines[0], "rows": rows}
 
 
-PARSERS = {"core": core, "host": host, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+_NCU_KERNEL = re.compile(r"^  (?:void )?([A-Za-z_]\w*)(?= ?[<(]).*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)")
+_NCU_METRIC = re.compile(r"^    (\S.*?)\s{2,}(?:(\S+)\s+)?([\d,]+(?:\.\d+)?)$")
+
+
+def ncu(text: str) -> dict:
+    """A probe's log with ncu's report of its kernels (``--metrics`` lists or ``--section`` tables), and the
+    probe's own timings where it prints them: {"kernels": [{"name", "metrics": {metric: value}}] in the log's
+    order, values in the unit ncu names beside each ("units": {metric: unit}), "timings": {label: {"us",
+    "frac_copy"}}} (``rmsnorm_long_rows.py``'s "impl: bwd X us (Y% of copy)" and ``rmsnorm_fwd_16384.py``'s
+    "impl median X us (Y% of copy)" lines)."""
+    kernels: list[dict] = []
+    for line in text.splitlines():
+        k = _NCU_KERNEL.match(line)
+        if k:
+            kernels.append({"name": k.group(1), "metrics": {}, "units": {}})
+            continue
+        m = _NCU_METRIC.match(line)
+        if m and kernels and not m.group(1).startswith(("-", "Metric Name")):
+            # a metric two sections name alike ("Memory Throughput": % and Tbyte/s) keeps its first
+            kernels[-1]["metrics"].setdefault(m.group(1).strip(), float(m.group(3).replace(",", "")))
+            kernels[-1]["units"].setdefault(m.group(1).strip(), m.group(2) or "")
+    if not kernels:
+        raise ValueError("no kernel of ncu's report: not an ncu log")
+    timings = {}
+    for m in re.finditer(r"^  (opsmith \w+|copy|torch\.compile)(?::| +median) +(?:bwd )?([\d.]+) us \( *([\d.]+)% of copy\)",
+                         text, re.M):  # fmt: skip
+        timings.setdefault(m.group(1), {"us": float(m.group(2)), "frac_copy": round(float(m.group(3)) / 100, 6)})
+    return {"kernels": kernels, "timings": timings}
+
+
+PARSERS = {"core": core, "host": host, "ncu": ncu, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
            "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
