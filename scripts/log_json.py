@@ -196,8 +196,8 @@ def tuning(text: str) -> dict:
 
 def host(text: str) -> dict:
     """benchmarks/bench_host.py's printed report (runs that wrote no JSON): {"device", "rows": {row: {"aten_us",
-    path: [min, median, max] of the ratio to aten over the processes}}, "backward_us": {path: us a step at (8, 4096,
-    4096)}, "backward_native_calls"}."""
+    path: [min, median, max] of the ratio to aten over the processes}}}, and where printed "backward_us": {path: us
+    a step at (8, 4096, 4096)} and "backward_native_calls"."""
     head = re.search(r"^== host time per call on (.+?) \(torch", text, re.M)
     if head is None:
         raise ValueError("no 'host time per call' header: not a bench_host.py log")
@@ -208,18 +208,18 @@ def host(text: str) -> dict:
             for p, r in re.findall(r"(\w+) ([\d.]+ / [\d.]+ / [\d.]+)x", m.group(3))
         }
         rows[m.group(1)] = {"aten_us": float(m.group(2)), **paths}
+    if not rows:
+        raise ValueError("no host row: not a bench_host.py log")
+    data: dict = {"device": head.group(1), "rows": rows}
+    # the per-step table at (8, 4096, 4096), where the run printed one
     step = re.search(r"^forward\+backward \(8, 4096, 4096\) bf16 per step.*?: (.+)$", text, re.M)
+    if step:
+        # "aten 1136.0 us, cute default 742.9 us, cute python, calling thread 763.1 us": a name may hold a comma
+        data["backward_us"] = {name: float(us) for name, us in re.findall(r"(.+?) ([\d.]+) us(?:, |$)", step.group(1))}
     calls = re.search(r"^  default path's timed calls: native (\d+)$", text, re.M)
-    if not rows or step is None or calls is None:
-        raise ValueError("no host rows, per-step line or timed-call count: not a bench_host.py log")
-    # "aten 1136.0 us, cute default 742.9 us, cute python, calling thread 763.1 us": a path's name may hold a comma
-    backward = {name: float(us) for name, us in re.findall(r"(.+?) ([\d.]+) us(?:, |$)", step.group(1))}
-    return {
-        "device": head.group(1),
-        "rows": rows,
-        "backward_us": backward,
-        "backward_native_calls": int(calls.group(1)),
-    }
+    if calls:
+        data["backward_native_calls"] = int(calls.group(1))
+    return data
 
 
 def rows_us(text: str) -> dict:
