@@ -12,7 +12,7 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
-``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``ncu`` (a probe's log with ncu's report), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``ncu`` (a probe's log with ncu's report), ``memory-phases`` (probes/llama_memory_phases.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
 KIND; tests/test_figures.py parses the log again and compares.
 """
 
@@ -267,7 +267,32 @@ def ncu(text: str) -> dict:
     return {"kernels": kernels, "timings": timings}
 
 
-PARSERS = {"core": core, "host": host, "ncu": ncu, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+def memory_phases(text: str) -> dict:
+    """benchmarks/probes/llama_memory_phases.py's tables ("GiB allocated, one training step"; a log may hold
+    several, in order): {"tables": [{"variants": [...], "gib": {phase: [GiB per variant]}, "diff_mib": {phase:
+    MiB}}]}."""
+    tables = []
+    lines = text.splitlines()
+    for k, line in enumerate(lines):
+        if not line.endswith(": GiB allocated, one training step"):
+            continue
+        variants = lines[k + 1].split()[:-2]  # the header ends in "MiB diff"
+        gib, diff = {}, {}
+        for row in lines[k + 2 :]:
+            m = re.fullmatch(r"(\S.*?)\s+((?:[\d.]+\s+){" + str(len(variants)) + r"})(-?[\d.]+)", row)
+            if m is None:
+                break
+            gib[m.group(1)] = [float(x) for x in m.group(2).split()]
+            diff[m.group(1)] = float(m.group(3))
+        if not gib:
+            raise ValueError(f"no phase under the table at line {k + 1}")
+        tables.append({"variants": variants, "gib": gib, "diff_mib": diff})
+    if not tables:
+        raise ValueError("no 'GiB allocated, one training step' table: not a llama_memory_phases.py log")
+    return {"tables": tables}
+
+
+PARSERS = {"core": core, "host": host, "memory-phases": memory_phases, "ncu": ncu, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
            "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
