@@ -12,7 +12,8 @@ retyped. Each parser reads its probe's printed table exactly; a line it cannot r
 writes the ``.json`` beside the log (``--out`` names another file, for a log of several runs whose own JSON holds
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
-``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``ncu`` (a probe's log with ncu's report), ``memory-phases`` (probes/llama_memory_phases.py), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
+``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``ncu`` (a probe's log with ncu's report), ``memory-phases`` (probes/llama_memory_phases.py), ``cute-host`` (probes/cute_host_probe.py's part of the CuTe DSL
+probes' log), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
 KIND; tests/test_figures.py parses the log again and compares.
 """
 
@@ -292,7 +293,22 @@ def memory_phases(text: str) -> dict:
     return {"tables": tables}
 
 
-PARSERS = {"core": core, "host": host, "memory-phases": memory_phases, "ncu": ncu, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
+def cute_host(text: str) -> dict:
+    """The CuTe DSL probes' log, item 2 (benchmarks/probes/cute_host_probe.py): one forward call's host time before
+    and after the flavor writes the call's C arguments itself: {"before": {"cuda_us", "cute_us", "launch_us",
+    "dsl_call_us", "executor_us"}, "after": {"cuda_us", "cute_us", "launch_us"}}."""
+    calls = re.findall(r"op call: CUDA C\+\+ ([\d.]+) us, CuTe DSL ([\d.]+) us; CuteKernel.launch ([\d.]+)", text)
+    inner = re.search(r"the DSL's __call__ with prepared\s+arguments ([\d.]+); its executor with prepared C arguments (\d+(?:\.\d+)?)",
+                      text)  # fmt: skip
+    if len(calls) != 2 or inner is None:
+        raise ValueError("not the two 'op call' lines and the DSL's own times of cute_host_probe.py")
+    keys = ("cuda_us", "cute_us", "launch_us")
+    before = dict(zip(keys, map(float, calls[0]), strict=True))
+    before.update(dsl_call_us=float(inner.group(1)), executor_us=float(inner.group(2)))
+    return {"before": before, "after": dict(zip(keys, map(float, calls[1]), strict=True))}
+
+
+PARSERS = {"core": core, "cute-host": cute_host, "host": host, "memory-phases": memory_phases, "ncu": ncu, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
            "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
 
 
