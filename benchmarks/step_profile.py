@@ -55,11 +55,14 @@ def _device_events(step: Callable[[], None], steps: int) -> list:
     return [e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-def kernel_times(step: Callable[[], None], steps: int, events: list | None = None) -> dict[str, list]:
-    """{CUDA kernel name: [ms per step, launches in all]} of ``steps`` runs of ``step`` under torch.profiler (or of
-    the given profiled ``events``)."""
+def kernel_times(step: Callable[[], None], steps: int) -> dict[str, list]:
+    """{CUDA kernel name: [ms per step, launches in all]} of ``steps`` runs of ``step`` under torch.profiler."""
+    return _per_kernel(_device_events(step, steps), steps)
+
+
+def _per_kernel(events: list, steps: int) -> dict[str, list]:
     kernels: dict[str, list] = {}
-    for e in _device_events(step, steps) if events is None else events:
+    for e in events:
         k = kernels.setdefault(e.name, [0.0, 0])
         k[0] += e.device_time / 1e3 / steps  # ms per step
         k[1] += 1
@@ -115,7 +118,7 @@ def profile_steps(loss_of: Callable, opt: torch.optim.Optimizer, ids: torch.Tens
     step()
     torch.cuda.synchronize()
     events = _device_events(step, steps)
-    kernels = kernel_times(step, steps, events)
+    kernels = _per_kernel(events, steps)
     groups: dict[str, float] = {}
     for name, (ms, _) in kernels.items():
         groups[group(name)] = groups.get(group(name), 0.0) + ms

@@ -99,7 +99,8 @@ def step_part(profile: dict, part: str) -> float:
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
            "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
            "step_part": step_part, "host_us": host_us, "host_calls": host_calls,
-           "backward_us": backward_us, "sweep": sweep, "sum": sum, "max": max, "min": min, "abs": abs, "len": len, "next": next}  # fmt: skip
+           "backward_us": backward_us, "sweep": sweep,
+           "sum": sum, "max": max, "min": min, "abs": abs, "len": len, "next": next}  # fmt: skip
 
 
 def pages() -> list[Path]:
