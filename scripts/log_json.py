@@ -13,15 +13,20 @@ writes the ``.json`` beside the log (``--out`` names another file, for a log of 
 another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_core.py then bench_rmsnorm.py
 --quick), ``rmsnorm-bench`` (bench_rmsnorm.py), ``rmsnorm-configs`` (probes/rmsnorm_bwd_cluster_count.py),
 ``published-matmul`` (bench_published.py), ``tuning`` (bench_tuning.py), ``host`` (bench_host.py), ``rows-us`` (probes/rmsnorm_fwd_epilogue.py), ``ncu`` (a probe's log with ncu's report), ``memory-phases`` (probes/llama_memory_phases.py), ``cute-host`` (probes/cute_host_probe.py's part of the CuTe DSL
-probes' log), ``flce`` (probes/flce_chunk_gemms.py). The JSON records its log and
-KIND; tests/test_figures.py parses the log again and compares.
+probes' log), ``flce`` (probes/flce_chunk_gemms.py); the one-off probes' lab logs (scripts/probe_logs.py):
+``cute-probe`` (the CuTe DSL RMSNorm probes), ``cluster-backward`` (the CUDA C++ cluster backward),
+``rmsnorm-order`` (the 65,536 backward in several orders), ``step-kernels`` (probes/llama_step_profile.py's
+kernel lists), ``serving-gil`` (probes/serving_gil.py). The JSON records its log and KIND; tests/test_figures.py
+parses the log again and compares.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
+from functools import partial
 from pathlib import Path
 
 
@@ -308,8 +313,21 @@ def cute_host(text: str) -> dict:
     return {"before": before, "after": dict(zip(keys, map(float, calls[1]), strict=True))}
 
 
+def _probe_logs():
+    """scripts/probe_logs.py (the one-off probes' lab logs), loaded from its path as this module is."""
+    spec = importlib.util.spec_from_file_location("probe_logs", Path(__file__).with_name("probe_logs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_PROBES = _probe_logs()
 PARSERS = {"core": core, "cute-host": cute_host, "host": host, "memory-phases": memory_phases, "ncu": ncu, "rows-us": rows_us, "tuning": tuning, "flce": flce, "native": native, "rmsnorm-bench": rmsnorm_bench,
-           "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul}  # fmt: skip
+           "rmsnorm-configs": rmsnorm_configs, "published-matmul": published_matmul,
+           "cute-probe": partial(_PROBES.cute_probe, host=cute_host),
+           "cluster-backward": partial(_PROBES.cluster_backward, ncu=ncu),
+           "rmsnorm-order": partial(_PROBES.rmsnorm_order, tables=rmsnorm_bench), "step-kernels": _PROBES.step_kernels,
+           "serving-gil": _PROBES.serving_gil}  # fmt: skip
 
 
 def main() -> None:

@@ -60,3 +60,31 @@ def test_a_log_line_the_parser_cannot_read_is_an_error():
     text = (MEASURED / "2026-11-28-flce-gemms-h200.txt").read_text()
     with pytest.raises(ValueError, match="unreadable line"):
         log_json.flce(text.replace("4.801", "4.8O1"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "log", "wording"),
+    [
+        ("cute-probe", "2026-11-23-rmsnorm-cute-probe-h200.txt", "the same backward measured"),
+        ("cluster-backward", "2026-11-24-rmsnorm-cluster-backward-h100.txt", "copy-equivalent"),
+        ("cluster-backward", "2026-11-24-rmsnorm-cluster-backward-h100.txt", "second sweep"),
+    ],
+)
+def test_a_lab_log_whose_reading_lost_a_wording_is_an_error(kind, log, wording):
+    """A figure a page takes from a lab log's written reading is found by its wording: reworded, the parse fails
+    naming what it looked for, instead of returning a figure from elsewhere."""
+    text = (MEASURED / log).read_text()
+    assert wording in text
+    with pytest.raises(ValueError, match="no "):
+        log_json.PARSERS[kind](text.replace(wording, "reworded"))
+
+
+def test_a_step_kernel_list_reads_the_side_by_side_rows():
+    """The Llama probe's side-by-side table is read row by row: one row's launches changed in the log change the
+    parsed figure (the figures docs/llama.md takes per copy kernel come from these rows)."""
+    text = (MEASURED / "2026-11-27-llama-h100.txt").read_text()
+    row = "inductor     0.00/0      2.01/32     0.00/0      0.00/0    triton_poi_fused_4"
+    assert row in text
+    parsed = log_json.PARSERS["step-kernels"](text.replace(row, row.replace("2.01/32", "2.01/16")))
+    fused = next(r for r in parsed["side_by_side"]["rows"] if r["name"] == "triton_poi_fused_4")
+    assert fused["calls"] == [0, 16, 0, 0]
