@@ -88,3 +88,19 @@ def test_a_step_kernel_list_reads_the_side_by_side_rows():
     parsed = log_json.PARSERS["step-kernels"](text.replace(row, row.replace("2.01/32", "2.01/16")))
     fused = next(r for r in parsed["side_by_side"]["rows"] if r["name"] == "triton_poi_fused_4")
     assert fused["calls"] == [0, 16, 0, 0]
+
+
+def test_no_page_types_a_measured_figure():
+    assert not figures.unmarked(), "\n".join(figures.unmarked())
+
+
+def test_a_typed_figure_is_found_and_targets_quotes_and_shapes_are_not(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text(
+        'The op runs at 12.5 us and 1.04x aten, target >= 95% of copy (was "96.1%").\n'
+        "A shape of 8 x 4,096 on 2 x H200; <!--fig:relu_cuda_default-->0.91x<!--/fig--> marked.\n\n"
+        "```\n# a code block keeps its 3.2 ms\n```\n"
+    )
+    monkeypatch.setattr(figures, "pages", lambda: [page])
+    monkeypatch.setattr(figures, "ROOT", tmp_path)
+    assert [line.split(": ")[1] for line in figures.unmarked()] == ["12.5 us", "1.04x"]
