@@ -16,7 +16,7 @@ another benchmark's results). KIND: ``core`` (bench_core.py), ``native`` (bench_
 probes' log), ``flce`` (probes/flce_chunk_gemms.py); the one-off probes' lab logs (scripts/probe_logs.py):
 ``cute-probe`` (the CuTe DSL RMSNorm probes), ``cluster-backward`` (the CUDA C++ cluster backward),
 ``rmsnorm-order`` (the 65,536 backward in several orders), ``step-kernels`` (probes/llama_step_profile.py's
-kernel lists), ``serving-gil`` (probes/serving_gil.py). The JSON records its log and KIND; tests/test_figures.py
+kernel lists), ``serving-gil`` (probes/serving_gil.py), ``distributed`` (examples/distributed/train.py's RESULT lines). The JSON records its log and KIND; tests/test_figures.py
 parses the log again and compares.
 """
 
@@ -327,7 +327,7 @@ PARSERS = {"core": core, "cute-host": cute_host, "host": host, "memory-phases": 
            "cute-probe": partial(_PROBES.cute_probe, host=cute_host),
            "cluster-backward": partial(_PROBES.cluster_backward, ncu=ncu),
            "rmsnorm-order": partial(_PROBES.rmsnorm_order, tables=rmsnorm_bench), "step-kernels": _PROBES.step_kernels,
-           "serving-gil": _PROBES.serving_gil}  # fmt: skip
+           "serving-gil": _PROBES.serving_gil, "distributed": _PROBES.distributed_results}  # fmt: skip
 
 
 def main() -> None:

@@ -256,3 +256,19 @@ def serving_gil(text: str) -> dict:
     if not out:
         raise ValueError("no 'FLAVOR: registered in' line: not a serving_gil.py log")
     return {"flavors": out}
+
+
+def distributed_results(text: str) -> dict:
+    """examples/distributed/train.py's "RESULT key=value ..." lines: {mode: {"device", "steps", "loss_first",
+    "loss_last", "max_rel_diff", "tol", "keys", "keys_tuned_by_rank"}}, the first line of a mode kept."""
+    out: dict = {}
+    for m in re.finditer(r"^RESULT mode=(\w+) ranks=\d+ device=(.+?) dtype=.* steps=(\d+) loss ([\d.]+)->([\d.]+) "
+                         r"max_rel_diff=(\S+) \(tol (\S+)\) .* keys=(\d+) keys_tuned_by_rank=\[([\d, ]+)\]", text, re.M):  # fmt: skip
+        out.setdefault(m.group(1), {
+            "device": m.group(2), "steps": int(m.group(3)), "loss_first": float(m.group(4)),
+            "loss_last": float(m.group(5)), "max_rel_diff": float(m.group(6)), "tol": float(m.group(7)),
+            "keys": int(m.group(8)), "keys_tuned_by_rank": [int(k) for k in m.group(9).split(", ")],
+        })  # fmt: skip
+    if not out:
+        raise ValueError("no 'RESULT mode=' line: not a log of examples/distributed/train.py")
+    return {"modes": out}
