@@ -31,7 +31,7 @@ def one(variant: str, explain_first: bool) -> dict:
     ids = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), device="cuda")
     if explain_first:  # as bench_llama.run_one does: Dynamo's explain (after a reset) before the compile
         explain(loss_of, ids)
-    raw: dict = {"records": 0, "first": []}
+    raw: dict = {"records": 0, "first": [], "whole": []}
 
     class Raw(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
@@ -44,7 +44,6 @@ def one(variant: str, explain_first: bool) -> dict:
             if "kept whole" in record.getMessage() and len(raw["whole"]) < 5:
                 raw["whole"].append(record.getMessage()[:300])
 
-    raw["whole"] = []
     logging.getLogger("opsmith").addHandler(Whole())
     logging.getLogger("opsmith").setLevel(logging.INFO)
     log = logging.getLogger(LOGGER)
