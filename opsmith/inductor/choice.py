@@ -166,19 +166,14 @@ class CompileChoice:
         return winner
 
 
-@contextlib.contextmanager
 def _outside_fx_tracing() -> Any:
     """The measurement's own torch.compile of the reference runs while AOTAutograd traces the model (make_fx), whose
     flag makes Dynamo refuse ("using FX to symbolically trace a dynamo-optimized function"): the flag is cleared for
-    the measurement, which traces nothing of the model (the modes are off and its tensors are real)."""
-    import torch.fx._symbolic_trace as symbolic
+    the measurement, which traces nothing of the model (the modes are off and its tensors are real). Where torch
+    keeps that flag moved in 2.14: ``torch_compat.fx_tracing_cleared``."""
+    from ..torch_compat import fx_tracing_cleared
 
-    before = symbolic._is_fx_tracing_flag
-    symbolic._is_fx_tracing_flag = False
-    try:
-        yield
-    finally:
-        symbolic._is_fx_tracing_flag = before
+    return fx_tracing_cleared()
 
 
 def register_traced(lib: Any, op_name: str, overload: Any, choice: CompileChoice | None,

@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -299,13 +298,12 @@ def compile_flags(
     made, and CPU tensors pass the device guard (``launch_cpp.py``). ``target`` "stable": against the stable ABI
     from ``TORCH_TARGET_VERSION`` on, linked by soname with no run path: it uses the libtorch of whichever torch
     loads it; "xla": against XLA's FFI headers (``jax.ffi.include_dir()``), linking no torch."""
-    from torch.utils.cpp_extension import include_paths
+    from ..torch_compat import cxx_flags
 
     torch_lib = str(Path(torch.__file__).parent / "lib")
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-             "-DTORCH_EXTENSION_NAME=opsmith_native", "-w", *(["-DOPSMITH_DRY_RUN"] if dry_run else [])]  # fmt: skip
-    flags += [f"-I{d}" for d in include_paths()] + [f"-I{_cuda_include()}", f"-I{sysconfig.get_paths()['include']}"]
+    # torch's own extension flags (standard, ABI, defines, include paths: torch_compat.cxx_flags), then ours
+    flags = [*cxx_flags(), "-O2", "-fvisibility=hidden", "-DTORCH_EXTENSION_NAME=opsmith_native", "-w",
+             *(["-DOPSMITH_DRY_RUN"] if dry_run else []), f"-I{_cuda_include()}"]  # fmt: skip
     if target == "stable":
         flags.append(f"-DTORCH_TARGET_VERSION={STABLE_TARGET_VERSION}")
     if target == "xla":
