@@ -170,8 +170,8 @@ def _outside_fx_tracing() -> Any:
     """The measurement's own torch.compile of the reference runs while AOTAutograd traces the model (make_fx), whose
     flag makes Dynamo refuse ("using FX to symbolically trace a dynamo-optimized function"): the flag is cleared for
     the measurement, which traces nothing of the model (the modes are off and its tensors are real). Where torch
-    keeps that flag moved in 2.14: ``torch_compat.fx_tracing_cleared``."""
-    from ..torch_compat import fx_tracing_cleared
+    keeps that flag moved in 2.14: ``compat.torch_private.fx_tracing_cleared``."""
+    from ..compat.torch_private import fx_tracing_cleared
 
     return fx_tracing_cleared()
 

@@ -298,10 +298,10 @@ def compile_flags(
     made, and CPU tensors pass the device guard (``launch_cpp.py``). ``target`` "stable": against the stable ABI
     from ``TORCH_TARGET_VERSION`` on, linked by soname with no run path: it uses the libtorch of whichever torch
     loads it; "xla": against XLA's FFI headers (``jax.ffi.include_dir()``), linking no torch."""
-    from ..torch_compat import cxx_flags
+    from ..compat.torch_private import cxx_flags
 
     torch_lib = str(Path(torch.__file__).parent / "lib")
-    # torch's own extension flags (standard, ABI, defines, include paths: torch_compat.cxx_flags), then ours
+    # torch's own extension flags (standard, ABI, defines, include paths: compat.torch_private.cxx_flags), then ours
     flags = [*cxx_flags(), "-O2", "-fvisibility=hidden", "-DTORCH_EXTENSION_NAME=opsmith_native", "-w",
              *(["-DOPSMITH_DRY_RUN"] if dry_run else []), f"-I{_cuda_include()}"]  # fmt: skip
     if target == "stable":

@@ -4,7 +4,7 @@ opsmith supports torch 2.11 to 2.14 (pyproject's bounds: the versions the suite 
 in any release, so the code asks this module instead of importing it where it is used, and ``PRIVATE`` says for
 each name what we know: the versions it was seen in, and what opsmith does where it is missing.
 (``torch._C._cuda_getCurrentRawStream`` is read with a fallback where it is used: CPU builds lack it.)
-``tests/test_torch_compat.py`` resolves every entry on the installed torch, so a torch that drops one fails there,
+``tests/test_torch_private.py`` resolves every entry on the installed torch, so a torch that drops one fails there,
 by name, before anything that uses it.
 
 The C++ flags are torch's own: ``cxx_flags()`` asks ``torch.utils.cpp_extension`` what it compiles an extension

@@ -1,4 +1,4 @@
-"""The private torch names opsmith reads (``opsmith.torch_compat``), on whichever torch runs the suite: CI runs it
+"""The private torch names opsmith reads (``opsmith.compat.torch_private``), on whichever torch runs the suite: CI runs it
 on the newest and the oldest supported torch, so a release that moves a name fails here by name."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.cpp_extension import include_paths
 
-from opsmith import torch_compat as tc
+from opsmith.compat import torch_private as tc
 
 ROOT = Path(__file__).resolve().parents[1]
 
