@@ -23,6 +23,7 @@ __all__ = [
     "Knob",
     "LOG",
     "NATIVE",
+    "NATIVE_PCH",
     "PROGRESS",
     "REINPLACE_SAVED",
     "SPECIALIZE_LIMIT",
@@ -142,6 +143,14 @@ NATIVE: Knob[str] = Knob(
     "auto = serve each op through a native library built in the background where a GPU and a C++ compiler are "
     "present (docs/native.md); off = the Python path always; dry-run = opsmith's own CPU tests (libraries and the Python "
     "path record launches instead of making them, on CPU tensors).",
+)
+
+NATIVE_PCH: Knob[str] = Knob(
+    "OPSMITH_NATIVE_PCH",
+    "auto",
+    "auto = native builds precompile torch's headers once the disk cache has compiled one library for the same torch, "
+    "compiler and flags (~30 s and ~480 MB once; each later small library compiles in about half the time); on = "
+    "from the first build; off = never (opsmith/native/pch.py). GCC only.",
 )
 
 

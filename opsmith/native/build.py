@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from ..cache import DiskCache, make_key
 from ..declare.record import KernelRecord
 from ..errors import CompileError, LaunchError, SpecError, ToolchainError
 from ..flavors.base import likely_spec
+from . import pch
 from .codegen import NativeOp, Variant
 from .cpp import SCALAR_TYPE
 from .library import Image, image_label, library_source
@@ -363,11 +364,18 @@ def library_key(source: str, images: Sequence[Image], *, object_only: bool = Fal
                      "torch": torch.__version__, "python": sys.version_info[:2]})  # fmt: skip
 
 
-def compile_command(source: str, images: Sequence[Image], workdir: Path, out: Path, *,
-                    object_only: bool = False, dry_run: bool = False, target: str = "aten") -> list[str]:  # fmt: skip
-    """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``out``."""
+def compile_command(source: str, images: Sequence[Image], workdir: Path, out: Path, *, object_only: bool = False,
+                    dry_run: bool = False, target: str = "aten", precompiled: bool = True,
+                    make_pch: bool = True) -> list[str]:  # fmt: skip
+    """Write ``source`` and the images it embeds into ``workdir``; the compiler command that makes ``out``.
+    ``precompiled``: torch's headers may come precompiled (``pch.py``; ATen libraries, GCC), made here when
+    ``make_pch`` and it is time."""
     cxx = compiler()
     flags, link = compile_flags(object_only, dry_run, target)
+    ready = _precompiled(source, cxx, target, make_pch) if precompiled else None
+    if ready is not None:
+        source, entry = ready
+        flags = [*flags, f"-I{entry}"]
     src = workdir / "ops.cpp"
     src.write_text(source)
     for im in images:
@@ -377,6 +385,28 @@ def compile_command(source: str, images: Sequence[Image], workdir: Path, out: Pa
         link = [*link, *_cute_link()]
     return [cxx, *flags, *_assembler("-I", str(workdir)), str(src), *([] if object_only else objects), "-o",
             str(out), *link]  # fmt: skip
+
+
+def _precompiled(source: str, cxx: str, target: str, make: bool) -> tuple[str, Path] | None:
+    if target != "aten":
+        return None
+    base = [f for f in compile_flags(False, False, target)[0] if f != "-shared"]  # the dry-run define is GCC's to check
+    return pch.prepare(source, cxx, _compiler_version(cxx), base, make=make)
+
+
+def compile_or_retry(command: Callable[..., list[str]]) -> tuple[list[str], subprocess.CompletedProcess]:
+    """Run ``command()``'s compile; where it fails with a precompiled header, compile ``command(precompiled=False)``
+    and, when that succeeds, remove the entry: a bad entry costs a compile, never a build. (command, result)."""
+    cmd = command()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    entry = pch.entry_in(cmd) if proc.returncode != 0 else None
+    if entry is None:
+        return cmd, proc
+    cmd = command(precompiled=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode == 0:
+        pch.discard(entry)
+    return cmd, proc
 
 
 def _cute_link() -> list[str]:
@@ -431,8 +461,12 @@ def compile_library(source: str, images: Sequence[Image], out: Path, *, object_o
         return True, time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="opsmith-native-") as tmp:
         made = Path(tmp) / ("ops.o" if object_only else "ops.so")
-        cmd = compile_command(source, images, Path(tmp), made, object_only=object_only, dry_run=dry_run, target=target)
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+
+        def command(precompiled: bool = True) -> list[str]:
+            return compile_command(source, images, Path(tmp), made, object_only=object_only, dry_run=dry_run,
+                                   target=target, precompiled=precompiled)  # fmt: skip
+
+        cmd, proc = compile_or_retry(command)
         if proc.returncode != 0:
             raise compile_failed(cmd, proc.returncode, proc.stderr)
         data = made.read_bytes()

@@ -42,6 +42,7 @@ import torch
 
 from .. import env
 from ..errors import ToolchainError
+from . import pch
 from .build import (
     DEFAULT_DTYPES,
     build_source,
@@ -437,15 +438,23 @@ def _compile_detached(key: str, text: str, images: list, dry: bool, staging: Pat
     """Compile into ``staging/<key>.so`` (renamed into place when whole) in a new session: the compiler is not
     this process's child to kill at exit, nor its terminal's to interrupt."""
     work = staging / f"{key}.{os.getpid()}.{threading.get_ident()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(mode=0o700)
-    cmd = compile_command(text, images, work, work / "ops.so", dry_run=dry)
-    script = '"$@" 2> "$W/log" && mv -f "$W/ops.so" "$F" && rm -rf "$W"'
-    proc = subprocess.Popen(["sh", "-c", script, "sh", *cmd], env={**os.environ, "W": str(work),
-                            "F": str(staging / f"{key}.so")}, start_new_session=True,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # fmt: skip
-    _SERVER.started()
-    if proc.wait() != 0:
-        log_text = (work / "log").read_text(errors="replace") if (work / "log").is_file() else ""
+    entry = None
+    for precompiled in (True, False):  # a compile failing with a precompiled header runs again without (pch.py)
         shutil.rmtree(work, ignore_errors=True)
-        raise compile_failed(cmd, proc.returncode, log_text)
+        work.mkdir(mode=0o700)
+        cmd = compile_command(text, images, work, work / "ops.so", dry_run=dry, precompiled=precompiled, make_pch=False)
+        script = '"$@" 2> "$W/log" && mv -f "$W/ops.so" "$F" && rm -rf "$W"'
+        proc = subprocess.Popen(["sh", "-c", script, "sh", *cmd], env={**os.environ, "W": str(work),
+                                "F": str(staging / f"{key}.so")}, start_new_session=True,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)  # fmt: skip
+        _SERVER.started()
+        if proc.wait() == 0:
+            if not precompiled and entry is not None:
+                pch.discard(entry)
+            return
+        entry = pch.entry_in(cmd) if precompiled else entry
+        if entry is None:
+            break
+    log_text = (work / "log").read_text(errors="replace") if (work / "log").is_file() else ""
+    shutil.rmtree(work, ignore_errors=True)
+    raise compile_failed(cmd, proc.returncode, log_text)
