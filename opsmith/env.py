@@ -149,7 +149,8 @@ NATIVE_PCH: Knob[str] = Knob(
     "OPSMITH_NATIVE_PCH",
     "auto",
     "auto = native builds precompile torch's headers once the disk cache has compiled one library for the same torch, "
-    "compiler and flags (~30 s and ~480 MB once; each later small library compiles in about half the time); on = "
+    "compiler and flags (once, ~40 s and ~500 MB on a 2-core CPU; each later small library compiles in about half the "
+    "time: benchmarks/bench_native_build.py); on = "
     "from the first build; off = never (opsmith/native/pch.py). GCC only.",
 )
 

@@ -3,6 +3,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+from tiers import DEEP
 
 import opsmith as ok
 
@@ -21,11 +23,60 @@ HAS_CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if HAS_CUDA else "cpu")
 
 
+# The fast profile by default; scripts/test --all sets OPSMITH_TEST_DEEP=1 for the deep one (tiers.py).
+settings.register_profile("fast", max_examples=25, deadline=None)
+settings.register_profile("deep", max_examples=200, deadline=None)
+settings.load_profile("deep" if DEEP else "fast")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
-    """Every test session compiles into its own cache directory, so runs never see each other's entries."""
-    os.environ["OPSMITH_CACHE_DIR"] = str(tmp_path_factory.mktemp("opsmith-cache"))
+    """Every test run compiles into its own cache directory, so runs never see each other's entries. The
+    workers of one run (pytest-xdist) share it: what one compiled the other reads, as processes sharing a
+    user's cache do (entries are content-addressed and published atomically)."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    cache = root / "opsmith-cache"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    os.environ["OPSMITH_CACHE_DIR"] = str(cache)
     yield
+
+
+_SESSION_PCH: list[Path] = []
+
+
+def seeded_cache(cache: Path) -> Path:
+    """``cache``, made for a test's own processes, holding the run's precompiled torch headers (hard links to
+    the run cache's entry, made there once): a fresh cache's builds would otherwise parse torch's headers again
+    (~14 s each on 2 cores) and serving never makes one itself (opsmith/native/pch.py)."""
+    cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _SESSION_PCH:
+        _SESSION_PCH.append(_make_session_pch())
+    entry = _SESSION_PCH[0]
+    if entry is not None and entry.is_dir():
+        into = cache / "native-pch" / entry.name
+        into.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for f in entry.iterdir():
+            if not (into / f.name).exists():
+                os.link(f, into / f.name)
+    return cache
+
+
+def _make_session_pch() -> Path | None:
+    import importlib
+
+    from opsmith.native.library import library_source
+
+    build = importlib.import_module("opsmith.native.build")
+    old = os.environ.get("OPSMITH_NATIVE_PCH")
+    os.environ["OPSMITH_NATIVE_PCH"] = "on"
+    try:
+        made = build._precompiled(library_source([], [], torch.__version__), build.compiler(), "aten", True)
+    except ok.ToolchainError:
+        return None
+    finally:
+        os.environ.pop("OPSMITH_NATIVE_PCH") if old is None else os.environ.__setitem__("OPSMITH_NATIVE_PCH", old)
+    return None if made is None else made[1]
 
 
 def pytest_collection_modifyitems(config, items):

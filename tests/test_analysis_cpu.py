@@ -44,6 +44,7 @@ def test_an_unread_stride_is_said_and_its_tensor_made_row_major():
     assert said == [] and _input(quiet, "W").strided == (0,)  # silenced: neither the warning nor the change
 
 
+@pytest.mark.slow
 def test_the_change_reaches_the_native_library_too():
     """A strided W (stride 2): the Python path and a native library built from the record both copy it."""
     op, _ = _said(lambda: _rows_scale(NS, "rows_scale_native"))

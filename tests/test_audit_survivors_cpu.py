@@ -42,6 +42,7 @@ def test_re_registering_with_one_more_extra_names_the_extras():
         _cuda("again", src, "k", extras=[ok.Numel("x"), ok.Numel("x", name="m")], **decl)
 
 
+@pytest.mark.slow
 def test_a_size_expression_over_an_output_fills_its_parameter():
     """``Size("numel(y)")``: the output's element count, as the kernel receives it on both paths."""
     src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
@@ -73,6 +74,7 @@ def test_a_shared_stride_copies_a_row_sliced_input_so_the_kernel_stays_inside_th
 SHARED_T = "template <typename T> __global__ void k(const float* x, const T* a, const T* b, int n, float* y) {}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("slot", ["a", "b"])
 def test_a_template_type_of_optional_inputs_comes_from_whichever_is_given(slot):
     """``{T_a}`` typing two optional inputs: the one given decides T, either one; both absent, the kernel reads
@@ -95,6 +97,7 @@ def test_a_template_type_of_optional_inputs_comes_from_whichever_is_given(slot):
     assert not got[4]["ok"] and "(the kernel types both with one template parameter)" in got[4]["error"], got[4]
 
 
+@pytest.mark.slow
 def test_a_tuning_decision_for_a_call_without_its_optional_input_builds_natively(tmp_path):
     """A tuned op with an optional in-place input (a published backward's z-loss buffer): the decision of a call
     that passed it as None has None for its dtype in the key, which the native build wrote as int(None) and

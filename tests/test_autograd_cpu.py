@@ -146,6 +146,7 @@ def test_compile_builds_forward_and_backward_graphs_with_the_kernels(impl):
         assert "triton_kernel_wrapper" in text(graphs["fw"]) and "triton_kernel_wrapper" in text(graphs["bw"])
 
 
+@pytest.mark.slow
 def test_interpreter_rmsnorm_and_autograd_rules():
     """Triton's interpreter on CPU: forward and backward vs the reference, gradcheck in float64, the
     missing-backward and double-backward errors (a fresh process: the interpreter must be on before

@@ -37,6 +37,7 @@ def gloo(monkeypatch):
     dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_shard_wraps_each_compiled_layer_and_trains_as_unsharded(gloo):
     from torch.distributed.fsdp import FSDPModule
 

@@ -96,6 +96,7 @@ for name, sign, kw in (("right", 1.0, {}), ("wrong", -1.0, {}), ("wrong_ref", -1
 """
 
 
+@pytest.mark.slow
 def test_a_triton_kernel_in_the_interpreter_really_runs_and_with_a_reference_compiles_on_cpu():
     pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
     env = {**ENV, "TRITON_INTERPRET": "1", "OPSMITH_NATIVE": "off"}

@@ -29,6 +29,7 @@ def table():
     return json.loads(run_interpreted("check_table_interpreter_check.py", timeout=1800).splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", CORRECT)
 def test_a_correct_op_has_no_fail_row(table, name):
     rows = table["rows"][name]
@@ -37,6 +38,7 @@ def test_a_correct_op_has_no_fail_row(table, name):
     assert all(rows[c][0] == "pass" for c in ran), rows  # the interpreter ran the kernel in every one
 
 
+@pytest.mark.slow
 def test_the_rows_that_failed_correct_ops_before(table):
     rows = table["rows"]
     # Divisible(C, 4): the case's (7, 301) grew to whole groups of 4 for compile and export; export reran
@@ -49,6 +51,7 @@ def test_the_rows_that_failed_correct_ops_before(table):
     assert "refused" not in rows["colsum"]["opcheck"][1], rows["colsum"]
 
 
+@pytest.mark.slow
 def test_a_wrong_declaration_fails_naming_its_cause(table):
     scale = table["rows"]["wrong_rows_scale"]["numerics"]
     assert scale[0] == "FAIL" and "passes when W is contiguous" in scale[1] and "W_row_stride" in scale[1], scale
@@ -57,6 +60,7 @@ def test_a_wrong_declaration_fails_naming_its_cause(table):
     assert "Stride(('A', 'B'), axis)" in pair[1], pair
 
 
+@pytest.mark.slow
 def test_registration_said_what_it_corrected(table):
     said = table["warnings"]
     assert any("rows_scale: the kernel never reads 'W_row_stride'" in m for m in said), said

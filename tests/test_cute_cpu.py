@@ -101,6 +101,7 @@ def _spec(op, dtype, n, acc=None):
                   "static": lambda k: n}[kind](k) for kind, k in op.variants.spec_layout)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_rmsnorm_compiles_every_path():
     """The CuTe DSL RMSNorm compiles without a GPU for every path its host functions choose: rows in one CTA
     (short ones several to a CTA), clusters of 2, 3 (ragged slices) and 8, 4-byte and 2-byte vectors (odd

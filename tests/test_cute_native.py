@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import seeded_cache
 
 pytest.importorskip("cutlass", reason="CuTe DSL (pip install 'opsmith[cute]') is part of the test extra")
 
@@ -37,7 +38,7 @@ def slots(r):  # a native record's arguments: x, alpha (float32), n (int32), y, 
 
 def _run(code: str, tmp: Path, **extra: str) -> subprocess.CompletedProcess:
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)  # (where the DSL is)
-    env = dict(os.environ, PYTHONPATH=path, OPSMITH_CACHE_DIR=str(tmp / "cache"), **extra)
+    env = dict(os.environ, PYTHONPATH=path, OPSMITH_CACHE_DIR=str(seeded_cache(tmp / "cache")), **extra)
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
     return subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, env=env,
                           timeout=1200)  # fmt: skip
@@ -54,6 +55,7 @@ def test_only_aten_libraries_hold_a_cute_op():
         assert f"CuTe DSL host function, which a {name} library does not hold" in why and "ATen library" in fix
 
 
+@pytest.mark.slow
 def test_served_by_default_with_the_python_paths_arguments(tmp_path):
     """Registered in a dry-run process, the op switches to its served library: a call the library holds runs
     there with the arguments the Python path passes (same config, pointers, scalar, size); an unaligned input
@@ -93,6 +95,7 @@ print("counts:", c.native, sorted(c.python.items()))
     assert "counts: 1 [('a compiled-in size the library lacks', 1), ('a dtype the library lacks', 1)]" in out, out
 
 
+@pytest.mark.slow
 def test_built_library_serves_without_opsmith_or_the_dsl(tmp_path):
     """``opsmith build`` of a tuned CuTe DSL op: the dry-run library, loaded in a process that imports neither
     opsmith nor the DSL, runs the default config for each dtype it holds and names what it lacks; the real

@@ -35,6 +35,7 @@ def _op(name, kernel, dtype):
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_dtype_outside_the_set_is_refused_alike_on_both_paths():
     op = _op("twice", "twice<{T_x}>", FLOATS)
     assert op.record.tensor_inputs[0].dtypes == ("bfloat16", "float16", "float32")
@@ -74,6 +75,7 @@ extern "C" __global__ void colsum(const float* x, int R, int C, float* out) {
 """
 
 
+@pytest.mark.slow
 def test_an_empty_input_gives_the_declared_init_on_both_paths():
     """A column sum over zero rows is its init (0) without a launch, on the Python path, in a native library and on
     fake tensors; without an init the op keeps refusing, alike on both paths."""

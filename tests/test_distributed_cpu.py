@@ -122,6 +122,7 @@ def test_derived_rules_on_two_cpu_ranks():
         assert line in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["tp", "fsdp"])
 def test_distributed_example_on_two_cpu_ranks(mode):
     """The multi-GPU page's example (docs/multi-gpu.md), small, on CPU: tensor parallel with sequence-parallel norms (DTensors reach

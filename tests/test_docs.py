@@ -25,7 +25,10 @@ def _run_blocks(page: str, tmp_path: Path, monkeypatch) -> dict:
     return runpy.run_path(str(path))
 
 
-@pytest.mark.parametrize("page", RUN)
+# docs/native.md's blocks build native libraries (~100 s on 2 cores): the whole suite runs them
+@pytest.mark.parametrize(
+    "page", [pytest.param(p, marks=pytest.mark.slow) if p.endswith("native.md") else p for p in RUN]
+)
 def test_python_blocks_run(page, tmp_path, monkeypatch):
     pytest.importorskip("triton", reason="the docs' Triton examples need Triton, which installs on Linux x86-64")
     if page in ("README.md", "docs/flavors.md"):

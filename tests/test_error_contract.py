@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import seeded_cache
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -34,29 +35,44 @@ _MODE_ENV = {"served": {"OPSMITH_NATIVE": "dry-run"},
              "python": {"OPSMITH_NATIVE": "dry-run", "OPSMITH_CXX": "/nonexistent/c++"}}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def paths(tmp_path_factory) -> dict:
-    cache = tmp_path_factory.mktemp("contract-cache")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
-               OPSMITH_CACHE_DIR=str(cache))  # fmt: skip
-    env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
-    modes = ["python", "served", "use", "load", "bare", "stable", "reference", "fake"]
-    try:
-        import jax  # noqa: F401
+class _Paths:
+    """Each path's outcome per row, from ``contract_paths.py MODE`` run once per mode, in its own process, when a
+    test first asks for it; a group of modes starts together (2 cores: the paths without a library take ~20 s,
+    the five that build or load one ~150 s, so the fast tier runs only the first group)."""
 
-        modes += ["jax", "xla"]
-    except ImportError:
-        pass
-    procs = {m: subprocess.Popen([sys.executable, str(HERE / "contract_paths.py"), m], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, cwd=str(HERE),
-                                 env={**env, **_MODE_ENV.get(m, {})})
-             for m in modes}  # fmt: skip
-    out = {}
-    for m, p in procs.items():
-        stdout, stderr = p.communicate(timeout=1500)
-        assert p.returncode == 0, f"{m}: {stderr[-4000:]}"
-        out[m] = json.loads(stdout.strip().splitlines()[-1])
-    return out
+    GROUPS = (("python", "fake", "reference"), ("served", "use", "load", "bare", "stable"), ("jax", "xla"))
+
+    def __init__(self, cache: Path) -> None:
+        self.env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+                        OPSMITH_CACHE_DIR=str(cache))  # fmt: skip
+        self.env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
+        self.out: dict[str, dict] = {}
+
+    def __contains__(self, mode: str) -> bool:
+        if mode in ("jax", "xla"):
+            try:
+                import jax  # noqa: F401
+            except ImportError:
+                return False
+        return True
+
+    def __getitem__(self, mode: str) -> dict:
+        if mode not in self.out:
+            (group,) = [g for g in self.GROUPS if mode in g]
+            procs = {m: subprocess.Popen([sys.executable, str(HERE / "contract_paths.py"), m], stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, text=True, cwd=str(HERE),
+                                         env={**self.env, **_MODE_ENV.get(m, {})})
+                     for m in group}  # fmt: skip
+            for m, p in procs.items():
+                stdout, stderr = p.communicate(timeout=1500)
+                assert p.returncode == 0, f"{m}: {stderr[-4000:]}"
+                self.out[m] = json.loads(stdout.strip().splitlines()[-1])
+        return self.out[mode]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> _Paths:
+    return _Paths(seeded_cache(tmp_path_factory.mktemp("contract-cache")))
 
 
 def test_the_python_path_refuses_each_matrix_row_with_its_documented_error(paths):
@@ -77,6 +93,7 @@ def test_each_boundary_row_has_its_written_outcome(paths):
     assert not wrong, wrong
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ["served-before", "served-after", "use", "load"])
 def test_every_opsmith_path_gives_the_python_paths_outcome_class_and_text(paths, path):
     got = paths["served"][path.split("-")[1]] if path.startswith("served") else paths[path]
@@ -86,6 +103,7 @@ def test_every_opsmith_path_gives_the_python_paths_outcome_class_and_text(paths,
     assert not mismatched, mismatched
 
 
+@pytest.mark.slow
 def test_a_library_loaded_without_opsmith_raises_the_builtin_classes_with_the_same_text(paths):
     for cid, want in paths["python"].items():
         cls, _, text = want.partition(": ")
@@ -93,12 +111,14 @@ def test_a_library_loaded_without_opsmith_raises_the_builtin_classes_with_the_sa
         assert paths["bare"][cid] == expected, cid
 
 
+@pytest.mark.slow
 def test_a_stable_abi_library_raises_runtime_error_with_the_same_text(paths):
     for cid, got in paths["stable"].items():
         want = paths["python"][cid]
         assert got == (want if want == "ok" else f"RuntimeError: {want.partition(': ')[2]}"), cid
 
 
+@pytest.mark.slow
 def test_jax_refuses_at_trace_time_what_the_python_path_refuses(paths):
     if "jax" not in paths:
         pytest.skip("JAX not installed: pip install 'opsmith[jax]'")
@@ -123,6 +143,7 @@ def test_the_fake_implementation_refuses_what_the_python_path_refuses(paths):
     assert len(blind) >= 8, blind
 
 
+@pytest.mark.slow
 def test_the_xla_handlers_own_checks_refuse_with_the_same_text(paths):
     if "xla" not in paths:
         pytest.skip("JAX not installed: pip install 'opsmith[jax]'")

@@ -74,6 +74,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_the_native_libraries_autograd_kernel():
     got = child_json(_NATIVE)
     assert got == {"by_op": [[4, 3], [3]], "by_program": [[4, 3], [3]]}, got

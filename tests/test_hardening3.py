@@ -16,6 +16,7 @@ import torch
 from differential import Gen, native_outcomes, python_outcomes
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tiers import examples
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
@@ -104,6 +105,7 @@ def _arg(out: dict, k: int) -> bytes:
     return bytes.fromhex(out["launches"][0]["args"][k])
 
 
+@pytest.mark.slow
 def test_1_half_and_bf16_scalars_round_once_from_the_double_on_both_paths(both):
     py, nat = _case(both, "half", 0)
     assert py == nat
@@ -128,7 +130,7 @@ def _ties() -> st.SearchStrategy[float]:
     return st.builds(tie, st.sampled_from(["f16", "bf16"]), st.integers(0, 0x7FFF)).map(lambda v: v)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(100, 1000), deadline=None)
 @given(v=st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=64), _ties()))
 def test_1_round_bits_is_the_exact_round_to_nearest_even(v):
     """Against exact rational arithmetic (and struct's 'e', CPython's own fp16 packing)."""
@@ -178,6 +180,7 @@ def test_1_bf16_bits_of_torch_would_round_twice():
     assert (through_float, bf16_bits(BF16)) == (0x3F80, 0x3F81)
 
 
+@pytest.mark.slow
 def test_2_a_strided_view_spanning_past_2_31_is_refused_by_a_32_bit_kernel(tmp_path):
     """numel 2^30 but ``row * stride + col`` reaches 2^32: eager (fake CUDA), fake, and the native Meta kernel."""
     src = 'extern "C" __global__ void k(const float* x, int s, int n, float* y) {}'
@@ -210,6 +213,7 @@ def test_2_a_strided_view_spanning_past_2_31_is_refused_by_a_32_bit_kernel(tmp_p
     assert got.startswith("t_hard3::span: argument 'x': expected a view spanning at most 2147483647"), got
 
 
+@pytest.mark.slow
 def test_scalar_ranges_outputs_and_sm_count_agree(both):
     """A u64 scalar's range is the C type's within int64 (a schema int) on both paths; an output allocated like
     a view with a size-1 axis has the same strides on both; sm_count reads the same on meta tensors."""

@@ -117,6 +117,7 @@ def _inputs():
     return [torch.randn(s, generator=g, requires_grad=True) for s in ((16, 32), (32, 48), (32, 48))]
 
 
+@pytest.mark.slow
 def test_the_saved_activations_are_overwritten_in_place_not_cloned(glu):
     fwd, _ = glu
     args = _inputs()

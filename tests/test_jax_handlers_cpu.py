@@ -95,6 +95,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_the_xla_handlers_launch_what_the_aten_library_launches(ops, tmp_path):
     lib = tmp_path / "libaten_dry.so"
     native.build([ops[k] for k in ("scale", "minmax", "bump", "rmsnorm")], lib, dry_run=True)
@@ -114,6 +115,7 @@ def test_the_xla_handlers_launch_what_the_aten_library_launches(ops, tmp_path):
         assert want and _masked(got, _pointers(ops[name])) == _masked(want, _pointers(ops[name])), (name, args)
 
 
+@pytest.mark.slow
 def test_grad_runs_the_backward_program_with_the_partial_sums_aliased(ops):
     f = jax_op(ops["rmsnorm"], dry_run=True)
     x, w = jax.random.normal(jax.random.key(0), (4, 1000)), jnp.ones((1000,))

@@ -125,6 +125,7 @@ def test_causal_sdpa_keeps_a_plain_causal_mask_unmaterialized_under_compile_and_
         causal_sdpa(hf.model)
 
 
+@pytest.mark.slow
 def test_the_chunked_gradients_accumulate_in_place_when_compiled():
     """The fused cross-entropy's two gradient buffers, written chunk by chunk through ``mm_into`` (a custom op that
     declares its write) and saved for the backward, as ``FusedLinearCrossEntropy`` does: compiled by Inductor

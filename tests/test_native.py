@@ -59,6 +59,7 @@ def _twice() -> ok.CheckCase:
                         shapes=[(7, 3)])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_build_embeds_every_op_and_its_backward_ops(catalog):
     r = catalog["report"]
     assert r.path.is_file() and not r.cached
@@ -70,6 +71,7 @@ def test_build_embeds_every_op_and_its_backward_ops(catalog):
     assert "compiled in" in r.summary()
 
 
+@pytest.mark.slow
 def test_second_build_is_a_cache_hit(catalog, tmp_path):
     again = native.build(catalog["ops"], tmp_path / "again.so")
     assert again.cached
@@ -154,6 +156,7 @@ def test_library_alone_serves_schemas_meta_guards_and_autograd(catalog, tmp_path
                                "double_backward=True) if fn is differentiable, or call backward without create_graph.")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_bad_input_matrix_through_native_kernels():
     """Every call-time row of docs/errors.md that can run here gets the documented error from the native
     kernels too (their Meta kernels, through ``native.use``): the same opsmith class and text, through the error
@@ -173,6 +176,7 @@ def test_bad_input_matrix_through_native_kernels():
     assert walked >= 11 + (2 if torch.cuda.device_count() >= 2 else torch.cuda.is_available())
 
 
+@pytest.mark.slow
 def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     """`python -m opsmith build MODULE:NAME -o lib.so`: the matrix ops build (a cache hit after the matrix
     test built the same library); with an op of Custom geometry beside them, nothing is built and the refusal is
@@ -190,6 +194,7 @@ def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     assert not (tmp_path / "s.so").exists()
 
 
+@pytest.mark.slow
 def test_a_library_built_for_another_torch_refuses_at_the_first_call(catalog, tmp_path):
     from opsmith.native.build import build_source, compile_library
 

@@ -19,6 +19,7 @@ import torch
 from differential import compare, run_batch, summary
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from tiers import examples
 
 from examples.catalog.basic import register_all
 from opsmith import native
@@ -59,8 +60,9 @@ def test_the_library_needs_only_the_c_shim_of_libtorch(catalog):
 
 
 # No shrinking: each example builds a library; a failure prints every disagreeing call in full.
+@pytest.mark.slow
 @pytest.mark.parametrize("python", _pythons())
-@settings(max_examples=2, deadline=None, derandomize=True, database=None, phases=[Phase.generate],
+@settings(max_examples=examples(1, 4), deadline=None, derandomize=True, database=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))  # fmt: skip
 @given(data=st.data())
 def test_cpu_and_meta_kernels_agree_with_the_python_path(python, data):
@@ -114,6 +116,7 @@ def test_meta_kernel_serves_static_shapes_and_refuses_symbolic_ones(catalog, pyt
         assert got["torch"] != torch.__version__
 
 
+@pytest.mark.slow
 def test_a_stable_library_says_which_backwards_it_leaves_behind(tmp_path):
     """Not silent: no Autograd kernel is registered, and the report names each op whose declared backward the
     library does not carry (docs/native.md)."""
@@ -140,6 +143,7 @@ print(json.dumps({"view": x.data_ptr(), "passed": int.from_bytes(bytes.fromhex(l
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stable", [False, True], ids=["aten", "stable"])
 def test_an_align_make_input_reaches_the_kernel_as_an_aligned_copy_on_every_path(stable, tmp_path):
     """InputDecl(align=16) with contiguous="make": a misaligned view is copied before the launch, by the Python

@@ -33,6 +33,7 @@ def test_every_generator_takes_the_text(op, target):
     assert "100%o %s %d {0}" in text  # as a C++ literal: printable ASCII as it is
 
 
+@pytest.mark.slow
 def test_the_compiled_library_refuses_with_the_text_unchanged(op, tmp_path):
     text, images, _, _ = build_source([op], ["sm_90"])
     compile_library(text, images, tmp_path / "s.so")

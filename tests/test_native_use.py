@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import seeded_cache
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _PRELUDE = """
@@ -26,12 +29,13 @@ x = torch.randn(300)
 
 
 def _run(code: str, cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(cache))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(seeded_cache(cache)))
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
     return subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, env=env,
                           timeout=900)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_7_a_second_use_after_a_new_kernel_loads_a_new_library(tmp_path):
     """The first library holds only float32; after the process compiles float16, ``use`` again on the same ops
     builds a library at a new content-addressed path and serves float16 from it (the old code rewrote one
@@ -58,6 +62,7 @@ print("again:", native.use([a], dry_run=True, dtypes=[]).path == second.path)
     assert "paths: True True ops-" in r.stdout and "again: True" in r.stdout
 
 
+@pytest.mark.slow
 def test_6_a_library_directory_that_is_not_private_is_refused(tmp_path):
     """``<cache>/native-libs`` a symlink to another user's directory, or writable by others: nothing is written
     or loaded there; a fresh private directory serves instead, with a warning saying why."""

@@ -109,6 +109,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_the_native_libraries_autograd_kernel():
     got = child_json(_NATIVE)
     given, absent = [[4, 3], [3], [3]], [[4, 3], [3], None]

@@ -84,6 +84,7 @@ def test_a_backward_receives_an_optional_input_as_it_was_passed():
     torch.testing.assert_close(x.grad, torch.ones(5))
 
 
+@pytest.mark.slow
 def test_cuda_none_is_a_null_pointer_the_same_on_the_python_path_and_in_the_native_library(ops):
     """scale_rows: w and b each given, absent, given as a view to copy, or wrong; both paths (and the fake on meta
     tensors) make the same launches and the same refusals with the same words."""
@@ -117,6 +118,7 @@ def test_fake_tracing_takes_none_and_checks_what_is_given(ops):
             op(x, None, torch.empty(15))
 
 
+@pytest.mark.slow
 def test_triton_compiles_none_in_as_its_own_specialization_on_both_paths(ops):
     """ce_rows: weight and z_loss each None or given: four kernels, None parameters left out of the arguments;
     the Python path and the native library choose the same kernel and pack the same bytes."""
@@ -142,6 +144,7 @@ def test_the_interpreter_runs_the_cross_entropy_kernels_against_pytorch():
     assert "checked 8 cases" in stdout or "checked 10 cases" in stdout, stdout
 
 
+@pytest.mark.slow
 def test_ligers_own_kernel_with_its_optional_buffers_on_both_paths():
     pytest.importorskip("liger_kernel", reason="liger-kernel is not installed (a test extra)")
     from examples.catalog.optional import liger_cross_entropy
@@ -170,6 +173,7 @@ def test_dtensor_gives_an_absent_input_no_placement(ops):
     assert all(ins[1] is None and ins[2] is None for _, ins in absent) and len(absent) == len(given)
 
 
+@pytest.mark.slow
 def test_jax_passes_none_as_a_placeholder_its_handler_reads_as_a_null_pointer(ops, tmp_path):
     """The XLA handler's launches (dry run on JAX's CPU platform) are the ATen library's, None included."""
     jax = pytest.importorskip("jax", reason="JAX not installed: pip install 'opsmith[jax]'")

@@ -237,6 +237,7 @@ def test_interpreter_runs_every_published_kernel():
     assert "all ok" in p.stdout
 
 
+@pytest.mark.slow
 def test_python_and_native_dry_runs_compute_the_same_heuristics(ex):
     """The differential harness on the heuristic ops: the generated Python and the native library (built with
     -DOPSMITH_DRY_RUN, run without opsmith) record the same launches, the heuristic's value choosing the

@@ -66,6 +66,7 @@ def test_the_interpreter_runs_the_row_kernels_on_every_rank():
     assert "checked 21 cases" in stdout
 
 
+@pytest.mark.slow
 def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
     """The differential harness over ranks 2-4: a row-sliced input passes as it is (its row stride in the
     launch), an input broadcast along its first axis (a stride 0 no row stride describes) is copied first;
@@ -92,6 +93,7 @@ def test_python_and_native_dry_runs_flatten_and_copy_alike(ops):
     assert fwd == ["in0"] * 5 + ["fresh"] + ["in0"] * 2 + ["fresh"], kinds
 
 
+@pytest.mark.slow
 def test_heuristics_choose_the_block_and_the_warps_per_call_on_both_paths(ops):
     """The layer-norm tutorial's host choices as stacked heuristics: BLOCK_SIZE = min(8192, next_power_of_2(N))
     (a cap; longer rows loop) then num_warps = min(max(BLOCK_SIZE // 256, 1), 8), a launch option compiled per
@@ -147,6 +149,7 @@ def test_an_op_whose_float_scalars_inductor_would_widen_reaches_it_through_an_fp
         assert trace() == [entry.removesuffix("__fp32_entry")]
 
 
+@pytest.mark.slow
 def test_a_scalar_named_like_a_constexpr_is_compiled_in_per_value(ops):
     """Issue 40, item 2: Liger's label_smoothing is a tl.constexpr callers set per call. Declared as a
     ScalarInput it is no runtime parameter; each distinct value (a float by its bits: -0.0 is not 0.0) is its own
@@ -160,7 +163,9 @@ def test_a_scalar_named_like_a_constexpr_is_compiled_in_per_value(ops):
     gens = [Registered(op, calls)]
     py = both_dry_runs(gens)
     images = [py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(5)]
-    assert len(set(images)) == 3 and images[4] == images[1], images  # -0.0 and 0.0 compile to the same code
+    # the same value, the same kernel; values that change the computation, other kernels (whether Triton emits
+    # the same code for -0.0 as for 0.0 is Triton's business: not asserted)
+    assert images[4] == images[1] and len({images[0], images[1], images[2]}) == 3, images
     from opsmith.flavors.base import scalar_key
 
     at = op.variants.spec_layout.index(("scalar", 1))
@@ -186,6 +191,7 @@ def test_a_scalar_compiled_in_warns_then_refuses_past_the_limit(ops, monkeypatch
         fn(x, 0.5)
 
 
+@pytest.mark.slow
 def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and_a_float_refused():
     """CUDA C++: an int ScalarInput named like a ``{NAME}`` placeholder is a template argument per call value,
     the same on the Python path and in the native library; a float one is refused with the fix (C++17 has no
@@ -223,6 +229,7 @@ def test_an_int_or_bool_scalar_named_like_a_template_argument_is_compiled_in_and
     assert len({py[f"{op.record.op_name}#{k}"]["launches"][0]["image"] for k in range(2)}) == 2
 
 
+@pytest.mark.slow
 def test_a_heuristic_reads_an_int_scalar_and_refuses_a_float_one(ops):
     """Issue 40, item 4: ``WRAP = shift % n_cols != 0`` over the int scalar ``shift``: one kernel for shifts that are
     whole rows (0, 100, 200), another for the rest, chosen alike on the Python path and in the native library; a

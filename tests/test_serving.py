@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import seeded_cache
 
 import opsmith as ok
 
@@ -37,12 +38,15 @@ def fields(r):
 
 
 def _run(code: str, cache: Path, **extra: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(cache), OPSMITH_NATIVE="dry-run", **extra)
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(seeded_cache(cache)), OPSMITH_NATIVE="dry-run", **extra
+    )
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
     return subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, env=env,
                           timeout=900)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_threads_calling_while_the_op_switches_each_run_whole_on_one_path(tmp_path):
     """Four threads call the op from registration until well after the switch: no call fails, every call is
     recorded by exactly one path, both paths launch the same kernel with the same grid and size argument, and
@@ -83,6 +87,7 @@ print("after the switch, Python launches:", len(python_path) - before, "native:"
     assert "Overriding a previously registered kernel" not in r.stderr
 
 
+@pytest.mark.slow
 def test_a_dtype_first_seen_after_the_switch_is_served_by_the_python_path_until_the_rebuild(tmp_path):
     """float64 is in no library (the build guesses float32, float16 and bfloat16): its first calls go to the
     Python path, which compiles it; the rebuilt library then serves it. A second process takes both libraries
@@ -116,6 +121,7 @@ print("libraries:", first.split()[0] != a.serving_why.split()[0], first.split("(
     assert "libraries: True compiled compiled" in r.stdout and "float64 after: 1" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_a_miss_while_a_rebuild_is_under_way_queues_the_next(tmp_path):
     """float64 queues a rebuild; an int32 call met while that build runs (it collected its kernels before)
     queues another, so after wait() both dtypes are native (the old code dropped the second miss)."""
@@ -136,6 +142,7 @@ print("python launches after wait:", len(python_path) - before, "native:", len(n
     assert "python launches after wait: 0 native: 2" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_a_process_that_exits_first_leaves_its_library_for_the_next(tmp_path):
     """The compile runs in a session of its own: the registering process exits at once, the compile finishes,
     and the next process loads the library without compiling."""
@@ -196,6 +203,7 @@ def test_without_a_gpu_auto_keeps_the_python_path(monkeypatch):
     assert op.serving_why == "no CUDA GPU in this process (the native library serves CUDA tensors)"
 
 
+@pytest.mark.slow
 def test_a_cache_dir_and_tmpdir_with_commas_spaces_and_quotes_still_serve_natively(tmp_path):
     """Compiler arguments never depend on a path's characters: ``-Wa,-I,<dir>`` split at the comma, so a cache
     directory (or TMPDIR) like this one broke every build and left every op on the Python path."""
@@ -216,6 +224,7 @@ print("serving:", a.serving, "|", a.serving_why, "| native launches:", len(nativ
     assert "serving: native | served-" in r.stdout and "native launches: 1" in r.stdout, r.stdout + r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_calls_first_met_after_the_rebuild_cap_stay_on_the_python_path(tmp_path):
     """The cap (here 1 rebuild per op): float64 rebuilds the library; int32, met after the cap, is served by the
     Python path on every call, and never by a library."""
@@ -243,6 +252,7 @@ print("int32 after the cap: python", len(python_path) - before, "native", len(na
     assert "calls first met after 1 native rebuilds stay on the Python path" in r.stderr, r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_a_served_tuned_op_meeting_a_new_tuning_key_runs_its_decision_not_the_default(tmp_path):
     """A tuning key the library holds no decision for goes to the Python path (which tunes it on a GPU; a dry run
     looks decisions up and never tunes), never to the library's default config: with no decision yet the Python
@@ -278,6 +288,7 @@ print("launched:", [(r["config"], "Li256E" in r["symbol"], r["grid"][0], r["bloc
     assert "launched: [(1, True, 12, 256)]" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_a_decision_made_while_the_first_library_builds_queues_a_library_that_holds_it(tmp_path):
     """A tuning decision made after the build collected what it holds (a first call tuning while the library
     compiles) queues a catch-up library at once, which then launches the decided config (issue 49's audit: a
@@ -311,6 +322,7 @@ print("launched:", [r["config"] for r in native_path()])
     assert "launched: [1]" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_serving_counts_every_path_and_why_and_says_mixed_until_the_rebuild(tmp_path):
     """Counters of issue 39: calls the library ran, calls it handed to the Python path by why (a dtype, a
     compiled-in size, a tuning key; after the rebuild cap), each kind logged once; ``serving`` says "mixed"
@@ -368,10 +380,16 @@ print(native.serving_table())
     assert len(logged) == 3 and sum("t_serving::a:" in line for line in logged) == 1, logged
 
 
+@pytest.mark.slow
 def test_the_serving_command_runs_a_script_and_prints_the_table(tmp_path):
     script = tmp_path / "job.py"
     script.write_text(_PRELUDE + "assert native.wait(600)\nfor _ in range(5): a(x)\nprint('ran', a.serving)\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(tmp_path / "cache"), OPSMITH_NATIVE="dry-run")
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        OPSMITH_CACHE_DIR=str(seeded_cache(tmp_path / "cache")),
+        OPSMITH_NATIVE="dry-run",
+    )
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
     r = subprocess.run([sys.executable, "-m", "opsmith", "serving", str(script)], capture_output=True, text=True,
                        env=env, timeout=900)  # fmt: skip
@@ -393,6 +411,7 @@ def test_the_table_on_a_machine_without_a_gpu_says_why_its_counts_are_zero(tmp_p
     assert "No CUDA GPU" not in serving.table()
 
 
+@pytest.mark.slow
 def test_what_the_python_path_compiled_during_the_first_build_is_in_the_library_wait_returns(tmp_path):
     """A float64 call made while the first library compiles (it had collected its kernels) compiles float64 on
     the Python path; wait() returns once a library holding it serves, so the next float64 call is native (it
@@ -414,6 +433,7 @@ print("after wait:", a.serving, after.native - before.native, after.python_calls
     assert "after wait: native 1 0 2" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_an_op_whose_sizes_are_compiled_in_is_served_before_its_first_call(tmp_path):
     """A kernel with a size compiled in (a constexpr row length) has nothing compiled at registration: the first
     library serves the op anyway, handing its calls to the Python path (a compiled-in size the library lacks)

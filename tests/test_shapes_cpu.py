@@ -136,6 +136,7 @@ def test_matmul_reads_a_transposed_weight_in_place():
         dry(a, w.t().float())
 
 
+@pytest.mark.slow
 def test_examples_agree_between_the_python_path_and_a_native_library(tmp_path):
     """The new examples' calls (accepted and refused) on CPU tensors: the Python dry run and the CUDA kernels
     of a dry-run native library give the same outputs and the same refusal texts."""

@@ -37,6 +37,7 @@ def _calls(ds):
     return [[tensor_call((3, d))] for d in ds]
 
 
+@pytest.mark.slow
 def test_an_expression_of_sizes_gives_each_call_its_shared_memory_on_both_paths():
     op = _op("fixed_tiles", "(3 * 32 * size(q, -1) + 32 * 32) * 4")
     py = both_dry_runs([Registered(op, _calls((64, 128, 1)))])
@@ -44,6 +45,7 @@ def test_an_expression_of_sizes_gives_each_call_its_shared_memory_on_both_paths(
         [(3 * 32 * d + 32 * 32) * 4 for d in (64, 128, 1)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_each_config_computes_its_own_expression_on_both_paths():
     """Tuned: the decision's config gives the expression its Bc and Br (never tuned in a dry run: the default)."""
     op = _op("tuned_tiles", "(3 * Bc * d + Bc * Br) * 4", TUNED)
@@ -52,6 +54,7 @@ def test_each_config_computes_its_own_expression_on_both_paths():
         [(3 * 32 * d + 32 * 32) * 4 for d in (64, 96)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_more_than_a_block_may_hold_is_refused_before_the_launch_on_both_paths():
     op = _op("big_tiles", "(3 * 32 * size(q, -1) + 32 * 32) * 4")
     py = both_dry_runs([Registered(op, _calls((700,)))])
@@ -114,6 +117,7 @@ def test_the_opted_in_amount_is_the_devices_for_a_per_call_expression():
     assert dry.launches[0]["shared_mem"] == 96
 
 
+@pytest.mark.slow
 def test_the_styled_softmax_stages_each_row_in_shared_memory_sized_per_call():
     """tests/styled_kernels.py's llm.c-style softmax (its GPU run: tests/test_gpu_ported.py): both paths launch
     it with 4 bytes a column, and refuse a row past 227 KiB."""

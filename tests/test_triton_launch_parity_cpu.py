@@ -47,6 +47,7 @@ def test_a_seed_past_32_bits_compiles_an_i64_kernel_of_its_own(dropout):
     assert a.data != b.data
 
 
+@pytest.mark.slow
 def test_python_and_native_dry_runs_launch_the_same_kernel_for_every_seed(dropout):
     """Each seed through the eager code's dry run and a native library's (built from the same record, run in a
     process without opsmith): the same kernel image and the same argument bytes per seed (``both_dry_runs``
@@ -96,6 +97,7 @@ def test_a_seed_outside_int64_is_refused_naming_the_argument(dropout):
         dry(torch.randn(8), 0.5, 2**63)
 
 
+@pytest.mark.slow
 def test_a_dtype_constexpr_takes_each_calls_input_dtype_on_both_paths():
     """``constexprs={"X_dtype": DtypeOf("x")}``: a kernel per dtype, compiled with that dtype as the constexpr,
     and the native library launches the same kernels."""

@@ -60,7 +60,9 @@ def test_the_wheel_holds_the_library_and_nothing_of_the_clone(wheel_venv, tmp_pa
     assert found == [], found
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize(
+    "page", [pytest.param(p, marks=pytest.mark.slow) if p.endswith("native.md") else p for p in PAGES]
+)
 def test_the_pages_blocks_run_from_the_wheel(wheel_venv, tmp_path, page):
     gpu = torch.cuda.is_available()
     if page == "docs/jax.md" and not gpu:

@@ -1,8 +1,8 @@
 """A precompiled header for native libraries: the torch headers every ATen library includes, parsed once.
 
-Why: parsing torch's headers is most of a small library's compile. GCC 12 on a 2-core machine, a one-op
-dry-run library: 26.5 s from the text, 12.5 s with the header precompiled (a four-op one 14.8 s); making the
-header takes ~30 s and ~480 MB of disk. So it pays from a cache's second compile on, and
+Why: parsing torch's headers is most of a small library's compile. GCC 12 on a 2-core CPU, a one-op dry-run
+library: 34 s from the text, 17 s with the header precompiled; making the header takes 43 s and 501 MB of disk
+(``benchmarks/bench_native_build.py``, docs/measurements/2026-11-28-native-build-pch-cpu.json). So it pays from a cache's second compile on, and
 ``OPSMITH_NATIVE_PCH=auto`` (the default) makes it at the second library compiled against the same torch,
 compiler and flags; ``on`` from the first; ``off`` never. Builds make it (``native.build``, ``opsmith build``);
 serving's background builds use it once made.
