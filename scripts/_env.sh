@@ -10,7 +10,7 @@ LINUX_X86=$([[ "$(uname -s)-$(uname -m)" == Linux-x86_64 ]] && echo 1 || echo 0)
 NEEDED="torch, cuda.core, cuda.bindings, cuda.pathfinder"
 EXTRA=""
 if [[ "$LINUX_X86" == 1 ]]; then NEEDED="$NEEDED, triton"; EXTRA="triton"; fi  # the demo shows the Triton flavor
-if [[ "$FOR" == test ]]; then NEEDED="$NEEDED, pytest, xdist, hypothesis"; EXTRA="test"; fi
+if [[ "$FOR" == test ]]; then NEEDED="$NEEDED, pytest, hypothesis"; EXTRA="test"; fi
 
 has_all() { "$1" -c "import $NEEDED" 2>/dev/null; }
 is_venv() { "$1" -c "import sys; sys.exit(sys.prefix == sys.base_prefix)" 2>/dev/null; }

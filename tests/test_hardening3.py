@@ -232,6 +232,7 @@ def test_scalar_ranges_outputs_and_sm_count_agree(both):
     assert py == nat and "expected max(size(x, 0), sm_count * 4) * 1024 at most 2147483648" in py["error"]
 
 
+@pytest.mark.slow
 def test_4_a_grid_past_2_32_blocks_is_refused_not_wrapped(both):
     py, nat = _case(both, "big_grid", 0)
     assert py == nat == {"ok": False, "error": "ValueError: t_hard3::big_grid: argument 'x': expected a launch of 1 to "

@@ -149,6 +149,7 @@ def test_cuda_lowering_holds_the_custom_call_with_the_scalar_as_f64(ops):
     assert "eps = 9.9999999999999995E-7 : f64" in calls[0] and "tensor<8x4096xbf16>" in calls[0]
 
 
+@pytest.mark.slow
 def test_the_backward_programs_buffers_are_allocated_not_zeroed(ops):
     """The program's buffers (RMSNorm's partial sums and dweight) are XLA allocations, as PyTorch's
     ``torch.empty``: no memset kernel per backward (jnp.zeros lowered to a broadcast XLA fills on the GPU)."""
@@ -163,6 +164,7 @@ def test_the_backward_programs_buffers_are_allocated_not_zeroed(ops):
     assert text.count("@AllocateBuffer") == 2 and "stablehlo.broadcast" not in text
 
 
+@pytest.mark.slow
 def test_vmap_joins_the_rows_group_and_refuses_the_rest(ops):
     f = jax_op(ops["rmsnorm"], dry_run=True)
     xs, w = jnp.ones((3, 5, 64)), jnp.ones((64,))

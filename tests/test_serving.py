@@ -474,6 +474,7 @@ print("after the rebuild:", op.serving, c.native, len(c.rebuilds), len(native_pa
     assert "after the rebuild: native 1 2 1" in out, out
 
 
+@pytest.mark.slow
 def test_a_failed_build_warns_naming_the_op_and_the_table_says_why(tmp_path):
     """Issue 49, item 3: a library that fails to build was one log line (the op then stayed on the Python path
     for the life of the process). Now it is a RuntimeWarning per op, naming the op and the cause, and the serving
