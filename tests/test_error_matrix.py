@@ -21,6 +21,8 @@ def test_the_table_lists_every_case_once_in_order():
 
 @pytest.mark.parametrize("cid", [c for c, case in CASES.items() if case[5] == "any"])
 def test_row(cid):
+    if cid.startswith("cute-"):  # CI installs it (the test extra); a GPU image may lack it
+        pytest.importorskip("cutlass", reason="CuTe DSL not installed: pip install 'opsmith[cute]'")
     _, _, _, thunk, cls, _ = CASES[cid]
     assert DOC[cid] == (cls.__name__, em.run(thunk, cls))
 

@@ -183,3 +183,24 @@ def test_a_changed_jit_helper_is_a_changed_declaration_in_the_interpreter_too():
     from interpreted import run_interpreted
 
     assert "helper change seen" in run_interpreted("helper_interpreter_check.py")
+
+
+def test_the_interpreters_numpy_incompatibility_is_a_launch_error_naming_the_fix():
+    """Triton 3.6's interpreter with NumPy 2.4 fails a kernel that loops to a runtime bound: the op says which
+    versions and what to install, instead of Triton's bare TypeError; any other interpreter error passes as is."""
+    from triton.runtime.errors import InterpreterError
+
+    from opsmith.flavors.triton_traced import _interpret
+
+    def kernel(message):
+        def launch(**kwargs):
+            raise InterpreterError(message)
+
+        return {(1,): launch}
+
+    with pytest.raises(ok.LaunchError, match=r"ns::op: Triton .*'s interpreter cannot run this kernel with NumPy .*"
+                                             r"Fix: pip install 'numpy<2.4'"):  # fmt: skip
+        _interpret(kernel("TypeError('only 0-dimensional arrays can be converted to Python scalars')"), (1,), {},
+                   "ns::op")  # fmt: skip
+    with pytest.raises(InterpreterError, match="something else"):
+        _interpret(kernel("something else"), (1,), {}, "ns::op")

@@ -165,7 +165,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
         # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
         options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages, **chosen}
         if interpret:
-            kern[grid](**{**kwargs, **consts, **options})
+            _interpret(kern, grid, {**kwargs, **consts, **options}, op)
             return outs
         wide = [n for n, v in kwargs.items() if type(v) is int and not _I32[0] <= v <= _I32[1]]
         if wide:  # Inductor crashes typing a constant int past 32 bits (``expr_fits_within_32bit`` asks a Python
@@ -188,6 +188,26 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
 
 #: Ops kept whole under torch.compile, and why (op -> reason): a kernel whose fp32 entry cannot be built.
 _WHOLE: dict[str, str] = {}
+
+
+# Triton 3.6's interpreter turns a runtime scalar into a one-element array and calls int() on it where a kernel
+# loops to it (``range(0, N, BLOCK)``); NumPy 2.4 made that an error. Triton 3.7 on, and NumPy below 2.4, run it.
+_OLD_INTERPRETER = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def _interpret(kern: Any, grid: Any, kwargs: dict, op: str) -> None:
+    """Run ``kern`` in Triton's interpreter; its NumPy 2.4 incompatibility is a LaunchError that names the fix."""
+    try:
+        kern[grid](**kwargs)
+    except Exception as e:
+        if _OLD_INTERPRETER not in str(e):
+            raise
+        import numpy
+        import triton
+
+        raise LaunchError(f"{op}: Triton {triton.__version__}'s interpreter cannot run this kernel with NumPy "
+                          f"{numpy.__version__} (it converts a loop bound with int(), an error from NumPy 2.4 on). "
+                          "Fix: pip install 'numpy<2.4', or a Triton of 3.7 or newer.") from e  # fmt: skip
 
 
 class _KeepWhole(Exception):
