@@ -218,3 +218,27 @@ def test_compile_and_export_checks_run_the_traced_program_and_can_fail():
     export = _rows(ok.check(_case("bad_fake"), only=["export"], **FAST))["export"]
     assert export[0] == "FAIL" and "records output 0 with shape (40,)" in export[1], export
     assert _rows(ok.check(_case("good"), only=["export"], **FAST))["export"][0] == "pass"
+
+
+def test_a_row_autograd_refuses_in_a_forked_child_runs_in_this_process(monkeypatch):
+    """torch refuses autograd in a forked child once its engine's device threads run in the parent (it says so
+    only in the child): that row, and the rows after it, run in this process instead of failing."""
+    from opsmith.checking import child
+
+    monkeypatch.setattr(child, "_AUTOGRAD_FORK_BROKEN", False)
+    parent = os.getpid()
+
+    def row():
+        if os.getpid() != parent:
+            raise RuntimeError(child._AUTOGRAD_REFUSES_FORK + ". See https://github.com/pytorch/pytorch/wiki")
+        return "pass", "ran in the parent"
+
+    def safe_row():
+        try:
+            return row()
+        except RuntimeError as e:
+            return "FAIL", f"RuntimeError: {e}"
+
+    assert child.can_fork()
+    assert child.in_child(safe_row) == ("pass", "ran in the parent")
+    assert not child.can_fork()  # the next rows are not forked at all

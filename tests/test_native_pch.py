@@ -177,3 +177,17 @@ def test_gcc_reads_the_header_and_the_library_behaves_as_one_built_without(cache
     with pytest.raises(ok.ToolchainError, match=rf"ops\.cpp:{at}:"):
         B.compile_library(bad, images, tmp_path / "bad.so", dry_run=True)
     assert entry.is_dir() and os.listdir(entry)  # the user's error does not cost the entry
+
+
+def test_serving_uses_a_made_header_by_its_size_and_never_makes_one(cache, fake_cxx, monkeypatch):
+    """Serving's compile must start within seconds of an exiting process: it never makes the header, and checks
+    the one there by size, not by hashing 500 MB (GCC checks the rest; a failing compile runs again without)."""
+    monkeypatch.setenv("OPSMITH_NATIVE_PCH", "on")
+    assert pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"], make=False) is None
+    assert _runs(fake_cxx) == 0
+    entry = pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"])[1]
+    monkeypatch.setattr(pch, "_VERIFIED", {})
+    monkeypatch.setattr(pch, "_sha256", lambda path: pytest.fail("serving hashed the header"))
+    assert pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"], make=False) == (pch.split(SOURCE)[1], entry)
+    (entry / f"{pch.HEADER}.gch").write_bytes(b"short")
+    assert pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"], make=False) is None

@@ -62,7 +62,7 @@ def test_the_library_needs_only_the_c_shim_of_libtorch(catalog):
 # No shrinking: each example builds a library; a failure prints every disagreeing call in full.
 @pytest.mark.slow
 @pytest.mark.parametrize("python", _pythons())
-@settings(max_examples=examples(1, 4), deadline=None, derandomize=True, database=None, phases=[Phase.generate],
+@settings(max_examples=examples(1, 2), deadline=None, derandomize=True, database=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))  # fmt: skip
 @given(data=st.data())
 def test_cpu_and_meta_kernels_agree_with_the_python_path(python, data):

@@ -22,7 +22,14 @@ def can_fork() -> bool:
     """Whether rows can run in a forked child here: a POSIX fork, and CUDA not initialized in this process."""
     import torch
 
-    return hasattr(os, "fork") and not torch.cuda.is_initialized()
+    return hasattr(os, "fork") and not torch.cuda.is_initialized() and not _AUTOGRAD_FORK_BROKEN
+
+
+# Once autograd's engine has started its device threads in this process (a backward on a non-CPU device, meta
+# included), autograd refuses to run in a forked child. torch says so only in the child: the first such row is
+# run again here, and the rows after it run here too, unisolated.
+_AUTOGRAD_REFUSES_FORK = "Unable to handle autograd's threading in combination with fork-based multiprocessing"
+_AUTOGRAD_FORK_BROKEN = False
 
 
 def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
@@ -49,6 +56,10 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
     _, status = os.waitpid(pid, 0)
     if data:
         result, detail = json.loads(data)
+        if _AUTOGRAD_REFUSES_FORK in detail:
+            global _AUTOGRAD_FORK_BROKEN
+            _AUTOGRAD_FORK_BROKEN = True
+            return run()
         return result, detail
     return "FAIL", _death(status)
 

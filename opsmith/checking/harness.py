@@ -435,7 +435,7 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
             report.rows.append((c, "skip", why))
             continue
         row = _row_runner(result, run)
-        report.rows.append((c, *(in_child(row) if isolate and c in _RISKY else row())))
+        report.rows.append((c, *(in_child(row) if isolate and can_fork() and c in _RISKY else row())))
     return report
 
 

@@ -202,11 +202,10 @@ def _interpret(kern: Any, grid: Any, kwargs: dict, op: str) -> None:
     except Exception as e:
         if _OLD_INTERPRETER not in str(e):
             raise
-        import numpy
-        import triton
+        from importlib.metadata import version
 
-        raise LaunchError(f"{op}: Triton {triton.__version__}'s interpreter cannot run this kernel with NumPy "
-                          f"{numpy.__version__} (it converts a loop bound with int(), an error from NumPy 2.4 on). "
+        raise LaunchError(f"{op}: Triton {version('triton')}'s interpreter cannot run this kernel with NumPy "
+                          f"{version('numpy')} (it converts a loop bound with int(), an error from NumPy 2.4 on). "
                           "Fix: pip install 'numpy<2.4', or a Triton of 3.7 or newer.") from e  # fmt: skip
 
 

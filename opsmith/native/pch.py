@@ -9,8 +9,9 @@ serving's background builds use it once made.
 
 Safety: GCC checks a ``.gch`` against each compile (its own build, the flags, the macros defined) and reads
 the header's text instead where they differ, so a stale entry costs time, never a wrong library. An entry is
-a directory published by rename, holding the header, its ``.gch`` and the ``.gch``'s sha256, checked once per
-process before first use: a damaged entry is removed and is a miss. A compile that fails with the header is
+a directory published by rename, holding the header, its ``.gch`` and the ``.gch``'s sha256 and size: a build
+checks the sha256 once per process before first use (a damaged entry is removed and is a miss); serving, which
+must start its compile within seconds, checks the size. A compile that fails with the header is
 compiled again without it (``build.py``), and the entry removed when that one succeeds. GCC only: clang's
 precompiled headers are another format, found another way.
 """
@@ -93,6 +94,17 @@ def _verified(entry: Path) -> bool:
     return True
 
 
+def _sized(entry: Path) -> bool:
+    """The cheap check: the .gch has the size it was made with. GCC checks the rest against each compile, and a
+    compile failing with the header is compiled again without it (``build.compile_or_retry``, serving's loop)."""
+    try:
+        return (entry / HEADER).is_file() and int((entry / "size").read_text()) == (
+            entry / f"{HEADER}.gch"
+        ).stat().st_size
+    except (OSError, ValueError):
+        return False
+
+
 def discard(entry: Path) -> None:
     """Remove a bad entry (a later build makes it again)."""
     _VERIFIED.pop(entry, None)
@@ -124,6 +136,7 @@ def _make(entry: Path, header: str, cxx: str, flags: Sequence[str]) -> bool:
         if not (tmp / f"{HEADER}.gch").is_file():
             return False
         (tmp / "sha256").write_text(_sha256(tmp / f"{HEADER}.gch"))
+        (tmp / "size").write_text(str((tmp / f"{HEADER}.gch").stat().st_size))
         with contextlib.suppress(OSError):  # another process published it first: keep theirs
             os.rename(tmp, entry)
         return entry.is_dir()
@@ -144,9 +157,9 @@ def prepare(source: str, cxx: str, compiler_version: str, flags: Sequence[str], 
     header, rest = parts
     key = make_key({"pch": header, "flags": list(flags), "compiler": compiler_version, "torch": torch.__version__})
     entry = root / key
+    if not make:  # serving: no 500 MB hash before the compile starts (an exiting process waits 10 s for that)
+        return (rest, entry) if _sized(entry) else None
     if not (entry / HEADER).is_file() or not _verified(entry):
-        if not make:
-            return None
         seen = root / f"{key}.seen"
         if _mode() == "auto" and not seen.exists():
             seen.touch()  # the first compile goes without: a cache that compiles once never pays for the header
