@@ -40,7 +40,7 @@ int f();
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(pch, "_VERIFIED", {})
+    monkeypatch.setattr(pch, "_VERIFIED", set())
     return tmp_path / "cache" / "native-pch"
 
 
@@ -113,7 +113,7 @@ def test_a_damaged_entry_is_a_miss_and_made_again(cache, fake_cxx, monkeypatch, 
         gch.unlink()
     else:
         (entry / "sha256").unlink()
-    monkeypatch.setattr(pch, "_VERIFIED", {})  # a new process: it checks the entry before its first use
+    monkeypatch.setattr(pch, "_VERIFIED", set())  # a new process: it checks the entry before its first use
     again = pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"])
     assert again is not None and again[1] == entry and gch.read_bytes() == good
     assert _runs(fake_cxx) == 2  # the bad entry was removed and made again
@@ -186,7 +186,7 @@ def test_serving_uses_a_made_header_by_its_size_and_never_makes_one(cache, fake_
     assert pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"], make=False) is None
     assert _runs(fake_cxx) == 0
     entry = pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"])[1]
-    monkeypatch.setattr(pch, "_VERIFIED", {})
+    monkeypatch.setattr(pch, "_VERIFIED", set())
     monkeypatch.setattr(pch, "_sha256", lambda path: pytest.fail("serving hashed the header"))
     assert pch.prepare(SOURCE, str(fake_cxx), "c++ (GCC) 12", ["-O2"], make=False) == (pch.split(SOURCE)[1], entry)
     (entry / f"{pch.HEADER}.gch").write_bytes(b"short")

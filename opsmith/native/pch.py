@@ -38,7 +38,7 @@ __all__ = ["HEADER", "discard", "entry_in", "prepare", "split"]
 
 HEADER = "opsmith_pch.h"
 _NAMESPACE = "native-pch"
-_VERIFIED: dict[Path, bool] = {}  # entry directory -> its .gch matched its sha256 (checked once per process)
+_VERIFIED: set[Path] = set()  # entry directories whose .gch matched its sha256 (checked once per process)
 
 
 def split(source: str) -> tuple[str, str] | None:
@@ -90,7 +90,7 @@ def _verified(entry: Path) -> bool:
         if not whole:
             discard(entry)
             return False
-        _VERIFIED[entry] = True
+        _VERIFIED.add(entry)
     return True
 
 
@@ -107,7 +107,7 @@ def _sized(entry: Path) -> bool:
 
 def discard(entry: Path) -> None:
     """Remove a bad entry (a later build makes it again)."""
-    _VERIFIED.pop(entry, None)
+    _VERIFIED.discard(entry)
     with contextlib.suppress(OSError):
         gone = entry.with_name(f".tmp-gone-{entry.name}-{os.getpid()}")
         os.rename(entry, gone)  # atomic: no reader sees half a directory
