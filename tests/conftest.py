@@ -14,6 +14,13 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
 
+
+def pythonpath(*first: object) -> str:
+    """PYTHONPATH for a test's subprocess: ``first``, then this one's (the repository, and whatever the user
+    put there: a GPU image's carried packages, e.g. NumPy < 2.4 for Triton 3.6's interpreter)."""
+    return os.pathsep.join([*(str(p) for p in first), os.environ["PYTHONPATH"]])
+
+
 # The tests pin the path they test: the Python path unless they say otherwise (test_serving.py and
 # test_gpu_serving.py serve natively by default, in their own processes; test_native*.py build libraries).
 # A background native build would otherwise switch an op between two assertions of a test about the other.

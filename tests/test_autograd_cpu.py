@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
@@ -153,7 +154,7 @@ def test_interpreter_rmsnorm_and_autograd_rules():
     triton.language is imported)."""
     pytest.importorskip("triton")
     script = Path(__file__).with_name("rmsnorm_interpreter_check.py")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).parents[1]))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=pythonpath(Path(__file__).parents[1]))
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     for line in ("gradcheck float64: passed", "missing backward: raises", "double backward: refused"):

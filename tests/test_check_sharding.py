@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = r"""
@@ -52,7 +53,7 @@ for name, case in cases.items():
 
 def test_the_sharding_row_runs_the_kernel_on_simulated_shards():
     pytest.importorskip("triton", reason="Triton is not installed here: pip install '.[triton]'")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "OPSMITH_NATIVE": "off", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "TRITON_INTERPRET": "1", "OPSMITH_NATIVE": "off", "PYTHONPATH": pythonpath(ROOT)}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {line.split(" | ")[0]: line.split(" | ")[1:4] for line in r.stdout.strip().splitlines() if " | " in line}

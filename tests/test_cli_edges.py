@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 import opsmith as ok
 
@@ -20,7 +21,7 @@ NO_GPU = not torch.cuda.is_available()
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    e = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]), **(env or {}))
+    e = dict(os.environ, PYTHONPATH=pythonpath(str(HERE), str(ROOT)), **(env or {}))
     return subprocess.run([sys.executable, "-m", "opsmith", *args], capture_output=True, text=True, env=e,
                           timeout=600, cwd=ROOT)  # fmt: skip
 
@@ -70,7 +71,7 @@ def test_a_bad_default_arch_is_blamed_on_the_variable_not_the_kernel():
             "geometry=ok.Elementwise()))\nexcept ok.ToolchainError as e:\n    print(e)")  # fmt: skip
     for bad in ("sm_999", "90"):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_DEFAULT_ARCH=bad))  # fmt: skip
+                           env=dict(os.environ, PYTHONPATH=pythonpath(ROOT), OPSMITH_DEFAULT_ARCH=bad))  # fmt: skip
         assert r.stdout.startswith(f"OPSMITH_DEFAULT_ARCH: {bad!r} is not an architecture"), r.stdout + r.stderr
         assert "Fix: set it to one of those" in r.stdout and "failed to compile" not in r.stdout
 

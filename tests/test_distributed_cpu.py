@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 import opsmith as ok
 
@@ -94,13 +95,13 @@ def test_import_does_not_load_dtensor_and_rules_arrive_when_it_does():
         "print('rule registered at import')\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT)))  # fmt: skip
+                       env=dict(os.environ, PYTHONPATH=pythonpath(ROOT)))  # fmt: skip
     assert r.returncode == 0 and "rule registered at import" in r.stdout, r.stderr[-3000:]
 
 
 def _torchrun(args: list[str], port: int, timeout: int = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, TRITON_INTERPRET="1", OPSMITH_DISABLE_DISK_CACHE="1", OPSMITH_TUNE_CLAIM_WAIT="0.5",
-               PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")  # fmt: skip
+               PYTHONPATH=pythonpath(ROOT), OMP_NUM_THREADS="1")  # fmt: skip
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port), *args]
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     # Gloo's worker threads can abort a rank at interpreter exit, after barrier() and destroy_process_group() and

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import seeded_cache
+from conftest import pythonpath, seeded_cache
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -43,7 +43,7 @@ class _Paths:
     GROUPS = (("python", "fake", "reference"), ("served", "use", "load", "bare", "stable"), ("jax", "xla"))
 
     def __init__(self, cache: Path) -> None:
-        self.env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]),
+        self.env = dict(os.environ, PYTHONPATH=pythonpath(str(HERE.parent)),
                         OPSMITH_CACHE_DIR=str(cache))  # fmt: skip
         self.env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
         self.out: dict[str, dict] = {}

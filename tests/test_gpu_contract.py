@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -84,7 +85,7 @@ _PATHS = {
 
 
 def _run(code: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": pythonpath(ROOT)}
     env.pop("OPSMITH_NATIVE", None)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stderr[-4000:]

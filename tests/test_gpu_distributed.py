@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -24,7 +25,7 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 
 
 def _torchrun(args: list[str], port: int, **env: str) -> subprocess.CompletedProcess:
-    full = dict(os.environ, PYTHONPATH=str(ROOT), **NO_MULTICAST, **env)
+    full = dict(os.environ, PYTHONPATH=pythonpath(ROOT), **NO_MULTICAST, **env)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port), *args]
     r = subprocess.run(cmd, cwd=ROOT, env=full, capture_output=True, text=True, timeout=900)
     print(r.stdout[-6000:])

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_launches_on_current_stream
+from conftest import assert_launches_on_current_stream, pythonpath
 
 from examples.catalog.basic import register_all
 from examples.catalog.shapes import register_shapes
@@ -27,7 +27,7 @@ NS = "natgpu"
 
 
 def _run(*args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=pythonpath(str(HERE.parent)))
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 

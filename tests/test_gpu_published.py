@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 import opsmith as ok
 from opsmith import native
@@ -64,7 +65,7 @@ def test_second_process_tunes_nothing(ex):
         "torch.testing.assert_close(op(a, b), a @ b, atol=2e-2, rtol=2e-2)\n"
         "print(json.dumps({'tuned': op.tuner.tuned_keys, 'runs': op.tuner.trial_runs}))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, PYTHONPATH=pythonpath(HERE.parent))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"tuned": 0, "runs": 0}

@@ -53,7 +53,14 @@ def test_attention_compiles_fullgraph_and_exports(ops, dtype):
     op = ops[0]
     q, k, v = _qkv(dtype)
     eager = op(q, k, v, 0.125)
-    torch.testing.assert_close(eager.float(), attention_reference(q, k, v, 0.125).float(), atol=6e-2, rtol=6e-2)
+    want = attention_reference(q, k, v, 0.125).float()
+    if dtype == torch.float8_e5m2:
+        # e5m2 keeps 2 mantissa bits: one step is up to 25% of a value, and the kernel's float sum and the
+        # reference's round to neighbouring steps where they straddle a boundary (seen: 1 element in 98,304)
+        torch.testing.assert_close(eager.float(), want, atol=6e-2, rtol=0.25)
+        assert ((eager.float() - want).abs() > 6e-2 + 6e-2 * want.abs()).float().mean() < 1e-3
+    else:
+        torch.testing.assert_close(eager.float(), want, atol=6e-2, rtol=6e-2)
     compiled = torch.compile(lambda q, k, v: op(q, k, v, 0.125), fullgraph=True)
     torch.testing.assert_close(compiled(q, k, v).float(), eager.float())
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +89,7 @@ print("captured after the switch: True")
 
 @pytest.mark.gpu
 def test_ops_switch_to_their_native_library_with_the_same_bits(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(tmp_path), OPSMITH_NATIVE="auto")
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT), OPSMITH_CACHE_DIR=str(tmp_path), OPSMITH_NATIVE="auto")
     r = subprocess.run([sys.executable, "-c", _CODE], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stdout + r.stderr[-4000:]
     assert "python path: python python" in r.stdout and "after: native native native served-" in r.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import assert_launches_on_current_stream
+from conftest import assert_launches_on_current_stream, pythonpath
 
 import opsmith as ok
 from examples.catalog.basic import RELU
@@ -199,7 +199,7 @@ def test_second_process_makes_no_tuning_runs(ex, tmp_path):
         "    torch.testing.assert_close(y, torch.softmax(x, -1), atol=1e-6, rtol=1e-4)\n"
         "print(json.dumps(out))\n"
     )
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))
+    env = dict(os.environ, PYTHONPATH=pythonpath(Path(__file__).parents[1]))
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {"softmax_tuned": 0, "softmax_tt": 0}

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 from doc_blocks import blocks as _blocks
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +46,7 @@ def test_the_guide_runs_on_a_gpu(tmp_path):
     path = tmp_path / "guide_example.py"
     path.write_text(code)
     p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=900,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                       env={**os.environ, "PYTHONPATH": pythonpath(ROOT)})  # fmt: skip
     assert p.returncode == 0, p.stderr[-4000:]
     assert p.stdout.strip().splitlines()[-1] == "guide ran True"
 

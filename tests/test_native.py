@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 import opsmith as ok
 from examples.catalog.basic import FLAT, register_all
@@ -26,7 +27,7 @@ NS = "natcpu"
 
 
 def _run(*args: str, timeout: int = 600) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=pythonpath(str(HERE.parent)))
     proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -181,7 +182,7 @@ def test_cli_builds_a_library_and_lists_refusals(tmp_path):
     """`python -m opsmith build MODULE:NAME -o lib.so`: the matrix ops build (a cache hit after the matrix
     test built the same library); with an op of Custom geometry beside them, nothing is built and the refusal is
     listed."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parent)]))
+    env = dict(os.environ, PYTHONPATH=pythonpath(str(HERE), str(HERE.parent)))
     ok_run = subprocess.run([sys.executable, "-m", "opsmith", "build", "native_matrix:ops", "-o", str(tmp_path / "m.so")],
                             capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
     assert ok_run.returncode == 0, ok_run.stderr[-3000:]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import seeded_cache
+from conftest import pythonpath, seeded_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -29,7 +29,7 @@ x = torch.randn(300)
 
 
 def _run(code: str, cache: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(seeded_cache(cache)))
+    env = dict(os.environ, PYTHONPATH=pythonpath(ROOT), OPSMITH_CACHE_DIR=str(seeded_cache(cache)))
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
     return subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, env=env,
                           timeout=900)  # fmt: skip

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import pythonpath
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTER = (
@@ -25,7 +26,7 @@ REGISTER = (
 
 
 def _run(env: dict) -> subprocess.CompletedProcess:
-    full = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="200", **env)
+    full = dict(os.environ, PYTHONPATH=pythonpath(ROOT), COLUMNS="200", **env)
     return subprocess.run([sys.executable, "-c", REGISTER], capture_output=True, text=True, env=full, timeout=600)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 
 import opsmith as ok
 
@@ -152,7 +153,7 @@ def test_tuning_restores_what_an_accumulating_kernel_wrote():
     """The interpreted sum kernel (it atomically adds into ``out``) timed several times per config: each run
     starts from the call's ``out``, and the call's own launch afterwards leaves one sum
     (``published_interpreter_check.py tuning``)."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=pythonpath(HERE.parent))
     p = subprocess.run([sys.executable, str(HERE / "published_interpreter_check.py"), "tuning"], capture_output=True,
                        text=True, env=env, timeout=600)  # fmt: skip
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -207,7 +208,7 @@ def test_kernels_built_by_exec_register_and_run_in_the_interpreter():
         "torch.testing.assert_close(op(x, y), x + y)\n"
         "print('ok', op.fingerprint[:12])\n"
     )
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=pythonpath(HERE.parent))
     outs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
             for _ in range(2)]  # fmt: skip
     for p in outs:
@@ -230,7 +231,7 @@ def test_a_linecache_registered_kernel_compiles_for_the_gpu(tmp_path):
 
 
 def test_interpreter_runs_every_published_kernel():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(HERE.parent))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=pythonpath(HERE.parent))
     p = subprocess.run([sys.executable, str(HERE / "published_interpreter_check.py")], capture_output=True,
                        text=True, env=env, timeout=900)  # fmt: skip
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

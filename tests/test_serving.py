@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import seeded_cache
+from conftest import pythonpath, seeded_cache
 
 import opsmith as ok
 
@@ -39,7 +39,11 @@ def fields(r):
 
 def _run(code: str, cache: Path, **extra: str) -> subprocess.CompletedProcess:
     env = dict(
-        os.environ, PYTHONPATH=str(ROOT), OPSMITH_CACHE_DIR=str(seeded_cache(cache)), OPSMITH_NATIVE="dry-run", **extra
+        os.environ,
+        PYTHONPATH=pythonpath(ROOT),
+        OPSMITH_CACHE_DIR=str(seeded_cache(cache)),
+        OPSMITH_NATIVE="dry-run",
+        **extra,
     )
     env.pop("OPSMITH_DISABLE_DISK_CACHE", None)
     return subprocess.run([sys.executable, "-c", _PRELUDE + code], capture_output=True, text=True, env=env,
@@ -386,7 +390,7 @@ def test_the_serving_command_runs_a_script_and_prints_the_table(tmp_path):
     script.write_text(_PRELUDE + "assert native.wait(600)\nfor _ in range(5): a(x)\nprint('ran', a.serving)\n")
     env = dict(
         os.environ,
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=pythonpath(ROOT),
         OPSMITH_CACHE_DIR=str(seeded_cache(tmp_path / "cache")),
         OPSMITH_NATIVE="dry-run",
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import pythonpath
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
@@ -171,7 +172,7 @@ def test_interpreter_numerics():
     """Every Triton example against its PyTorch reference in Triton's interpreter (a fresh process: the
     interpreter must be on before triton.language is imported)."""
     script = Path(__file__).with_name("triton_interpreter_check.py")
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(Path(__file__).parents[1]))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=pythonpath(Path(__file__).parents[1]))
     r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "checked" in r.stdout
