@@ -16,6 +16,7 @@ checksum.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ import stat
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +154,30 @@ class DiskCache:
                     os.unlink(tmp)
         self._sweep_tmp()
         return True
+
+    @contextlib.contextmanager
+    def claim(self, key: str) -> Iterator[None]:
+        """Hold ``key``'s lock: one process makes an entry while the others with the same key wait, then read
+        it (``get`` again inside) instead of making it too (eight ranks of a node building one library compile
+        it once). The lock dies with its process; a cache that cannot be written locks nothing."""
+        if not self.usable(create=True):
+            yield
+            return
+        path = self.dir / f".lock-{key}"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError:
+            yield
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+            # Removed while held: a waiter holding the old file, or a newcomer making a new one, reads the entry
+            # this holder published (at worst a failed make is tried again), never a half-written one.
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        finally:
+            os.close(fd)
 
     def _sweep_tmp(self) -> None:
         now = time.time()

@@ -10,6 +10,7 @@ the installed torch, and keeps the result in opsmith's disk cache keyed by every
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -456,9 +457,20 @@ def compile_library(source: str, images: Sequence[Image], out: Path, *, object_o
     key = library_key(source, images, object_only=object_only, dry_run=dry_run, target=target)
     cache = native_cache() if use_cache else None
     hit = cache.get(key) if cache else None
-    if hit is not None:
-        write_atomic(out, hit[1])
-        return True, time.perf_counter() - t0
+    if hit is None:
+        # processes building the same library (a node's ranks) compile it once: the others wait, then read it
+        with cache.claim(key) if cache else contextlib.nullcontext():
+            hit = cache.get(key) if cache else None
+            if hit is None:
+                _compile_into(cache, key, source, images, out, object_only, dry_run, target)
+                return False, time.perf_counter() - t0
+    write_atomic(out, hit[1])
+    return True, time.perf_counter() - t0
+
+
+def _compile_into(cache: DiskCache | None, key: str, source: str, images: Sequence[Image], out: Path,
+                  object_only: bool, dry_run: bool, target: str) -> None:  # fmt: skip
+    """Compile into ``out``, and into ``cache`` under ``key`` when there is one."""
     with tempfile.TemporaryDirectory(prefix="opsmith-native-") as tmp:
         made = Path(tmp) / ("ops.o" if object_only else "ops.so")
 
@@ -473,7 +485,6 @@ def compile_library(source: str, images: Sequence[Image], out: Path, *, object_o
     if cache:
         cache.put(key, {"kind": "native-object" if object_only else "native-library"}, data)
     write_atomic(out, data)
-    return False, time.perf_counter() - t0
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -27,6 +27,7 @@ is serving. Each kind of miss is logged once per op (``OPSMITH_LOG=info``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -414,15 +415,20 @@ def _library_bytes(key: str, text: str, images: list, dry: bool) -> tuple[bytes,
     hit = cache.get(key) if cache else None
     if hit is not None:
         return hit[1], "from the cache"
-    staging = _staging_dir()
-    done = staging / f"{key}.so"
-    how = "compiled by an earlier process"
-    if not done.is_file():
-        _compile_detached(key, text, images, dry, staging)
-        how = "compiled"
-    data = done.read_bytes()
-    if cache is not None and cache.put(key, {"kind": "native-library"}, data):
-        done.unlink(missing_ok=True)
+    # processes serving the same ops (a node's ranks) compile the library once: the others wait, then read it
+    with cache.claim(key) if cache else contextlib.nullcontext():
+        hit = cache.get(key) if cache else None
+        if hit is not None:
+            return hit[1], "from the cache"
+        staging = _staging_dir()
+        done = staging / f"{key}.so"
+        how = "compiled by an earlier process"
+        if not done.is_file():
+            _compile_detached(key, text, images, dry, staging)
+            how = "compiled"
+        data = done.read_bytes()
+        if cache is not None and cache.put(key, {"kind": "native-library"}, data):
+            done.unlink(missing_ok=True)
     return data, how
 
 
