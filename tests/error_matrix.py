@@ -269,6 +269,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("cpu-tensor", C, "a CPU tensor", lambda: op("plain")(torch.randn(2, 4)), ok.InputError, "any"),
         ("wrong-dtype", C, "a tensor of another dtype", _fake(lambda: op("plain")(torch.empty(2, 4, dtype=torch.float16, device="cuda"))), ok.InputError, "any"),
         ("wrong-rank", C, "a tensor of another rank", _fake(lambda: op("plain")(torch.empty(8, device="cuda"))), ok.InputError, "any"),
+        ("required-none", C, "`None` for a required tensor (torch's dispatcher passes it through)", _fake(lambda: op("shaped")(None, torch.empty(4, device="cuda"))), ok.InputError, "any"),
         ("wrong-shape", C, "a tensor of another declared shape", _fake(lambda: op("shaped")(torch.empty(2, 4, device="cuda"), torch.empty(5, device="cuda"))), ok.InputError, "any"),
         ("too-large-for-int32", C, "over 2^31 - 1 elements for a 32-bit-indexing kernel", _fake(lambda: op("shaped")(torch.empty(2**20, 2**11 + 1, device="cuda"), torch.empty(2**11 + 1, device="cuda"))), ok.InputError, "any"),
         ("launch-wraps-int32", C, "a launch whose top thread index passes 2^31 - 1 (2^31 - 1 elements, block 768)", _fake(lambda: op("flat768")(torch.empty(2**31 - 1, device="cuda"))), ok.InputError, "any"),
@@ -298,6 +299,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
 CPU_ARGS: dict[str, tuple[str, Callable[[str], tuple]]] = {
     "wrong-dtype": ("plain", lambda d: (torch.empty(2, 4, dtype=torch.float16, device=d),)),
     "wrong-rank": ("plain", lambda d: (torch.empty(8, device=d),)),
+    "required-none": ("shaped", lambda d: (None, torch.empty(4, device=d))),
     "wrong-shape": ("shaped", lambda d: (torch.empty(2, 4, device=d), torch.empty(5, device=d))),
     "too-large-for-int32": ("shaped", lambda d: (torch.empty(1, 1, device=d).expand(2**20, 2**11 + 1),
                                                  torch.empty(2**11 + 1, device=d))),

@@ -313,3 +313,26 @@ def test_cute_impl_without_cute_dsl_names_the_install():
     root = Path(__file__).resolve().parents[1]
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root)
     assert r.returncode == 0 and "refused:" in r.stdout and "pip install 'opsmith[cute]'" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("grad", [False, True])
+def test_none_for_a_required_tensor_is_the_ops_input_error_on_every_entry(backward, grad):
+    """torch's dispatcher passes None for a ``Tensor`` argument: the Autograd-key entry (with or without a
+    backward) and the kernel refuse it with the op's InputError (it was AttributeError: 'NoneType' object has no
+    attribute 'requires_grad'), eager and fake, whether another input requires grad or not."""
+    src = 'extern "C" __global__ void k(const float* x, const float* w, int n, float* y) {}'
+    name = f"{NS}::none_req_{int(backward)}{int(grad)}"
+    bw = ok.Backward(lambda gy, w: (gy * w,), args=["grad_y", "w"], grads=["x"]) if backward else None
+    op = ok.cuda_kernel_op(name, ok.KernelSpec(kernel_source=src, kernel_name="k",
+                           inputs=[ok.InputDecl("x"), ok.InputDecl("w")], outputs=[ok.OutputDecl("y", ok.SameAs("w"))],
+                           extras=[ok.Numel("w")], geometry=ok.Elementwise()), backward=bw)  # fmt: skip
+    want = (rf"{name}: argument 'x': expected a tensor, got None\. Fix: pass a tensor as x; only inputs declared "
+            r"optional=True take None\.")  # fmt: skip
+    w = torch.randn(8, requires_grad=grad)
+    with pytest.raises(ok.InputError, match=want):
+        op(None, w)
+    if backward and grad:
+        return  # torch's autograd Function (register_autograd's) aborts the process under FakeTensorMode here
+    with FakeTensorMode(), pytest.raises(ok.InputError, match=want):
+        op(None, torch.empty(8, device="cuda", requires_grad=grad))

@@ -34,6 +34,7 @@ from ..declare.record import TensorArg
 from ..errors import InputError, SpecError, ToolchainError
 from ..native.build import closure
 from ..native.xla_cpp import GIVEN
+from ..plan.guards import Refusals
 from .abstract import _check, abstract_eval, to_jax_dtype, to_torch_dtype
 from .build import Handlers, handlers
 
@@ -108,6 +109,8 @@ class JaxOp:
                 if decl.optional:  # None travels as a zero-size placeholder and a flag the handler reads
                     named[GIVEN + decl.name] = v is not None
                     v = _placeholder(decl) if v is None else v
+                elif v is None:  # the call plan's first step (Given), as every path refuses it
+                    raise Refusals(self.record.op_name).missing(decl.name)
                 tensors.append(v)
             else:
                 v = scalars.pop(decl.name) if decl.name in scalars else next(it, missing)

@@ -97,6 +97,10 @@ def _no_backward(r: KernelRecord) -> str:
             "",
         ]  # fmt: skip
     L += [f"{ret} autograd_impl({params}) {{"]
+    # None for a required tensor (an undefined tensor here) is refused first, as the kernel's first step refuses
+    # it: requires_grad() of an undefined tensor throws torch's own error, and a Function given one aborts
+    L += [f"  if (!{local[a.name]}.defined()) opsmith::missing_error({cpp_str(r.op_name)}, {cpp_str(a.name)});"
+          for a in r.tensor_inputs if not a.optional]  # fmt: skip
     if r.mutated:
         L += [f"  if (at::GradMode::is_enabled() && ({grad}))",
               f"    opsmith::differentiation_error({cpp_str(r.op_name)}, \"it writes an input in place and declares no "

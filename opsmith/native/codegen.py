@@ -171,6 +171,10 @@ class _Printer(DimsSteps):
     def _n(self, k: int) -> tuple[str, str]:
         return self.t[k], cpp_str(self.tn[k])
 
+    def given(self, s: P.Given) -> list[str]:
+        t, n = self._n(s.k)
+        return [f"if (!{t}.defined()) opsmith::missing_error(op, {n});"]
+
     def device(self, s: P.Device) -> list[str]:
         if self.meta or self.nodevice:
             return []

@@ -83,6 +83,11 @@ inline Device check_device(const char* op, const char* name, const Tensor& t, co
   return *dev;
 }
 
+[[noreturn]] inline void missing_error(const char* op, const char* name) {
+  input_error(op, name, "a tensor", "None", std::string("Fix: pass a tensor as ") + name +
+              "; only inputs declared optional=True take None.");
+}
+
 inline void check_dtype(const char* op, const char* name, const Tensor& t, c10::ScalarType want) {
   if (t.scalar_type() != want)
     input_error(op, name, "dtype " + dtype_name(want), dtype_name(t.scalar_type()),

@@ -42,6 +42,10 @@ class Refusals:
     def __init__(self, op: str) -> None:
         self.op = op
 
+    def missing(self, name: str) -> InputError:
+        return InputError(self.op, name, "a tensor", "None", f"Fix: pass a tensor as {name}; only inputs declared "
+                          "optional=True take None.")  # fmt: skip
+
     def device(self, name: str, t: torch.Tensor, first: str | None, dev: int) -> InputError:
         if first is None or t.device.type != "cuda":
             return InputError(self.op, name, "a CUDA tensor", f"a tensor on {t.device}", f"Fix: pass {name}.cuda().")

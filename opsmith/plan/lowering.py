@@ -28,6 +28,7 @@ from .steps import (
     Dtype,
     Extent,
     Extra,
+    Given,
     GridCheck,
     Launch,
     Layout,
@@ -57,7 +58,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     absent = frozenset(f"i{k}" for k in record.optional)
     labels = {f"i{k}": n for k, n in enumerate(tnames)} | {f"o{k}": o.name for k, o in enumerate(record.outputs)}
     alias = {} if record.outputs else {"o0": f"i{mutated[0]}"} if mutated else {}
-    steps: list[Any] = []
+    steps: list[Any] = [Given(k) for k in range(len(targs)) if k not in record.optional]
     for k, a in enumerate(targs):
         steps.append(Device(k))
         if a.dtype or a.dtypes:

@@ -35,6 +35,14 @@ _AXES = "xyz"
 
 
 @dataclass(frozen=True)
+class Given:
+    """A required tensor input is a tensor: torch's dispatcher passes None (an undefined tensor in C++) for a
+    ``Tensor`` argument, which every later step would read. First, before any other check."""
+
+    k: int
+
+
+@dataclass(frozen=True)
 class Device:
     """The tensor is a CUDA tensor (the first one's device is the call's), on the call's device. Real only."""
 

@@ -100,6 +100,9 @@ class _Printer:
         t = self.t[k]
         return f"({t}.dtype if {t} is not None else None)" if k in self.plan.optional else f"{t}.dtype"
 
+    def given(self, s: P.Given) -> list[str]:
+        return [f"if {self.t[s.k]} is None: raise _E.missing({self.tn[s.k]!r})"]
+
     def device(self, s: P.Device) -> list[str]:
         t, n = self.t[s.k], self.tn[s.k]
         if s.k == 0:
@@ -382,7 +385,10 @@ def make_eager(record: KernelRecord, variants: Variants, plan: P.CallPlan, custo
                            for k, n in enumerate(pr.t)) or "False"  # fmt: skip
         mutated = [pr.t[k] for k in plan.mutated]
         refuse = "_refuse_inplace(_op)" if mutated else f"return _nograd({args})"
-        pre = [f"if ({grad}) and _grad_on(): {refuse}",
+        # None for a required tensor first (the body's Given steps): the grad test reads each tensor, and an
+        # autograd Function given None for a tensor aborts the process
+        given = [x for s in plan.steps if isinstance(s, P.Given) for x in pr.given(s)]
+        pre = [*given, f"if ({grad}) and _grad_on(): {refuse}",
                f"if _ks.has(_PY) or not _ks.has(_CUDA): return _below(_ks, {args})"]  # fmt: skip
         # An in-place op bumps its tensors' version counters, as the dispatcher's ADInplaceOrView step would
         # (autograd then refuses a backward that reads a tensor this op overwrote).
