@@ -19,7 +19,6 @@ precompiled headers are another format, found another way.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -164,8 +163,7 @@ def prepare(source: str, cxx: str, compiler_version: str, flags: Sequence[str], 
         if _mode() == "auto" and not seen.exists():
             seen.touch()  # the first compile goes without: a cache that compiles once never pays for the header
             return None
-        with open(root / f"{key}.lock", "w") as lock:  # one process makes it; the others wait and use it
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with DiskCache(env.cache_dir(), _NAMESPACE).claim(key):  # one process makes it; the others wait, use it
             if not (entry / HEADER).is_file() and not _make(entry, header, cxx, flags):
                 return None
         if not _verified(entry):
