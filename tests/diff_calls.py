@@ -93,9 +93,10 @@ def _bytes(t: torch.Tensor) -> str:
 
 
 def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: Any = None, *,
-            written: tuple[int, ...] = (), values: bool = False) -> dict:  # fmt: skip
+            written: tuple[int, ...] = (), values: bool = False, inits: tuple[int, ...] = ()) -> dict:  # fmt: skip
     """Run ``fn(*args)``; ``take()`` returns the launches it recorded (a list, or its JSON). A real launch (GPU):
-    ``written`` (argument positions written in place) and, with ``values``, the outputs come back as bytes."""
+    ``written`` (argument positions written in place) and, with ``values``, the outputs come back as bytes. A
+    dry run: ``inits`` (outputs declaring ``init=``) come back as bytes, what the path left before the launch."""
     try:
         got = fn(*args)
         if written or values:
@@ -110,6 +111,8 @@ def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: A
         res["written"] = [_bytes(args[k]) for k in written]
     if values:
         res["values"] = [_bytes(o) for o in outs]
+    if inits:
+        res["inits"] = [_bytes(outs[k]) for k in inits]
     if take is not None:
         launches = take()
         launches = json.loads(launches) if isinstance(launches, str) else list(launches)

@@ -33,7 +33,8 @@ def main(lib: str, cases_file: str) -> dict:
                 op, args, written=tuple(case.get("written", ())), values=case.get("values", False)
             )
         else:
-            out[case["id"]] = outcome(op, args, case["pointers"], None if device == "meta" else take)
+            inits = tuple(case.get("inits", ())) if device == "cpu" else ()
+            out[case["id"]] = outcome(op, args, case["pointers"], None if device == "meta" else take, inits=inits)
     return out
 
 

@@ -176,7 +176,9 @@ def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
             rel = draw(_output_shape(bound))
         out_dt = draw(st.sampled_from(list(DTYPES)))
         fixed = getattr(torch, out_dt) if draw(st.integers(0, 3)) == 0 else None
-        outputs.append(ok.OutputDecl(name, rel, dtype=fixed))
+        # Any mix of inits: a sum's 0, a product's 1, a max's -inf, values an integer dtype cannot hold
+        init = draw(st.sampled_from([None, None, 0, 1, -1, 2.5, float("-inf"), 7, 1e30]))
+        outputs.append(ok.OutputDecl(name, rel, dtype=fixed, init=init))
         params[name] = f"{DTYPES[out_dt]}*"
     refs = [t for t in tensors if t != "dig"]
     extras, extra_params = draw(_extras(refs, [o.name for o in outputs], [d.name for d in inputs], sorted(bound)))
@@ -458,6 +460,8 @@ def python_outcomes(gens: list[Gen], values: bool = False) -> tuple[dict, list[d
         dry, _ = make_dry_run(g.ok)
         pointers = _Pointers(g.ok)
         written = tuple(g.ok.plan.tensors[k] for k in g.ok.plan.mutated)
+        # what each path leaves in an init= output before the launch (an output without one holds garbage)
+        inits = tuple(k for k, o in enumerate(g.ok.record.outputs) if o.init is not None)
 
         def take(dry: Any = dry) -> list:
             got, dry.launches[:] = list(dry.launches), []
@@ -472,10 +476,10 @@ def python_outcomes(gens: list[Gen], values: bool = False) -> tuple[dict, list[d
             elif device == "cuda":
                 results[cid] = outcome(g.ok, args, written=written, values=values)
             else:
-                results[cid] = outcome(dry, args, pointers, take)
+                results[cid] = outcome(dry, args, pointers, take, inits=inits)
                 _against_fake(g, cid, call, results[cid])
             cases.append({"id": cid, "op": g.op_name, "call": call, "pointers": pointers, "written": written,
-                          "values": values})  # fmt: skip
+                          "values": values, "inits": inits})  # fmt: skip
     for c in cases:  # every kernel the Python runs compiled, by image
         if isinstance(c["pointers"], _Pointers):
             c["pointers"] = c["pointers"].table()

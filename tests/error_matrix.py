@@ -41,6 +41,7 @@ extern "C" __global__ void both(const float* x, const float* x_ptr, int n, float
 extern "C" __global__ void ks(const float* x, float a, int n, float* y) {}
 extern "C" __global__ void kst(const float* x, int stride, int n, float* y) {}
 extern "C" __global__ void kc(const float* x, unsigned int c, int n, float* y) {}
+template <typename T> __global__ void kit(const T* x, long long n, T* y) {}
 """
 
 
@@ -104,6 +105,9 @@ def op(kind: str) -> ok.Op:
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_widegrid", spec(kernel_name="kst", index_dtype="int64", extras=[
                 ok.Stride("x", 0), ok.DimSize("x", -1)], geometry=ok.Grid(
                     grid=("size(x, 0) * size(x, 0) * size(x, 0) * size(x, 0) * size(x, 0)",), block=(32,))))  # fmt: skip
+        elif kind == "init":  # a max's -inf over an input of any dtype
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_init", spec(kernel_name="kit<{T_x}>", extras=[
+                ok.Numel("x", "int64")], outputs=[O("y", shape=ok.SameAs("x"), init=float("-inf"))]))  # fmt: skip
         elif kind == "floatgrid":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_floatgrid", spec(
                 geometry=ok.Custom(lambda i, o: ((i["x"].numel() / 256,), (256,)))))  # fmt: skip
@@ -251,6 +255,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("autotune-placeholder", R, "a `{NAME}` no config fills", reg("tune_ph", kernel_name="kt<{BLOCK}>", autotune=ok.Autotune([ok.Config({"OTHER": 1})])), E, "any"),
         ("backward-arg", R, "a `Backward` argument that names nothing", _bad_backward, E, "any"),
         ("name-taken", R, "the same name with another declaration", _dup, ok.RegistrationError, "any"),
+        ("init-dtype-fixed", R, "an `init=` the output's dtype cannot hold (2.5 for an int32 output)", reg("init_fixed", kernel_name="kit<{T_x}>", extras=[ok.Numel("x", "int64")], outputs=[O("y", shape=ok.SameAs("x"), dtype=torch.int32, init=2.5)]), E, "any"),
         ("sharding-value", R, "a `sharding=` that is neither a rule nor \"replicate\"", lambda: ok.cuda_kernel_op("errm::shard_val", spec(), sharding="rows"), E, "any"),
         ("sharding-inplace", R, "`sharding=` on an op that writes an input in place", lambda: ok.cuda_kernel_op("errm::shard_inpl", spec(kernel_name="ki", inputs=[I("x", mutates=True)], outputs=[]), sharding="replicate"), E, "any"),
         ("reducedims-combine", R, "a `ReduceDims.combine` that is not sum/max/min", reg("rd_comb", outputs=[O("y", shape=ok.ReduceDims("x", (-1,), combine="mean"))], geometry=ok.Reduction((-1,))), E, "any"),
@@ -275,6 +280,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("launch-wraps-int32", C, "a launch whose top thread index passes 2^31 - 1 (2^31 - 1 elements, block 768)", _fake(lambda: op("flat768")(torch.empty(2**31 - 1, device="cuda"))), ok.InputError, "any"),
         ("float-scalar-range", C, "a float scalar outside its C type's range (3.5e38 for `float`)", _fake(lambda: op("scalar")(torch.empty(4, device="cuda"), 3.5e38)), ok.InputError, "any"),
         ("template-dtype", C, "tensors one template parameter types, of two dtypes", _fake(lambda: op("like")(torch.empty(4, device="cuda"), torch.empty(4, device="cuda", dtype=torch.float16))), ok.InputError, "any"),
+        ("init-dtype", C, "an input of any dtype whose output declares `init=-inf`, given int32", _fake(lambda: op("init")(torch.empty(4, device="cuda", dtype=torch.int32))), ok.InputError, "any"),
         ("empty-reduced-axis", C, "an empty reduced axis with non-empty outputs (shape (3, 0))", _fake(lambda: op("rows")(torch.empty(3, 0, device="cuda"))), ok.InputError, "any"),
         ("strided-span-int32", C, "a strided view spanning over 2^31 - 1 elements for a 32-bit-indexing kernel (`x[:, :16]` of a (2^26, 64) tensor)", _fake(lambda: op("strided")(torch.empty_strided((2**26, 16), (64, 1), device="cuda"))), ok.InputError, "any"),
         ("grid-too-large", C, "a launch grid past 2^31 - 1 blocks along x (`size(x, 0) * 2^30` blocks)", lambda: op("biggrid").eager(*CPU_ARGS["grid-too-large"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-too-large"), ok.InputError, "any"),
@@ -306,6 +312,7 @@ CPU_ARGS: dict[str, tuple[str, Callable[[str], tuple]]] = {
     "float-scalar-range": ("scalar", lambda d: (torch.empty(4, device=d), 3.5e38)),
     "template-dtype": ("like", lambda d: (torch.empty(4, device=d), torch.empty(4, device=d, dtype=torch.float16))),
     "empty-reduced-axis": ("rows", lambda d: (torch.empty(3, 0, device=d),)),
+    "init-dtype": ("init", lambda d: (torch.empty(4, device=d, dtype=torch.int32),)),
     "not-contiguous": ("plain", lambda d: (torch.randn(4, 2, device=d).t(),)),
     "grid-too-large": ("biggrid", lambda d: (torch.randn(8, device=d),)),
     "grid-below-one": ("lowgrid", lambda d: (torch.randn(2, device=d),)),

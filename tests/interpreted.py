@@ -12,17 +12,25 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-__all__ = ["child_json", "run_interpreted"]
+__all__ = ["child_json", "run_interpreted", "run_interpreted_args"]
 
 
 def run_interpreted(script: str, timeout: int = 900) -> str:
     """The stdout of ``tests/<script>`` run interpreted, with the repository importable; its stderr in the
     assertion when it fails."""
+    return run_interpreted_args(script, [], timeout)
+
+
+def run_interpreted_args(script: str, args: list[str], timeout: int = 900) -> str:
+    """``run_interpreted`` with command-line arguments; a failing run's stderr (its last 3000 characters) goes
+    to this process's stderr too, where pytest shows it."""
     env = {**os.environ, "TRITON_INTERPRET": "1",
            "PYTHONPATH": os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
-    out = subprocess.run([sys.executable, str(HERE / script)], capture_output=True, text=True, env=env,
+    out = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True, env=env,
                          timeout=timeout)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
+    if "FAIL " in out.stderr:
+        sys.stderr.write(out.stderr[-20000:])
     return out.stdout
 
 

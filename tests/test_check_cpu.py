@@ -18,7 +18,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1
 
 NS = "t_check_cpu"
 lib = torch.library.Library(NS, "FRAGMENT")
-for name in ("good", "bad_fake", "no_guard", "bad_grad", "no_backward", "refuses_grad"):
+for name in ("good", "bad_fake", "no_guard", "bad_grad", "no_backward", "refuses_grad", "rows_dense"):
     lib.define(f"{name}(Tensor x, float alpha) -> Tensor")
 
 
@@ -36,8 +36,15 @@ def _storage_as_contiguous(x, alpha):
     return flat * alpha
 
 
+def _ignores_row_stride(x, alpha):
+    """A one-input kernel given its row stride that reads rows as dense: the last axis is made contiguous (what
+    the declaration asks for), the rows are not, and the kernel steps by the row length instead."""
+    return _storage_as_contiguous(x if x.stride(-1) == 1 else x.contiguous(), alpha)
+
+
 for name, impl in (("good", _scale), ("bad_fake", _scale), ("no_guard", _storage_as_contiguous),
-                   ("bad_grad", _scale), ("no_backward", _scale), ("refuses_grad", _scale)):  # fmt: skip
+                   ("bad_grad", _scale), ("no_backward", _scale), ("refuses_grad", _scale),
+                   ("rows_dense", _ignores_row_stride)):  # fmt: skip
     lib.impl(name, impl, "CPU")
     if name == "bad_fake":
         torch.library.register_fake(f"{NS}::{name}", lambda x, alpha: x.new_empty(x.shape[0] + 1, *x.shape[1:]),
@@ -106,6 +113,13 @@ def test_a_missing_contiguity_guard_is_caught_by_the_noncontiguous_samples():
     assert not x.is_contiguous() and torch.equal(x, x.contiguous())
     rows = _rows(ok.check(_case("no_guard"), **FAST))
     assert rows["numerics"][0] == "FAIL" and "strided" in rows["numerics"][1], rows["numerics"]
+
+
+def test_a_single_input_whose_row_stride_is_ignored_is_caught_by_the_padded_rows():
+    """Rows padded (``x[:, :n]`` of a wider tensor) are probed for an op with one tensor input too: the strided
+    copy (last axis at stride 2) is made contiguous first and passes."""
+    rows = _rows(ok.check(_case("rows_dense"), **FAST))
+    assert rows["numerics"][0] == "FAIL" and "(5, 19) strided" in rows["numerics"][1], rows["numerics"]
 
 
 def test_a_wrong_gradient_is_caught():

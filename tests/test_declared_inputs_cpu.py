@@ -1,7 +1,8 @@
 """What a declaration says of its inputs, on every path: dtypes as a set (``InputDecl(dtype={...})``: a dtype
 outside it is an InputError before launch, Python and native dry runs agreeing on the message, fake tensors too;
 one inside it runs its own specialization; a set that excludes what the kernel's parameter fixes is refused at
-registration), and an empty input of an op whose outputs declare ``init=`` (those values, no launch)."""
+registration), and an empty input of an op whose outputs declare ``init=`` (the outputs filled with it and the
+kernel run: only an empty grid skips the launch)."""
 
 import sys
 from pathlib import Path
@@ -77,8 +78,9 @@ extern "C" __global__ void colsum(const float* x, int R, int C, float* out) {
 
 @pytest.mark.slow
 def test_an_empty_input_gives_the_declared_init_on_both_paths():
-    """A column sum over zero rows is its init (0) without a launch, on the Python path, in a native library and on
-    fake tensors; without an init the op keeps refusing, alike on both paths."""
+    """A column sum over zero rows launches its kernel over outputs holding their init (the kernel decides what
+    no data gives), on the Python path, in a native library and on fake tensors; without an init the op keeps
+    refusing, alike on both paths, and the refusal names ``init=`` as a fix."""
 
     def op(name, init):
         return ok.cuda_kernel_op(f"{NS}::{name}", ok.KernelSpec(
@@ -91,7 +93,9 @@ def test_an_empty_input_gives_the_declared_init_on_both_paths():
     py = both_dry_runs([Registered(filled, calls), Registered(bare, calls)])
     f0, f1 = py[f"{NS}::colsum_init#0"], py[f"{NS}::colsum_init#1"]
     b0 = py[f"{NS}::colsum_bare#0"]
-    assert f0["ok"] and f0["launches"] == [] and f1["ok"] and len(f1["launches"]) == 1, (f0, f1)
+    assert f0["ok"] and len(f0["launches"]) == 1 and f1["ok"] and len(f1["launches"]) == 1, (f0, f1)
+    assert f0["launches"][0]["grid"] == [1, 1, 1], f0
     assert not b0["ok"] and "the kernel cannot fill them from no data" in str(b0), b0
+    assert "OutputDecl(..., init=value)" in str(b0), b0
     with FakeTensorMode():
         assert filled(torch.empty(0, 5, device="cuda")).shape == (5,)

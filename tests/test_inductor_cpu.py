@@ -277,6 +277,22 @@ def test_what_torch_compile_traces_follows_the_mode(mode):
     assert op.compile_choices() == {}
 
 
+def test_a_traced_reference_of_another_dtype_is_refused():
+    """compile="reference" whose reference returns float32 for a bfloat16 op: torch.compile refuses the trace (the
+    fake says bfloat16; the graph would change the model's dtypes silently); one that casts back traces."""
+    wrong = _scale("scale_ref_dtype", compile="reference", reference=lambda x: x.float() * 3)
+    right = _scale("scale_ref_cast", compile="reference", reference=lambda x: (x.float() * 3).to(x.dtype))
+    with torch.device("meta"):
+        x = torch.randn(64, dtype=torch.bfloat16)
+    with pytest.raises(Exception) as e:
+        _traced_graph(lambda x: wrong(x) + 1, x)
+    cause = e.value
+    while cause is not None and not isinstance(cause, ok.SpecError):
+        cause = cause.__cause__ or cause.__context__
+    assert cause is not None and "reference returned [torch.float32]; the op declares [torch.bfloat16]" in str(cause)
+    assert "aten.mul" in _traced_graph(lambda x: right(x) + 1, x)
+
+
 def test_auto_keeps_the_faster_of_two_timings(monkeypatch, tmp_path):
     """compile="auto" times the kernel and the compiled reference once per shape bucket and traces the faster;
     the decision is remembered per bucket and stored with the tuning decisions. Here on CPU tensors (the op's CPU

@@ -28,8 +28,9 @@ def _bwd_reference(g, x, gamma, beta):
     return gamma * g, (g * x).sum(0), g.sum(0) if beta is not None else torch.zeros_like(gamma)
 
 
-def register(ns: str = NS) -> dict:
-    """The forward op twice (its backward another op; a program of two steps) and the backward ops."""
+def register(ns: str = NS, beta_first: bool = False) -> dict:
+    """The forward op twice (its backward another op; a program of two steps) and the backward ops;
+    ``beta_first``: the optional input declared before a required one, ``(x, beta, gamma)``."""
     rows = dict(extras=[ok.Numel("g"), ok.Dim("C")], geometry=ok.Elementwise())
     bwd = ok.cuda_kernel_op(f"{ns}::bwd", ok.KernelSpec(
         kernel_source=SRC, kernel_name="bwd",
@@ -40,14 +41,21 @@ def register(ns: str = NS) -> dict:
     colsum = ok.cuda_kernel_op(f"{ns}::colsum", ok.KernelSpec(
         kernel_source=SRC, kernel_name="colsum", inputs=[ok.InputDecl("g", shape=("R", "C"))],
         outputs=[ok.OutputDecl("s", shape=("C",))], **rows), reference=lambda g: g.sum(0))  # fmt: skip
+    ins = [
+        ok.InputDecl("x", shape=("R", "C")),
+        ok.InputDecl("gamma", shape=("C",)),
+        ok.InputDecl("beta", shape=("C",), optional=True),
+    ]
     decl = ok.KernelSpec(
-        kernel_source=SRC, kernel_name="fwd",
-        inputs=[ok.InputDecl("x", shape=("R", "C")), ok.InputDecl("gamma", shape=("C",)),
-                ok.InputDecl("beta", shape=("C",), optional=True)],
-        outputs=[ok.OutputDecl("y", shape=("R", "C"))], extras=[ok.Numel("x"), ok.Dim("C")], geometry=ok.Elementwise())  # fmt: skip
+        kernel_source=SRC, kernel_name="fwd", inputs=[ins[0], ins[2], ins[1]] if beta_first else ins,
+        outputs=[ok.OutputDecl("y", shape=("R", "C"))], extras=[ok.Numel("x", name="n"), ok.Dim("C")],
+        geometry=ok.Elementwise())  # fmt: skip
 
     def ref(x, gamma, beta):
         return gamma * x + (beta if beta is not None else 0)
+
+    if beta_first:
+        ref = (lambda f: lambda x, beta, gamma: f(x, gamma, beta))(ref)
 
     args, grads = ("grad_y", "x", "gamma", "beta"), ("x", "gamma", "beta")
     by_op = ok.cuda_kernel_op(f"{ns}::by_op", decl, reference=ref, backward=ok.Backward(bwd, args=args, grads=grads))
@@ -59,9 +67,16 @@ def register(ns: str = NS) -> dict:
     return {"by_op": by_op, "by_program": by_program}
 
 
-@pytest.fixture(scope="module")
-def ops() -> dict:
-    return register()
+@pytest.fixture(scope="module", params=["beta_last", "beta_first"])
+def ops(request) -> dict:
+    first = request.param == "beta_first"
+    return {**register(f"{NS}_{request.param}", beta_first=first), "first": first}
+
+
+def _call(ops: dict, which: str, f=None):
+    """The op (or ``f``, its JAX function) called as ``(x, gamma, beta)``, whichever order it declares."""
+    f = f or ops[which]
+    return (lambda x, gamma, beta: f(x, beta, gamma)) if ops["first"] else f
 
 
 def _leaves():
@@ -73,11 +88,11 @@ def _leaves():
 @pytest.mark.parametrize("which", ["by_op", "by_program"])
 def test_the_python_paths_autograd_with_and_without_the_optional_input(ops, which):
     x, gamma, beta = _leaves()
-    ops[which](x, gamma, beta).pow(2).sum().backward()
+    _call(ops, which)(x, gamma, beta).pow(2).sum().backward()
     want = [t.grad for t in _want(x, gamma, beta)]
     torch.testing.assert_close([x.grad, gamma.grad, beta.grad], want)
     x2, gamma2, _ = _leaves()
-    ops[which](x2, gamma2, None).pow(2).sum().backward()
+    _call(ops, which)(x2, gamma2, None).pow(2).sum().backward()
     want = _want(x2, gamma2, None)
     torch.testing.assert_close([x2.grad, gamma2.grad], [want[0].grad, want[1].grad])
 
@@ -96,25 +111,30 @@ import json, sys, torch
 sys.path.insert(0, sys.argv[1])
 from test_optional_backward_cpu import register
 from opsmith import native
-ops = register("t_opt_backward_native")
-native.use([ops["by_op"], ops["by_program"]], dry_run=True)
+both = {first: register(f"t_opt_backward_native{int(first)}", beta_first=first) for first in (False, True)}
+native.use([op for ops in both.values() for op in ops.values()], dry_run=True)
 out = {}
-for which in ("by_op", "by_program"):
-    for given in (True, False):
-        x, gamma, beta = (torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True),
-                          torch.randn(3, requires_grad=True))
-        ops[which](x, gamma, beta if given else None).sum().backward()
-        out[f"{which} {given}"] = [None if t.grad is None else list(t.grad.shape) for t in (x, gamma, beta)]
+for first, ops in both.items():
+    for which in ("by_op", "by_program"):
+        for given in (True, False):
+            x, gamma, beta = (torch.randn(4, 3, requires_grad=True), torch.randn(3, requires_grad=True),
+                              torch.randn(3, requires_grad=True))
+            b = beta if given else None
+            (ops[which](x, b, gamma) if first else ops[which](x, gamma, b)).sum().backward()
+            out[f"{which} {given}" + (" first" if first else "")] = [
+                None if t.grad is None else list(t.grad.shape) for t in (x, gamma, beta)]
 print(json.dumps(out))
 """
 
 
 @pytest.mark.slow
 def test_the_native_libraries_autograd_kernel():
+    """Both declared orders: the optional input last, and before a required one (absent: no gradient, the
+    others unchanged)."""
     got = child_json(_NATIVE)
     given, absent = [[4, 3], [3], [3]], [[4, 3], [3], None]
-    assert got == {"by_op True": given, "by_op False": absent, "by_program True": given,
-                   "by_program False": absent}, got  # fmt: skip
+    want = {"by_op True": given, "by_op False": absent, "by_program True": given, "by_program False": absent}
+    assert got == {**want, **{k + " first": v for k, v in want.items()}}, got
 
 
 @pytest.mark.parametrize("which", ["by_op", "by_program"])
@@ -124,7 +144,7 @@ def test_jax_custom_vjp(ops, which):
 
     from opsmith.jax import jax_op
 
-    f = jax_op(ops[which])
+    f = _call(ops, which, jax_op(ops[which]))
     x, gamma, beta = (t.detach() for t in _leaves())
     want = _want(x, gamma, beta)
     with jax.default_device(jax.devices("cpu")[0]):  # the CPU references serve JAX's CPU platform

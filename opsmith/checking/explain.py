@@ -25,14 +25,15 @@ __all__ = ["explain", "mixed_layouts", "padded"]
 
 
 def mixed_layouts(args: Sequence, written: set[int]) -> list[tuple]:
-    """Samples where one tensor input (of at least two) is laid out otherwise and the rest are contiguous: its
-    last axis at stride 2, and, for two or more dims, its rows padded (``x[:, :n]`` of a wider tensor: the
-    layout a kernel given row strides takes as it is). A kernel that addresses several tensors with one
-    tensor's strides is right when all share a layout and wrong here."""
+    """Samples where one tensor input is laid out otherwise and the rest are contiguous: its last axis at
+    stride 2, and, for two or more dims, its rows padded (``x[:, :n]`` of a wider tensor: the layout a kernel
+    given row strides takes as it is). A kernel that addresses several tensors with one tensor's strides is
+    right when all share a layout and wrong here; a kernel with one input that ignores its declared row stride
+    is right on dense rows and wrong on padded ones."""
     from .case import noncontiguous
 
     ks = [k for k, a in enumerate(args) if isinstance(a, torch.Tensor) and a.dim() and a.numel() and k not in written]
-    if len(ks) < 2:
+    if not ks:
         return []
     out = []
     for k in ks:

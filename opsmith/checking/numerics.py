@@ -38,20 +38,29 @@ def check_numerics(case: CheckCase, device: torch.device, examples: int, solver:
     written = case.written_args()
     for dt in case.dtypes:
         samples = case.samples(device, dt, solver)
+        # The case's own shapes, fitted to the preconditions and contiguous: calls the op must take. The rest
+        # (a strided copy, an empty problem, mixed layouts) it may refuse with a clear error.
+        valid = sum(1 for s in case.shapes if solver.fit(tuple(s), dt) is not None)
         last = solver.fit(tuple(case.shapes[-1]), dt)
         if last is not None:  # one input strided at a time, the others contiguous
             samples += mixed_layouts(case.inputs(last, dt, device), written)
+        ran = 0
         for k, args in enumerate(samples):
             what = f"{dt} sample {k} ({_describe(args)})"
             try:
                 poison &= _run_and_compare(case, args, dt, what)
-            except InputError:
+            except InputError as e:
+                if k < valid:
+                    raise AssertionError(f"{what} is refused: {e} (a contiguous call of the case's shapes, fitted "
+                                         "to the preconditions: the declaration refuses what the case says the op "
+                                         "takes)") from None  # fmt: skip
                 continue  # refused with a clear error (listed by opcheck's row)
             except AssertionError as e:
                 raise _failure(case, args, dt, what, e, None, solver) from None
-            done += 1
-    if done == 0:
-        raise AssertionError("no fixed sample ran: the op refused every one")
+            ran += 1
+        if ran == 0:
+            raise AssertionError(f"no fixed sample of {dt} ran: the op refused every one")
+        done += ran
     try:
         from hypothesis import HealthCheck, given, settings
         from hypothesis import strategies as st

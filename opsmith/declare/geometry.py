@@ -75,7 +75,11 @@ def lower_geometry(geometry: Elementwise | Reduction | Grid | Custom, params: di
         limits = tuple((["size", "o0", -(i + 1)], _limit(b[i])) for i in range(min(k, 2)))
         return LaunchPlan((gx, gy, gz), (*b, *(1,) * (3 - k)), 0, limits)
     if isinstance(geometry, Reduction):
-        rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
+        k = len(geometry.reduce_dims)
+        if sorted(geometry.reduce_dims) == list(range(-k, 0)):  # the trailing axes: rows are the leading ones,
+            rows: Expr = ["lead", "i0", k]  # counted even where a reduced axis is empty (0 / 0 otherwise)
+        else:  # an empty reduced axis divides by zero: refused per call, never a launch over too few rows
+            rows = ["div", ["numel", "i0"], ["prod", "i0", list(geometry.reduce_dims)]]
         return LaunchPlan((rows, 1, 1), (num(geometry.block_size), 1, 1), geometry.shared_mem)
     if isinstance(geometry, Grid):
         from .expr import ExprError, parse_size

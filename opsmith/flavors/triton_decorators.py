@@ -84,7 +84,7 @@ def _from_autotuner(op: str, at: Any) -> Autotune:
 def trace_heuristics(source: Any, record: Any) -> list[Any]:
     """Per heuristic of ``source`` (a TritonSource bound to ``record``, one config): its value under this
     config, a constant or an expression tree over the record's refs."""
-    from ..declare.symbolic import Sym, SymTensor, Untraceable, _Opaque, trace
+    from ..declare.symbolic import Sym, SymTensor, _Opaque
     from .base import param_roles
 
     args: dict[str, Any] = {}
@@ -107,21 +107,62 @@ def trace_heuristics(source: Any, record: Any) -> list[Any]:
     # caller gives by keyword) even where a heuristic then sets that name (unsloth's backward computes GEMMA
     # from the GEMMA it is passed), the config's values and the launch options.
     args |= source.fixed | source.constexprs | {k: v for k, v in source.options.items() if v is not None}
+    # An optional tensor is given or None, and ``args["b"] is not None`` cannot be traced through an object (Python's
+    # ``is`` has no hook): each heuristic is traced once per combination of the optional tensors, and values that
+    # differ become a choice on ``present(b)``. A constant from one trace would compile a call without ``b`` as if
+    # it had one (a null read on the GPU).
+    optional = [n for n, (role, a) in zip(source.runtime_params, param_roles(record), strict=True)
+                if role == "tensor" and a.optional]  # fmt: skip
+    if len(optional) > 6:
+        raise SpecError(source.op_name, "heuristics", f"{len(optional)} optional tensors: tracing each heuristic over "
+                        "every combination of given and None would take 2^n traces.",
+                        "declare at most 6 optional tensor inputs on a kernel with heuristics.")  # fmt: skip
     out = []
     for h in source.heuristics:
-        try:
-            v = trace(h.fn, args)
-        except KeyError as e:
-            raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the heuristic reads args[{e}], which is not "
-                            f"a parameter of '{source.kernel_name}' with a value here.",
-                            "read the kernel's parameters by their names.") from None  # fmt: skip
-        except Untraceable as e:
-            raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the heuristic cannot be computed from the "
-                            f"declaration: {e}.", "write it with arithmetic, //, %, comparisons, min/max, "
-                            "triton.cdiv and triton.next_power_of_2 over sizes and config values.") from None  # fmt: skip
+        v = _trace_present(source, record, h, args, optional, 0)
         args[h.name] = Sym(v) if isinstance(v, list) else v
         out.append(v)
     return out
+
+
+def _trace_present(source: Any, record: Any, h: Any, args: dict, optional: list[str], k: int) -> Any:
+    """Heuristic ``h``'s value with the optional tensors from ``optional[k]`` on given and None in turn:
+    ``["where", ["present", ref], given, absent]`` where the two differ."""
+    if k < len(optional):
+        name = optional[k]
+        given = _trace_present(source, record, h, args, optional, k + 1)
+        absent = _trace_present(source, record, h, {**args, name: None}, optional, k + 1)
+        if given == absent:
+            return given
+        present = ["present", args[name]._ref]
+        if given is True and absent is False:  # ``args["b"] is not None``: the truth value of present(b)
+            return ["ne", present, 0]
+        if given is False and absent is True:
+            return ["eq", present, 0]
+        return ["where", present, given, absent]
+    return _trace_one(source, h, args)
+
+
+def _trace_one(source: Any, h: Any, args: dict) -> Any:
+    from ..declare.symbolic import Untraceable, trace
+
+    try:
+        return trace(h.fn, args)
+    except KeyError as e:
+        raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the heuristic reads args[{e}], which is not "
+                        f"a parameter of '{source.kernel_name}' with a value here.",
+                        "read the kernel's parameters by their names.") from None  # fmt: skip
+    except Untraceable as e:
+        raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the heuristic cannot be computed from the "
+                        f"declaration: {e}.", "write it with arithmetic, //, %, comparisons, min/max, "
+                        "triton.cdiv and triton.next_power_of_2 over sizes and config values.") from None  # fmt: skip
+    except (AttributeError, TypeError) as e:
+        absent = [n for n, v in args.items() if v is None]
+        if not absent:
+            raise
+        raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the heuristic fails where the optional tensor "
+                        f"{absent[0]!r} is None ({type(e).__name__}: {e}); a call may pass None.",
+                        f"test it first: args[{absent[0]!r}] is not None and ...") from None  # fmt: skip
 
 
 def heuristic_entries(op: str, per_config: list[list[Any]], names: list[str]) -> tuple[tuple[dict, ...], list[dict]]:

@@ -177,7 +177,7 @@ def _outside_fx_tracing() -> Any:
 
 
 def register_traced(lib: Any, op_name: str, overload: Any, choice: CompileChoice | None,
-                    decompose: Callable | None) -> None:  # fmt: skip
+                    decompose: Callable | None, record: Any = None) -> None:  # fmt: skip
     """The op's one rule under functionalization (torch.compile's tracing): its reference where the choice says
     so, else the flavor's own decomposition (a Triton op's kernel handed to Inductor), else the op whole."""
     if choice is None or choice.mode == "kernel":
@@ -193,12 +193,33 @@ def register_traced(lib: Any, op_name: str, overload: Any, choice: CompileChoice
     def traced(mode: Any, op: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if not _exporting() and choice.traces_reference(overload, tuple(args)):
             with mode:
-                return reference(*args, **kwargs)
+                got = reference(*args, **kwargs)
+            if record is not None:
+                _check_reference(record, args, got, choice.mode)
+            return got
         if decompose is not None:
             return decompose(mode, op, types, args, kwargs)
         return mode.__torch_dispatch__(op, types, args, kwargs)
 
     torch.library.register_torch_dispatch(op_name, FunctionalTensorMode, traced, lib=lib)
+
+
+def _check_reference(record: Any, args: Any, got: Any, mode: str) -> None:
+    """The traced reference returns the outputs the op declares, in number and dtype: a float32 result for a
+    bfloat16 op would change the compiled model's dtypes silently (the fake says bfloat16), and under "auto"
+    they would depend on which way won the timing. (Eager on CPU holds it to the same: ``reference.py``.)"""
+    from ..declare.record import TensorArg, dtype_from_name
+    from ..errors import SpecError
+
+    tensors = [a for a, d in zip(args, record.inputs, strict=False) if isinstance(d, TensorArg)]
+    want = [dtype_from_name(o.dtype) if o.dtype else tensors[o.dtype_from].dtype for o in record.outputs]
+    have = [] if got is None else list(got) if isinstance(got, tuple | list) else [got]
+    kinds = [t.dtype if isinstance(t, torch.Tensor) else type(t).__name__ for t in have]
+    if kinds != want:
+        raise SpecError(record.op_name, "reference", f"under torch.compile (compile={mode!r}) the "
+                        f"reference returned {kinds}; the op declares {want} for these inputs.",
+                        "return the declared outputs in the declared dtypes (cast with .to(x.dtype)): the traced "
+                        "graph would otherwise change the op's output dtypes.")  # fmt: skip
 
 
 def _exporting() -> bool:

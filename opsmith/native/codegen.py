@@ -260,6 +260,10 @@ class _Printer(DimsSteps):
         src, name = self._n(s.src)
         dt = SCALAR_TYPE[dtype_from_name(s.dtype)] if s.dtype else f"{self.t[s.dtype_from]}.scalar_type()"
         init = [] if s.init is None or self.meta else [f"opsmith::fill(o{s.k}, {cpp_float(float(s.init))});"]
+        if s.check_init:  # an open dtype: 2.5 or -inf would be truncated or overflow in an integer output
+            init.insert(0, f"opsmith::check_init(op, {cpp_str(self.tn[s.dtype_from])}, "
+                        f"{cpp_str(self.plan.outputs[s.k])}, o{s.k}, {cpp_float(float(s.init))}, "
+                        f"{cpp_str(repr(s.init))});")  # fmt: skip
         # XLA allocated the output: the plan's is checked against it and takes its memory (xla_cpp.py).
         init = ([f"o{s.k} = opsmith::bind(op, {cpp_str(self.plan.outputs[s.k])}, o{s.k}, r{s.k});"] if self.xla
                 else []) + init  # fmt: skip
@@ -299,12 +303,8 @@ class _Printer(DimsSteps):
         written = [f"&o{k}" for k in range(len(self.plan.outputs))] + [f"&{self.t[k]}" for k in self.plan.mutated]
         made = "{" + ", ".join(written) + "}"
         given = {k: f"{self.t[k]}.defined() && " if k in self.plan.optional else "" for k in s.tensors}
-        then = {
-            k: self.ret() if s.filled else f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});"
-            for k in s.tensors
-        }  # fmt: skip  (filled: the outputs hold their declared init already)
-        return [f"if ({'st && ' if self.meta else ''}{given[k]}{self.expr(['var', f'n{k}'])} == 0) {then[k]}"
-                for k in s.tensors]  # fmt: skip
+        return [f"if ({'st && ' if self.meta else ''}{given[k]}{self.expr(['var', f'n{k}'])} == 0) "
+                f"opsmith::empty_error(op, {cpp_str(self.tn[k])}, {made});" for k in s.tensors]  # fmt: skip
 
     def sharestrides(self, s: P.ShareStrides) -> list[str]:
         if self.meta or self.nodevice:
@@ -353,8 +353,9 @@ class _Printer(DimsSteps):
                 if e != 1:  # every axis starts at 1
                     out.append(f"g{axis} = {e};" if isinstance(e, int) else f"g{axis} = int64_t({self.expr(e)});")
             elif chk.low or chk.high:
+                least = ", 0" if chk.low and launch.empty_ok else ""  # type: ignore[union-attr]
                 out.append(f"g{axis} = opsmith::check_grid(op, {cpp_str(chk.arg)}, {cpp_str(chk.label)}, {axis}, "
-                           f"{self.expr(e, (chk.arg, chk.label), chk.wide)});")  # fmt: skip
+                           f"{self.expr(e, (chk.arg, chk.label), chk.wide)}{least});")  # fmt: skip
             else:
                 out.append(f"g{axis} = int64_t({self.expr(e, (chk.arg, chk.label), chk.wide)});")
         return out

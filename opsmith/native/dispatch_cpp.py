@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..flavors.base import UNIT
+from ..plan import steps as P
 from .cpp import CTYPE, cpp_str
 
 __all__ = ["int_arg", "launch", "tables"]
@@ -130,6 +131,9 @@ def launch(pr: Any) -> list[str]:
         for c in range(len(launch.grids)):
             L.append(f"  case {c}: {' '.join(pr.grid(c))} break;")
         L.append("}")
+    axes = sorted(P.empty_axes(launch))
+    if axes:  # every output holds its init: an empty grid launches nothing
+        L.append(f"if ({' || '.join(f'g{a} == 0' for a in axes)}) {pr.ret()}")
     n = len(launch.params)
     # Pointers past the kernel's own parameters: a Triton kernel's scratch pointers, passed as NULL.
     L.append("void* none = nullptr;")

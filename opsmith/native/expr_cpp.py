@@ -154,11 +154,13 @@ inline void check_int_range(const char* op, const char* name, i128 v, i128 lo, i
               "(index_dtype='int32') the top thread index wraps", str(value), kFix64);
 }
 
-// The grid of a launch along one axis: 1 to 2^31 - 1 blocks along x, 1 to 65535 along y and z.
-inline int64_t check_grid(const char* op, const char* name, const char* what, int axis, i128 v) {
+// The grid of a launch along one axis: 1 to 2^31 - 1 blocks along x, 1 to 65535 along y and z. ``least`` 0:
+// every output holds its init, and an empty grid launches nothing (Launch.empty_ok).
+inline int64_t check_grid(const char* op, const char* name, const char* what, int axis, i128 v, int least = 1) {
   const int64_t most = axis == 0 ? 2147483647 : 65535;
-  if (v < 1 || v > most)
-    input_error(op, name, std::string("a launch of 1 to ") + std::to_string(most) + " blocks along " + "xyz"[axis] +
+  if (v < least || v > most)
+    input_error(op, name, "a launch of " + std::to_string(least) + " to " + std::to_string(most) + " blocks along " +
+                "xyz"[axis] +
                 " (" + what + ")", str(v), v > most ?
                 "Fix: launch fewer blocks per axis (a larger block, or a persistent grid such as min(..., sm_count * 8)), "
                 "or pass inputs the grid expression covers." :

@@ -170,11 +170,41 @@ inline void check_span(const char* op, const char* name, const Tensor& t) {
                 tuple_str(t.strides()) + ", spanning " + std::to_string(s) + " elements", kFix64);
 }
 
+// An output's declared init must be a value its dtype holds (limits.init_fits): an integer in range, exactly,
+// for an integer dtype (2.5 would truncate, -1 wrap in uint8); a float dtype takes inf, nan and its finite range.
+inline void check_init(const char* op, const char* name, const char* output, const Tensor& o, double v,
+                       const char* shown) {
+  double lo = 0, hi = 0, most = 0;
+  switch (o.scalar_type()) {
+    case c10::ScalarType::Bool: hi = 1; break;
+    case c10::ScalarType::Byte: hi = 255; break;
+    case c10::ScalarType::Char: lo = -128; hi = 127; break;
+    case c10::ScalarType::Short: lo = -32768; hi = 32767; break;
+    case c10::ScalarType::Int: lo = -2147483648.0; hi = 2147483647.0; break;
+    case c10::ScalarType::Long: lo = -9007199254740992.0; hi = 9007199254740992.0; break;
+    case c10::ScalarType::Half: most = 65504.0; break;
+    case c10::ScalarType::BFloat16: most = 3.3895313892515355e38; break;
+    case c10::ScalarType::Float: most = 3.4028234663852886e38; break;
+    case c10::ScalarType::Float8_e4m3fn: most = 448.0; break;
+    case c10::ScalarType::Float8_e5m2: most = 57344.0; break;
+    default: return;  // float64 and others: any double
+  }
+  const bool fits = most > 0 ? (v != v || std::isinf(v) || std::fabs(v) <= most)
+                             : (std::isfinite(v) && v == std::floor(v) && v >= lo && v <= hi);
+  if (!fits)
+    input_error(op, name, std::string("a dtype that holds output '") + output + "''s declared init=" + shown,
+                dtype_name(o.scalar_type()), "Fix: pass a tensor of a dtype that holds it (a float dtype for -inf "
+                "or 2.5), or declare the output's dtype with OutputDecl(dtype=...).");
+}
+
 [[noreturn]] inline void empty_error(const char* op, const char* name, std::initializer_list<const Tensor*> outs) {
   std::string shapes;
   for (const Tensor* o : outs) shapes += (shapes.empty() ? "" : ", ") + shape_str(*o);
   input_error(op, name, "a non-empty tensor, since the outputs are non-empty (shapes " + shapes +
-              ") and the kernel cannot fill them from no data", "an empty tensor");
+              ") and the kernel cannot fill them from no data", "an empty tensor",
+              "Fix: pass a non-empty tensor; or, where the answer from no data is a constant (a sum's 0, a max's "
+              "-inf), declare it on every output with OutputDecl(..., init=value): outputs are filled with it and "
+              "the kernel runs.");
 }
 
 inline std::string py_float(double v) {  // Python's repr of a float: the shortest digits that read back

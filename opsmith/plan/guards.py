@@ -30,6 +30,9 @@ __all__ = [
     "sym_one_of",
 ]
 
+_FIX_EMPTY = ("Fix: pass a non-empty tensor; or, where the answer from no data is a constant (a sum's 0, a max's "
+              "-inf), declare it on every output with OutputDecl(..., init=value): outputs are filled with it and "
+              "the kernel runs.")  # fmt: skip
 _FIX_64 = ("Fix: index with 64 bits in the kernel (long long, or tl.int64 offsets in Triton) and declare "
            "index_dtype='int64'.")  # fmt: skip
 _AXES = "xyz"
@@ -70,7 +73,7 @@ class Refusals:
         else:
             want = f"{exact} dims" if exact is not None else (
                 f"at least {least} dims (the launch geometry, a reduced axis or an extra needs them)")  # fmt: skip
-        return InputError(self.op, name, want, f"{t.dim()} dims (shape {tuple(t.shape)})")
+        return InputError(self.op, name, want, f"{t.dim()} dims (shape {shown(t.shape)})")
 
     def contiguous(self, name: str, t: torch.Tensor, axes: tuple = ()) -> InputError:
         from .layout import layout_error
@@ -99,13 +102,19 @@ class Refusals:
 
     def large_out(self, name: str, shape: Sequence[Any]) -> InputError:
         return InputError(self.op, name, f"an output of at most {INT32_MAX} elements (the kernel declares 32-bit "
-                          f"indexing)", f"shape {tuple(shape)}", _FIX_64)  # fmt: skip
+                          f"indexing)", f"shape {shown(shape)}", _FIX_64)  # fmt: skip
 
     def empty(self, names: Sequence[str], numels: Sequence[Any], written: Sequence[torch.Tensor]) -> InputError:
         name = next(n for n, v in zip(names, numels, strict=True) if v == 0)
-        shapes = ", ".join(str(tuple(o.shape)) for o in written)
+        shapes = ", ".join(str(shown(o.shape)) for o in written)
         return InputError(self.op, name, "a non-empty tensor, since the outputs are non-empty "
-                          f"(shapes {shapes}) and the kernel cannot fill them from no data", "an empty tensor")  # fmt: skip
+                          f"(shapes {shapes}) and the kernel cannot fill them from no data", "an empty tensor",
+                          _FIX_EMPTY)  # fmt: skip
+
+    def init(self, name: str, output: str, shown: str, dtype: torch.dtype) -> InputError:
+        return InputError(self.op, name, f"a dtype that holds output '{output}''s declared init={shown}", str(dtype),
+                          "Fix: pass a tensor of a dtype that holds it (a float dtype for -inf or 2.5), or declare "
+                          "the output's dtype with OutputDecl(dtype=...).")  # fmt: skip
 
     def large(self, name: str, numel: int) -> InputError:
         return InputError(self.op, name, f"at most {INT32_MAX} elements (the kernel declares 32-bit indexing)",
@@ -113,7 +122,7 @@ class Refusals:
 
     def span(self, name: str, t: torch.Tensor, value: int) -> InputError:
         return InputError(self.op, name, f"a view spanning at most {INT32_MAX} elements (the kernel declares 32-bit "
-                          "indexing and addresses it with its strides)", f"shape {tuple(t.shape)} with strides "
+                          "indexing and addresses it with its strides)", f"shape {shown(t.shape)} with strides "
                           f"{t.stride()}, spanning {value} elements", _FIX_64)  # fmt: skip
 
     def extent(self, arg: str, what: str, value: int, limit: int) -> InputError:
@@ -121,9 +130,9 @@ class Refusals:
                           "along one axis, and with 32-bit indexing (index_dtype='int32') the top thread index wraps",
                           f"{value}", _FIX_64)  # fmt: skip
 
-    def grid(self, arg: str, what: str, axis: int, value: int) -> InputError:
+    def grid(self, arg: str, what: str, axis: int, value: int, least: int = 1) -> InputError:
         most = GRID_MAX[axis]
-        return InputError(self.op, arg, f"a launch of 1 to {most} blocks along {_AXES[axis]} ({what})", f"{value}",
+        return InputError(self.op, arg, f"a launch of {least} to {most} blocks along {_AXES[axis]} ({what})", f"{value}",
                           "Fix: launch fewer blocks per axis (a larger block, or a persistent grid such as "
                           "min(..., sm_count * 8)), or pass inputs the grid expression covers." if value > most else
                           "Fix: pass inputs for which the grid expression is positive, or correct it.")  # fmt: skip
@@ -170,7 +179,7 @@ def out_shape(op_name: str, dims: Sequence[int], keepdim: bool, src: torch.Tenso
     for d in dims:
         if not -nd <= d < nd:
             raise InputError(
-                op_name, src_name, f"a tensor with axis {d} to reduce", f"{nd} dims (shape {tuple(shape)})"
+                op_name, src_name, f"a tensor with axis {d} to reduce", f"{nd} dims (shape {shown(shape)})"
             )
         gone.add(d % nd)
     if keepdim:
@@ -307,9 +316,10 @@ def _norm_launch(op: str, got: Any) -> tuple[tuple[int, int, int], tuple[int, in
     return tuple(grid), tuple(block), values[6]  # type: ignore[return-value]
 
 
-def norm_geo(op: str, got: object, block_fixed: bool, arg: str) -> tuple:
+def norm_geo(op: str, got: object, block_fixed: bool, arg: str, least: int = 1) -> tuple:
     """A Custom geometry's result as a flat tuple: the grid (Triton: the compiler fixed the block), or grid +
-    block + shared_mem; every grid axis within [1, GRID_MAX] (cuLaunchKernel's unsigned ints would wrap)."""
+    block + shared_mem; every grid axis within [least, GRID_MAX] (cuLaunchKernel's unsigned ints would wrap;
+    ``least`` 0 where every output holds its init and an empty grid launches nothing)."""
     if block_fixed:
         from ..errors import SpecError
 
@@ -322,8 +332,8 @@ def norm_geo(op: str, got: object, block_fixed: bool, arg: str) -> tuple:
         grid, block, smem = _norm_launch(op, got)
         out = (*grid, *block, smem)
     for axis in range(3):
-        if not 1 <= out[axis] <= GRID_MAX[axis]:
-            raise Refusals(op).grid(arg, "the Custom geometry's grid", axis, out[axis])
+        if not least <= out[axis] <= GRID_MAX[axis]:
+            raise Refusals(op).grid(arg, "the Custom geometry's grid", axis, out[axis], least)
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..declare.expr import I64_MAX, Facts, bounds, describe, first_tensor, is_wide, unsafe_divisors
+from ..declare.limits import init_fits
 from ..declare.record import KernelRecord, ScalarArg, TensorArg, dtype_from_name
 from ..errors import SpecError
 from .steps import (
@@ -104,13 +105,17 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     written = tuple(sub(["numel", f"o{k}"]) for k in range(len(record.outputs))) + \
         tuple(["var", f"n{k}"] for k in mutated)  # fmt: skip
     steps.append(ReturnIfEmpty(_dedupe(written)))
+    # Every output declares an init: it holds that value before the launch, so an empty input is no data, not
+    # a mistake. The kernel runs (a split-K row sum over K = 0 still adds its bias); only an empty grid, which
+    # provably writes nothing, skips the launch (``Launch.empty_ok``).
+    filled = bool(record.outputs) and all(o.init is not None for o in record.outputs)
     # Unreachable, so not emitted, when one input's numel decides everything written (relu, softmax).
     single = len(targs) == 1 and all(w == ["var", "n0"] for w in written)
     if record.outputs and not single:
         # An input whose numel is the one thing written was refused by the return above already.
         alone = [k for k in range(len(targs)) if _dedupe(written) == (["var", f"n{k}"],)]
-        filled = all(o.init is not None for o in record.outputs)
-        steps.append(RefuseEmpty(tuple(k for k in range(len(targs)) if k not in alone), filled))
+        if not filled:  # filled: an empty input is read as no data, and the kernel still runs (a bias added)
+            steps.append(RefuseEmpty(tuple(k for k in range(len(targs)) if k not in alone)))
     for e in record.extras:
         if e.same:
             steps.append(ShareStrides((alias.get(e.expr[1], e.expr[1]), *(alias.get(r, r) for r in e.same)),
@@ -126,6 +131,8 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     if not record.outputs:  # an in-place op: its one written input is non-empty here, the others may be empty
         maybe_empty |= {f"i{k}" for k in range(len(targs)) if k not in mutated or len(mutated) > 1}
     maybe_empty |= absent  # an absent optional tensor reads as empty
+    if filled:  # no RefuseEmpty above: any input may be empty from here
+        maybe_empty |= {f"i{k}" for k in range(len(targs))}
     var_bounds = tuple((f"n{k}", (0 if f"i{k}" in maybe_empty else 1, hi)) for k, (_, (_, hi)) in enumerate(var_bounds))
     var_bounds += tuple((f"s{p}", _scalar_bounds(record.inputs[p])) for p in record.int_scalars)
     facts = Facts(frozenset(narrow_refs), nonempty=True, vars=var_bounds,
@@ -135,7 +142,7 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
     plans = record.launches or (record.launch,)
     if narrow:
         steps += _extents(plans, sub, facts, labels)
-    launch = _launch(record, spec_layout, sub, facts, labels)
+    launch = _launch(record, spec_layout, sub, facts, labels, filled)
     return CallPlan(record.op_name, tuple(a.name for a in record.inputs),
                     tuple(p for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)),
                     tuple(o.name for o in record.outputs), tuple(steps), launch, labels, mutated, facts, early,
@@ -253,39 +260,57 @@ def _may_be_empty(o: Any, targs: tuple) -> bool:
 
 def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], narrow: bool,
                  absent: frozenset[str] = frozenset()) -> list[Alloc]:  # fmt: skip
-    out = []
     groups = {n: (k, s, a) for n, k, s, a in record.groups}
-    for k, o in enumerate(record.outputs):
-        if "meta" in o.shape:
-            out.append(Alloc(k, "meta", 0, o.dtype, o.dtype_from))
-        elif "same_as" in o.shape:
-            out.append(Alloc(k, "same", o.shape["same_as"], o.dtype, o.dtype_from, init=o.init))
-        elif "reduce" in o.shape:
-            out.append(Alloc(k, "reduce", o.shape["reduce"], o.dtype, o.dtype_from, tuple(o.shape["dims"]),
-                             bool(o.shape["keepdim"]), init=o.init))  # fmt: skip
+    return [_allocation(record, k, o, facts, labels, narrow, absent, groups) for k, o in enumerate(record.outputs)]
+
+
+def _allocation(record: KernelRecord, k: int, o: Any, facts: Facts, labels: dict[str, str], narrow: bool,
+                absent: frozenset[str], groups: dict) -> Alloc:  # fmt: skip
+    if "meta" in o.shape:
+        return Alloc(k, "meta", 0, o.dtype, o.dtype_from)
+    check = o.init is not None and _init_per_call(record, k, o)
+    if "same_as" in o.shape:
+        return Alloc(k, "same", o.shape["same_as"], o.dtype, o.dtype_from, init=o.init, check_init=check)
+    if "reduce" in o.shape:
+        return Alloc(k, "reduce", o.shape["reduce"], o.dtype, o.dtype_from, tuple(o.shape["dims"]),
+                     bool(o.shape["keepdim"]), init=o.init, check_init=check)  # fmt: skip
+    entries: list[Any] = []
+    total = 1
+    for e, label in zip(o.shape["shape"], o.shape["labels"], strict=True):
+        if isinstance(e, list) and e[0] == "group":
+            j, s, after = groups[e[1]]
+            entries.append(("group", j, s, after))
+            total *= facts.numel(f"i{j}")[1]
+        elif isinstance(e, list):
+            e = absent_zero(e, absent)
+            arg = _where(e, labels, label)[0]
+            entries.append(("expr", e, (arg, label), is_wide(e, facts)))
+            total *= min(bounds(e, facts)[1], I64_MAX)
         else:
-            entries: list[Any] = []
-            his = []
-            for e, label in zip(o.shape["shape"], o.shape["labels"], strict=True):
-                if isinstance(e, list) and e[0] == "group":
-                    j, s, after = groups[e[1]]
-                    entries.append(("group", j, s, after))
-                    his.append(facts.numel(f"i{j}")[1])
-                elif isinstance(e, list):
-                    e = absent_zero(e, absent)
-                    arg = _where(e, labels, label)[0]
-                    entries.append(("expr", e, (arg, label), is_wide(e, facts)))
-                    his.append(min(bounds(e, facts)[1], I64_MAX))
-                else:
-                    entries.append(("int", e))
-                    his.append(e)
-            total = 1
-            for h in his:
-                total *= h
-            src = next((e[1] for e in entries if e[0] == "group"), o.dtype_from)
-            out.append(Alloc(k, "shape", src, o.dtype, o.dtype_from, entries=tuple(entries),
-                             narrow=narrow and total > INT32_MAX, init=o.init))  # fmt: skip
-    return out
+            entries.append(("int", e))
+            total *= e
+    src = next((e[1] for e in entries if e[0] == "group"), o.dtype_from)
+    return Alloc(k, "shape", src, o.dtype, o.dtype_from, entries=tuple(entries),
+                 narrow=narrow and total > INT32_MAX, init=o.init, check_init=check)  # fmt: skip
+
+
+def _init_per_call(record: KernelRecord, k: int, o: Any) -> bool:
+    """Whether output ``k``'s init is checked against its dtype per call: the dtype is open (it follows an
+    input of any dtype) and the init is not 0 or 1, which every dtype holds. A known dtype (fixed, or an input's
+    declared dtype or set) that cannot hold it is a declaration mistake."""
+    src = record.tensor_inputs[o.dtype_from]
+    if src.dtype_like is not None:  # typed alike with another input: that one's dtype or set
+        src = next(t for t in record.tensor_inputs if t.name == src.dtype_like)
+    dtypes = [o.dtype] if o.dtype else [src.dtype] if src.dtype else list(src.dtypes or ())
+    if not dtypes:
+        return o.init not in (0, 1)
+    bad = [d for d in dtypes if not init_fits(o.init, d)]
+    if bad:
+        raise SpecError(record.op_name, f"outputs[{k}].init", f"init={o.init!r} does not fit output '{o.name}' of "
+                        f"dtype {', '.join('torch.' + d for d in bad)} (it would be truncated, wrapped or overflow).",
+                        "declare a value the dtype holds (-inf needs a float dtype; an integer max starts from the "
+                        "dtype's least value), or a float output dtype with OutputDecl(dtype=...).")  # fmt: skip
+    return False
 
 
 def _where(expr: Any, labels: dict[str, str], words: str) -> tuple[str, str]:
@@ -386,7 +411,8 @@ def _grid_checks(op: str, plans: tuple, sub: Any, facts: Facts, labels: dict[str
     return tuple(per_config)
 
 
-def _launch(record: KernelRecord, spec_layout: Any, sub: Any, facts: Facts, labels: dict[str, str]) -> Launch:
+def _launch(record: KernelRecord, spec_layout: Any, sub: Any, facts: Facts, labels: dict[str, str],
+            empty_ok: bool = False) -> Launch:  # fmt: skip
     plans = record.launches or (record.launch,)
     checks = _grid_checks(record.op_name, plans, sub, facts, labels)
     grids = tuple(tuple(sub(g) for g in p.grid) if p is not None else None for p in plans)
@@ -408,7 +434,7 @@ def _launch(record: KernelRecord, spec_layout: Any, sub: Any, facts: Facts, labe
     key = tuple(_key_entry(e, sub, record) for e in record.tune_key) if record.tuned else ()
     heuristics = tuple(tuple(sub(e) for e in h["exprs"]) for h in record.heuristics)
     return Launch(grids, checks, blocks, smem, record.tuned, key, record.tune_default, tuple(spec_layout),
-                  tuple(params), heuristics)  # fmt: skip
+                  tuple(params), heuristics, empty_ok)  # fmt: skip
 
 
 def _key_entry(entry: list, sub: Any, record: KernelRecord) -> tuple[Any, bool]:

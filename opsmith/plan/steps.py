@@ -182,6 +182,9 @@ class Alloc:
     entries: tuple = ()
     narrow: bool = False
     init: int | float | None = None  # filled with this value once allocated (a kernel that accumulates)
+    #: The dtype comes from an input of open dtype: whether it holds ``init`` is checked per call (a known
+    #: dtype was checked at registration).
+    check_init: bool = False
 
 
 @dataclass(frozen=True)
@@ -193,12 +196,10 @@ class ReturnIfEmpty:
 
 @dataclass(frozen=True)
 class RefuseEmpty:
-    """A non-empty written tensor cannot be filled from an empty input (the first empty one is named).
-    ``filled``: every output declares an ``init`` and holds it already, so an empty input returns them as they
-    are, without a launch (a dW over zero rows is its init 0; in-place inputs are left as they are)."""
+    """A non-empty written tensor cannot be filled from an empty input (the first empty one is named). Not
+    emitted where every output declares an ``init``: there an empty input is no data and the kernel runs."""
 
     tensors: tuple[int, ...]
-    filled: bool = False
 
 
 @dataclass(frozen=True)
@@ -284,6 +285,9 @@ class Launch:
     #: Per heuristic (``("heur", h)`` in ``spec``): its distinct expressions; one is the value, several are
     #: per config (``KernelRecord.heuristics[h]["pick"]``).
     heuristics: tuple[tuple[Any, ...], ...] = ()
+    #: Every output declares an ``init`` and holds it before the launch: a grid checked to be empty along an
+    #: axis (0 blocks, which the checks then allow) launches nothing and returns the outputs as they are.
+    empty_ok: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,3 +324,11 @@ class CallPlan:
     @property
     def tensor_names(self) -> list[str]:
         return [self.names[p] for p in self.tensors]
+
+
+def empty_axes(launch: Launch | None) -> set[int]:
+    """The grid axes that may be 0 blocks in some config (checked to lie in [0, GRID_MAX]): an op whose
+    outputs all declare an ``init`` skips such a launch (``Launch.empty_ok``)."""
+    if launch is None or not launch.empty_ok:
+        return set()
+    return {g.axis for checks in launch.grid_checks for g in checks if g.low and g.axis != SMEM_AXIS}

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from ..declare.expr import EXPR_GLOBALS, Where, to_python
+from ..declare.limits import init_fits
 from ..declare.record import KernelRecord, dtype_from_name
 from ..plan import steps as P
 from ..plan.guards import Refusals, bf16_bits, out_shape, span
@@ -200,7 +201,18 @@ class _Printer:
         L = self._alloc(s)
         if s.init is None:
             return L
-        return [*L, f"_o{s.k}.zero_()" if s.init == 0 else f"_o{s.k}.fill_({to_python(s.init)})"]
+        L += self.init_check(s)
+        return [*L, f"_o{s.k}.zero_()" if s.init == 0 else f"_o{s.k}.fill_({to_python(float(s.init))})"]
+
+    def init_check(self, s: P.Alloc) -> list[str]:
+        """An open dtype must hold the declared init: 2.5 or -inf would be truncated or overflow in an integer
+        output, -1 would wrap in uint8."""
+        if not s.check_init:
+            return []
+        self.g["_init_fits"] = init_fits
+        v = to_python(float(s.init))  # type: ignore[arg-type]
+        return [f"if not _init_fits({v}, str(_o{s.k}.dtype)[6:]): "
+                f"raise _E.init({self.tn[s.dtype_from]!r}, {self.plan.outputs[s.k]!r}, {repr(s.init)!r}, _o{s.k}.dtype)"]  # fmt: skip
 
     def _alloc(self, s: P.Alloc) -> list[str]:
         """An output of its source's dtype is a plain empty_like (passing dtype= costs ~0.25 us more a call)."""
@@ -257,8 +269,6 @@ class _Printer:
         written = [f"_o{k}" for k in range(len(self.plan.outputs))] + [self.t[k] for k in self.plan.mutated]
         conds = [f"({self.t[k]} is not None and {n} == 0)" if k in self.plan.optional else f"{n} == 0"
                  for k, n in zip(s.tensors, ns, strict=True)]  # fmt: skip
-        if s.filled:  # the outputs hold their declared init: that is the answer from no data
-            return [f"if {' or '.join(conds)}: return {self.ret()}"]
         return [f"if {' or '.join(conds)}: "
                 f"raise _E.empty({names!r}, [{', '.join(ns)}], [{', '.join(written)}])"]  # fmt: skip
 
@@ -301,10 +311,19 @@ class _Printer:
                 plain[f"_g{axis}"] = self.expr(e)
                 continue
             L.append(f"_g{axis} = {self.expr(e, (chk.arg, chk.label), chk.wide)}")
+            least = 0 if chk.low and launch.empty_ok else 1
             if chk.low or chk.high:
-                L.append(f"if not 1 <= _g{axis} <= {P.GRID_MAX[axis]}: "
-                         f"raise _E.grid({chk.arg!r}, {chk.label!r}, {axis}, _g{axis})")  # fmt: skip
+                L.append(f"if not {least} <= _g{axis} <= {P.GRID_MAX[axis]}: "
+                         f"raise _E.grid({chk.arg!r}, {chk.label!r}, {axis}, _g{axis}, {least})")  # fmt: skip
         return [*L, f"{', '.join(plain)} = {', '.join(plain.values())}"] if plain else L
+
+    def skip_empty_grid(self) -> list[str]:
+        """Where every output holds its init (``Launch.empty_ok``): a grid checked to be empty along an axis
+        launches nothing, and the outputs are the answer."""
+        axes = sorted(P.empty_axes(self.plan.launch))
+        if not axes:
+            return []
+        return [f"if {' or '.join(f'_g{a} == 0' for a in axes)}: return {self.ret()}"]
 
     def ret(self) -> str:
         outs = [f"_o{k}" for k in range(len(self.plan.outputs))]

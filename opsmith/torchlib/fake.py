@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from ..declare.record import KernelRecord
 from ..plan import steps as P
 from ..plan.guards import check_symbolic, check_ties, misalign, static_int, sym_one_of
@@ -19,6 +21,16 @@ from ..plan.lowering import lower
 from .eager import _Printer
 
 __all__ = ["make_fake", "meta_source"]
+
+
+def known(cond: Any) -> bool:
+    """Whether ``cond`` holds for every value of its symbols, decided without adding a guard (False when it
+    depends on them)."""
+    if isinstance(cond, torch.SymBool):
+        from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+        return statically_known_true(cond)
+    return bool(cond)
 
 
 def _static_tensors(*ts: Any) -> bool:
@@ -31,7 +43,7 @@ class _MetaPrinter(_Printer):
 
     def __init__(self, plan: P.CallPlan, record: KernelRecord) -> None:
         super().__init__(plan, record, dry=False)
-        self.g.update({"_static": static_int, "_static_t": _static_tensors, "_ties": check_ties,
+        self.g.update({"_static": static_int, "_static_t": _static_tensors, "_ties": check_ties, "_known": known,
                        "_sym_check": check_symbolic, "_one_of": sym_one_of, "_misalign": misalign})  # fmt: skip
         self.refs["sm_count"] = f"_sms({self.t[0]})"  # no device here: the tensor's (132 SMs without a GPU)
         self.allocated = False
@@ -107,7 +119,7 @@ class _MetaPrinter(_Printer):
             if s.dtype is not None:
                 self.g[f"_odt{s.k}"] = dtype_from_name(s.dtype)
             dt = f"_odt{s.k}" if s.dtype is not None else f"{self.t[s.dtype_from]}.dtype"
-            return [*L, f"_o{s.k} = {self.t[s.src]}.new_empty(_s{s.k}, dtype={dt})", *last]
+            return [*L, f"_o{s.k} = {self.t[s.src]}.new_empty(_s{s.k}, dtype={dt})", *self.init_check(s), *last]
         src = self.t[s.src]
         if s.dtype is not None:
             from ..declare.record import dtype_from_name
@@ -116,7 +128,7 @@ class _MetaPrinter(_Printer):
         dt = f"_odt{s.k}" if s.dtype is not None else f"{self.t[s.dtype_from]}.dtype"
         shape = f"{src}.shape" if s.rule == "same" else \
             f"_out_shape(_op, {s.dims!r}, {s.keepdim}, {src}, {self.tn[s.src]!r})"  # fmt: skip
-        return [f"_o{s.k} = {src}.new_empty({shape}, dtype={dt})", *last]
+        return [f"_o{s.k} = {src}.new_empty({shape}, dtype={dt})", *self.init_check(s), *last]
 
     def _all_static(self) -> list[str]:
         self.allocated = True
@@ -125,11 +137,17 @@ class _MetaPrinter(_Printer):
 
     def returnifempty(self, s: P.ReturnIfEmpty) -> list[str]:
         pre = [] if self.allocated else self._all_static()
-        return [*pre, f"if _st and {' and '.join(f'{self.expr(w)} == 0' for w in s.written)}: return {self.ret()}"]
+        # Sizes known to be 0 without a guard: under dynamic shapes the axis at 0 is a constant (torch never
+        # marks a size of 0 or 1 dynamic), so an empty input is refused while tracing even beside symbolic axes.
+        return [*pre, f"if {' and '.join(f'_known({self.expr(w)} == 0)' for w in s.written)}: return {self.ret()}"]
 
     def refuseempty(self, s: P.RefuseEmpty) -> list[str]:
-        return [x.replace("if ", "if _st and (", 1).replace(": raise", "): raise", 1).replace(": return", "): return", 1)
-                for x in super().refuseempty(s)]  # fmt: skip
+        written = [f"_o{k}" for k in range(len(self.plan.outputs))] + [self.t[k] for k in self.plan.mutated]
+        names = [self.tn[k] for k in s.tensors]
+        ns = [f"_n{k}" for k in s.tensors]
+        conds = [f"({self.t[k]} is not None and _known(_n{k} == 0))" if k in self.plan.optional else
+                 f"_known(_n{k} == 0)" for k in s.tensors]  # fmt: skip
+        return [f"if {' or '.join(conds)}: raise _E.empty({names!r}, [{', '.join(ns)}], [{', '.join(written)}])"]
 
     def extra(self, s: P.Extra) -> list[str]:
         if s.check is None and not s.wide and not _divides(s.expr):

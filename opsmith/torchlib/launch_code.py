@@ -118,7 +118,7 @@ def inline_simple(pr: Any, variants: Variants) -> list[str]:
     vals = pr.values()
     ret = pr.ret()
     pr.g.update(kernel.fast_path_globals())
-    return [*pr.grid(0),
+    return [*pr.grid(0), *pr.skip_empty_grid(),
             "_f = _fns.get(_dev)",
             "if _f is None: _f = _kfn(_dev)",
             f"if _dev != _curdev(): _launch(_dev, _g0, _g1, _g2, {block}, {smem}, {', '.join(vals)}); return {ret}",
@@ -182,6 +182,7 @@ def variant_launch(pr: Any, variants: Variants) -> list[str]:
     per_call = smem_per_call(pr)
     geo_now = geo.replace("@C@", "_c")
     grid = [f"_g0, _g1, _g2{', _, _, _, _sm' if per_call else ''} = {geo_now}"] if pr.record.tuned else pr.grid(0)
+    grid += pr.skip_empty_grid()
     ret = pr.ret()
     if variants.c_launched:  # Triton: its own C launcher takes every kernel parameter in order
         raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]  # it packs floats itself
@@ -225,7 +226,8 @@ def custom_launch(pr: Any, variants: Variants, custom: Any, takes_config: bool) 
         geo = "()"
     else:
         cfg = ", _params[@C@]" if takes_config else ""
-        geo = f"_norm(_op, _custom({ins}, {onames}{cfg}), _fixed, {pr.tn[0]!r})"
+        least = ", 0" if pr.plan.launch.empty_ok else ""
+        geo = f"_norm(_op, _custom({ins}, {onames}{cfg}), _fixed, {pr.tn[0]!r}{least})"
         if pr.record.index_dtype == "int32" and pr.record.flavor != "triton":
             geo = f"_extent(_op, _E, {geo}, {pr.tn[0]!r})"
     L: list[str] = []
@@ -239,10 +241,12 @@ def custom_launch(pr: Any, variants: Variants, custom: Any, takes_config: bool) 
         return [*L, f"_v.launch(_dev, {', '.join(vals)})"]
     c = "_c" if pr.record.tuned else "0"
     geo_now = geo.replace("@C@", c)
+    # every output holds its init: an empty grid launches nothing
+    empty = [f"if 0 in _g: return {pr.ret()}"] if pr.plan.launch.empty_ok else []
     if variants.c_launched:
         raw = [v[len("_bf16(") : -1] if v.startswith("_bf16(") else v for v in vals]
         targs = ", ".join("None" if k is None else raw[k] for k in variants.sources[0].launcher_slots())  # type: ignore[attr-defined]
-        return [*L, f"_g0, _g1, _g2 = {geo_now}",
+        return [*L, f"_g = _g0, _g1, _g2 = {geo_now}", *empty,
                 "_hs, _tl, _md, _kd = _v",
                 "_h = _hs.get(_dev)",
                 "if _h is None: _h = _kd.handle(_dev)",
@@ -250,7 +254,8 @@ def custom_launch(pr: Any, variants: Variants, custom: Any, takes_config: bool) 
                 f"_kd.launch(_dev, _g0, _g1, _g2, *_kd.block, _kd.shared_mem, {', '.join(vals)}); return {pr.ret()}",
                 f"try: _tl(_g0, _g1, _g2, _raw(_dev), _h, False, False, None, None, _md, None, None, None, {targs})",
                 "except RuntimeError as _x: _kd.fail_c(_x, _dev, (_g0, _g1, _g2))"]  # fmt: skip
-    return [*L, f"_g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo_now}", "_fns = _v[0]", "_kd = _v[5]",
+    return [*L, f"_g0, _g1, _g2, _b0, _b1, _b2, _sm = {geo_now}", "_g = _g0, _g1, _g2", *empty,
+            "_fns = _v[0]", "_kd = _v[5]",
             *_driver_launch(vals, pr.ret())]  # fmt: skip
 
 
@@ -300,5 +305,7 @@ def dry_launch(pr: Any, variants: Variants) -> list[str]:
               f"_g0, _g1, _g2{', _, _, _, _sm' if smem_per_call(pr) else ''} = {geo.replace('@C@', '_c')}"]  # fmt: skip
     else:
         L += ["_c = 0", *pr.grid(0)]
+    if not variants.host_launched:
+        L += pr.skip_empty_grid()
     sm = ", _sm" if not variants.host_launched and smem_per_call(pr) else ""
     return [*L, f"_rec(_c, _sk, (_g0, _g1, _g2), ({', '.join(vals)},){sm})"]

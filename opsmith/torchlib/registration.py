@@ -420,7 +420,8 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
         )
     elif eager_fn is None and reference is None:  # CPU tensors reach the generated guards and a clear error
         lib.impl(name, cpu, "CPU")
-    register_traced(lib, op_name, overload, choice, decompose)  # what torch.compile traces (inductor/choice.py)
+    # what torch.compile traces (inductor/choice.py)
+    register_traced(lib, op_name, overload, choice, decompose, record)
     # A meta_fn allocates the outputs inside the plan's fake implementation, after every dtype, device, rank
     # and shape guard (alone, it would let tracing accept what the eager call refuses).
     fake = meta_fn if plan is None else make_fake(record, plan, meta_fn)

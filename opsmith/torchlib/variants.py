@@ -188,6 +188,8 @@ class Variants:
         """Launch config ``c`` once (what tuning times). ``geo``: its grid (the kernel knows its block), or
         (grid, block, shared_mem) from a Custom geometry."""
         kd = self.kernel(c, spec)
+        if not self.host_launched and 0 in geo[:3]:
+            return  # an empty grid (outputs holding their init): nothing to launch, nor to time
         if self.host_launched:
             kd.launch(device, *values)
         elif len(geo) == 3:
