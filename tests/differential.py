@@ -328,11 +328,28 @@ def _geometry(draw: Any, tensors: list[str], outputs: list[str], mutated: list[s
         return ok.Reduction(draw(_axes()), block_size=draw(st.sampled_from([32, 256]))), None
     refs = tensors + outputs
     grid = tuple(_expr(draw, refs) for _ in range(draw(st.integers(1, 3))))
+    smem = draw(_shared_mem(refs))
     if draw(st.booleans()):
         configs = [ok.Config({"THREADS": t}) for t in (128, 256)]
         grid = tuple(g if k else f"cdiv({g}, THREADS)" for k, g in enumerate(grid))
-        return ok.Grid(grid=grid, block=("THREADS",)), ok.Autotune(configs, default=draw(st.integers(0, 1)))
-    return ok.Grid(grid=grid, block=(draw(st.sampled_from([64, 256])),)), None
+        return ok.Grid(grid=grid, block=("THREADS",), shared_mem=smem), ok.Autotune(
+            configs, default=draw(st.integers(0, 1))
+        )
+    return ok.Grid(grid=grid, block=(draw(st.sampled_from([64, 256])),), shared_mem=smem), None
+
+
+#: The most dynamic shared memory a block may opt into (sm_90: 227 KiB); expressions straddle 0 and it.
+SMEM_MAX = 227 * 1024
+
+
+@st.composite
+def _shared_mem(draw: Any, refs: list[str]) -> Any:
+    """A Grid's dynamic shared memory: none, a constant, or a size expression near 0 (negative for small
+    inputs), near the maximum (past it for large ones), or the maximum exactly."""
+    t = draw(st.sampled_from(refs))
+    return draw(st.sampled_from([0, 0, 0, 1024, f"numel({t}) * 4", f"size({t}, 0) * 4 - 8",
+                                 f"{SMEM_MAX} - numel({t})", f"{SMEM_MAX - 16} + size({t}, -1) * 4",
+                                 f"{SMEM_MAX}", f"numel({t}) * 49152"]))  # fmt: skip
 
 
 # -- calls ---------------------------------------------------------------------------------------------------

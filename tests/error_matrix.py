@@ -108,6 +108,10 @@ def op(kind: str) -> ok.Op:
         elif kind == "init":  # a max's -inf over an input of any dtype
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_init", spec(kernel_name="kit<{T_x}>", extras=[
                 ok.Numel("x", "int64")], outputs=[O("y", shape=ok.SameAs("x"), init=float("-inf"))]))  # fmt: skip
+        elif kind == "hugeout":  # a declared (N, N) output: past 2^63 - 1 bytes for N = 2^31 + 5
+            _OPS[kind] = ok.cuda_kernel_op("errm::ok_hugeout", spec(kernel_name="kit<{T_x}>", index_dtype="int64",
+                inputs=[I("x", shape=("N",))], extras=[ok.Numel("x", "int64")],
+                outputs=[O("y", shape=("N", "N"))]))  # fmt: skip
         elif kind == "floatgrid":
             _OPS[kind] = ok.cuda_kernel_op("errm::ok_floatgrid", spec(
                 geometry=ok.Custom(lambda i, o: ((i["x"].numel() / 256,), (256,)))))  # fmt: skip
@@ -281,6 +285,7 @@ def cases() -> list[tuple[str, str, str, Callable[[], object], type, str]]:
         ("float-scalar-range", C, "a float scalar outside its C type's range (3.5e38 for `float`)", _fake(lambda: op("scalar")(torch.empty(4, device="cuda"), 3.5e38)), ok.InputError, "any"),
         ("template-dtype", C, "tensors one template parameter types, of two dtypes", _fake(lambda: op("like")(torch.empty(4, device="cuda"), torch.empty(4, device="cuda", dtype=torch.float16))), ok.InputError, "any"),
         ("init-dtype", C, "an input of any dtype whose output declares `init=-inf`, given int32", _fake(lambda: op("init")(torch.empty(4, device="cuda", dtype=torch.int32))), ok.InputError, "any"),
+        ("output-too-many-bytes", C, "a declared output shape past 2^63 - 1 bytes (`(N, N)` float32 for N = 2^31 + 5)", _fake(lambda: op("hugeout")(torch.empty(2**31 + 5, device="cuda"))), ok.InputError, "any"),
         ("empty-reduced-axis", C, "an empty reduced axis with non-empty outputs (shape (3, 0))", _fake(lambda: op("rows")(torch.empty(3, 0, device="cuda"))), ok.InputError, "any"),
         ("strided-span-int32", C, "a strided view spanning over 2^31 - 1 elements for a 32-bit-indexing kernel (`x[:, :16]` of a (2^26, 64) tensor)", _fake(lambda: op("strided")(torch.empty_strided((2**26, 16), (64, 1), device="cuda"))), ok.InputError, "any"),
         ("grid-too-large", C, "a launch grid past 2^31 - 1 blocks along x (`size(x, 0) * 2^30` blocks)", lambda: op("biggrid").eager(*CPU_ARGS["grid-too-large"][1]("cuda")) if torch.cuda.is_available() else _dry("grid-too-large"), ok.InputError, "any"),

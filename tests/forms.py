@@ -38,6 +38,7 @@ class Form:
     optional: dict[str, bool]  # per optional-capable tensor (B, S, MASK): declared optional=True
     presence: dict[str, str]  # per optional tensor: "heuristic" or "present"
     x_dtype: Any  # None (open), a dtype, or a set / list / tuple / frozenset of dtypes
+    x_contig: str  # "make" (a layout the strides cannot address is copied) or "require" (refused)
     b_dtype: str  # "X" (typed alike), "open", "float32"
     shape: str  # "named": ("R", "N"); "group": ("*R", "N"); "ndim": ndim=2
     outputs: list[str]  # of Y, RS, MX, in declared order
@@ -54,7 +55,8 @@ class Form:
     neg: bool  # NEG: a bool scalar input named like a constexpr (compiled in)
     requires: bool  # AtMost("N", 48) (or over size(X, -1))
     compile: str  # "kernel", "reference", "auto"
-    backward: bool  # Y's gradient for X (outputs == [Y] only)
+    backward: bool  # Y's gradient for X
+    bw_program: bool = False  # the backward a program of one Step calling a generated gradient op (else a function)
     name: str = ""
     calls: list[dict] = field(default_factory=list)
 
@@ -92,17 +94,19 @@ def draw(seed: int, ns: str) -> Form:
     shape = r.choice(["named", "named", "group", "ndim"])
     geometry = r.choice(["rows", "grid", "tuned"]) if shape == "named" else "rows"
     y_fixed = r.random() < 0.25
-    backward = outputs == ["Y"] and "ACC" not in extra and not y_fixed and r.random() < 0.7
+    # Y's gradient for X (the other outputs, row statistics, take none: a loss on them alone gets zeros)
+    backward = "Y" in outputs and "ACC" not in extra and not y_fixed and r.random() < 0.7
     return Form(
         seed=seed, ns=ns, order=order, optional=optional,
         presence={t: r.choice(["heuristic", "present"]) for t in optional if optional[t]},
         x_dtype=x_dtype, b_dtype=r.choice(["X", "open", "float32"]), shape=shape, outputs=outputs, init=init,
         y_fixed=y_fixed, reduce_decl=r.choice(["named", "reduce"]), shared_stride=r.random() < 0.3,
+        x_contig=r.choice(["make", "make", "require"]),
         geometry=geometry, key=r.choice(["1d", "2d"]), block=r.choice(["pow2", "loop"]),
         dtype_of="Y" in outputs and not y_fixed and r.random() < 0.4, mask_dtype_of=mask_dtype_of,
         clamp=r.random() < 0.5, neg="NEG" in scalars, requires=r.random() < 0.25,
         compile=r.choice(["kernel", "kernel", "reference", "auto"]) if "ACC" not in extra else "kernel",
-        backward=backward,
+        backward=backward, bw_program=backward and r.random() < 0.5,
         name=f"{ns}::f{seed}",
     )  # fmt: skip
 
@@ -169,14 +173,60 @@ def source(f: Form) -> str:
     return "\n".join(L) + "\n"
 
 
-def load_kernel(f: Form, work: Path) -> Any:
-    path = work / f"forms_k{f.seed}.py"
-    path.write_text(source(f))
+def grad_source(f: Form) -> str:
+    """The gradient kernel of a program backward: dX = dY * alpha (* S[row]) (masked) (negated)."""
+    ts = [t for t in ("S", "MASK") if t in f.tensors]
+    params = ["G_ptr", *[f"{t}_ptr" for t in ts], "DX_ptr", "alpha", "n_cols", "stride_g"]
+    cex = [f"HAS_{t}" for t in ts] + (["NEG"] if f.neg else []) + ["BLOCK"]
+    heur = {f"HAS_{t}": f'lambda a: a["{t}_ptr"] is not None' for t in ts}
+    L = ["import triton", "import triton.language as tl", "",
+         "@triton.heuristics({" + ", ".join(f'"{k}": {v}' for k, v in heur.items()) + "})", "@triton.jit",
+         f"def grad_kernel({', '.join(params + [c + ': tl.constexpr' for c in cex])}):",
+         "    row = tl.program_id(0)",
+         "    for c0 in range(0, n_cols, BLOCK):",
+         "        cols = c0 + tl.arange(0, BLOCK)",
+         "        cm = cols < n_cols",
+         "        g = tl.load(G_ptr + row * stride_g + cols, mask=cm, other=0.0).to(tl.float32) * alpha"]  # fmt: skip
+    if "S" in ts:
+        L += ["        if HAS_S:", "            g = g * tl.load(S_ptr + row).to(tl.float32)"]
+    if "MASK" in ts:
+        L += ["        if HAS_MASK:", "            m = tl.load(MASK_ptr + cols, mask=cm, other=0)",
+              "            g = tl.where(m != 0, g, 0.0)"]  # fmt: skip
+    if f.neg:
+        L += ["        if NEG:", "            g = -g"]
+    L.append("        tl.store(DX_ptr + row * stride_g + cols, g.to(DX_ptr.dtype.element_ty), mask=cm)")
+    return "\n".join(L) + "\n"
+
+
+def grad_op(f: Form, work: Path) -> Any:
+    """The op a program backward's one Step calls (rows of dY; S and MASK optional as in the form)."""
+    import opsmith as ok
+
+    path = work / f"forms_g{f.seed}.py"
+    path.write_text(grad_source(f))
+    kernel = _module(path).grad_kernel
+    rows = {"named": ("R", "N"), "group": ("*R", "N"), "ndim": None}[f.shape]
+    ins: list[Any] = [ok.InputDecl("G", shape=rows, ndim=2 if f.shape == "ndim" else None)]
+    ins += [ok.InputDecl("S", shape=(rows[:-1] if rows else (ok.DimSize("G", 0),)), optional=True)] * ("S" in f.tensors)
+    ins += [ok.InputDecl("MASK", torch.bool, shape=(ok.DimSize("G", -1),), optional=True)] * ("MASK" in f.tensors)
+    ins += [ok.ScalarInput("alpha", float)] + [ok.ScalarInput("NEG", bool)] * f.neg
+    return ok.triton_op(f"{f.name}_grad", kernel, inputs=ins, outputs=[ok.OutputDecl("DX", ok.SameAs("G"))],
+                        extras=[ok.DimSize("G", -1, name="n_cols"), ok.Stride(("G", "DX"), -2, name="stride_g")],
+                        constexprs={"BLOCK": 16}, geometry=ok.Reduction(reduce_dims=(-1,)))  # fmt: skip
+
+
+def _module(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[path.stem] = mod
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.kernel
+    return mod
+
+
+def load_kernel(f: Form, work: Path) -> Any:
+    path = work / f"forms_k{f.seed}.py"
+    path.write_text(source(f))
+    return _module(path).kernel
 
 
 # -- the declaration -------------------------------------------------------------------------------------------
@@ -189,7 +239,8 @@ def declaration(f: Form) -> str:
     ins = []
     for n in f.order:
         if n == "X":
-            ins.append(f"ok.InputDecl('X', {xd}, shape={rows}{', ndim=2' if f.shape == 'ndim' else ''})")
+            contig = ", contiguous='require'" if f.x_contig == "require" else ""
+            ins.append(f"ok.InputDecl('X', {xd}, shape={rows}{', ndim=2' if f.shape == 'ndim' else ''}{contig})")
         elif n == "B":
             bd = {"X": "'X'", "open": "None", "float32": "torch.float32"}[f.b_dtype]
             col = '("N",)' if f.shape != "ndim" else "(ok.DimSize('X', -1),)"
@@ -251,6 +302,9 @@ def declaration(f: Form) -> str:
     cols = "N" if f.shape != "ndim" else "size(X, -1)"
     requires = f"[ok.AtMost({cols!r}, 48)]" if f.requires else "[]"
     backward = "ok.Backward(grad_fn, args=grad_args, grads=('X',))" if f.backward else "None"
+    if f.bw_program:  # one Step: the generated gradient op on dY and the form's S, MASK, alpha, NEG
+        backward = ("ok.Backward((ok.Step(grad_op, args=grad_args, outputs=('dX',)),), args=grad_args, "
+                    "grads=('X',), returns=('dX',))")  # fmt: skip
     ref = "reference" if f.compile != "kernel" else "None"
     return (f"ok.triton_op({f.name!r}, kernel,\n    inputs=[{', '.join(ins)}],\n    outputs=[{', '.join(outs)}],\n"
             f"    extras=[{', '.join(extras)}],\n    constexprs={{{', '.join(f'{k!r}: {v}' for k, v in cx.items())}}},\n"
@@ -278,7 +332,7 @@ def declare(f: Form, work: Path) -> Any:
     import opsmith as ok
 
     scope = {"ok": ok, "torch": torch, "kernel": load_kernel(f, work), "reference": reference(f),
-             "grad_fn": grad_fn(f), "grad_args": grad_args(f)}  # fmt: skip
+             "grad_fn": grad_fn(f), "grad_args": grad_args(f), "grad_op": grad_op(f, work) if f.bw_program else None}  # fmt: skip
     return eval(declaration(f), scope)
 
 
@@ -358,19 +412,35 @@ def grad_fn(f: Form) -> Any:
 
 #: Call kinds and whether the op must refuse them (None: it depends on the form).
 KINDS = {"valid": False, "strided": False, "absent": False, "empty_cols": None, "empty_rows": False,
-         "edge": False, "dtype": True, "rank": True, "size": True, "none": True, "requires": True}  # fmt: skip
+         "edge": False, "dtype": True, "rank": True, "size": True, "none": True, "requires": True,
+         "transposed": None}  # fmt: skip
 
 
 def calls(f: Form, n: int, rng: random.Random) -> list[dict]:
     """``n`` call descriptions: {"kind", "lead", "cols", "dtype", "given": {tensor: bool}, "alpha", "shift",
     "NEG", "seed"}."""
-    kinds = ["valid", "valid", "strided", "absent", "empty_cols", "empty_rows", "edge", "dtype", "rank", "size", "none"]
-    if f.requires:
-        kinds.append("requires")
+    kinds = (
+        [
+            "valid",
+            "strided",
+            "absent",
+            "empty_cols",
+            "empty_rows",
+            "edge",
+            "dtype",
+            "rank",
+            "size",
+            "none",
+            "transposed",
+        ]
+        + (["requires"] if f.requires else [])
+        + ["valid"]
+    )
     if f.shape == "group":  # a group may be empty: a 1-D X is a valid call
         kinds.remove("rank")
-    if f.tensors == ["X"]:  # no other tensor whose size could disagree
+    if f.tensors == ["X"]:  # no other tensor whose size could disagree, nor one to pass beside a None X
         kinds.remove("size")
+        kinds.remove("none")
     if f.shape == "group" and f.seed % 2:  # its kernel counts rows as numel(X) // N: none where N is 0
         kinds.remove("empty_cols")
     out = []
@@ -384,8 +454,14 @@ def calls(f: Form, n: int, rng: random.Random) -> list[dict]:
             lead[0] = 0
         if kind == "requires":
             cols = 49
+        if kind == "transposed":  # both swapped axes longer than 1, or the view is contiguous
+            cols, lead[-1] = max(cols, 5), max(lead[-1], 2)
         given = {t: (kind not in ("absent", "size") and rng.random() < 0.7) or not f.optional.get(t, False)
                  or kind == "size" for t in f.tensors}  # fmt: skip
+        if kind == "none" and not any(given[t] for t in f.tensors if t != "X") and len(f.tensors) > 1:
+            # one other tensor given: a call of no tensors at all reaches no kernel of the op (torch's
+            # dispatcher refuses it first, with its own NotImplementedError: a known gap, issue 59's note)
+            given[next(t for t in f.tensors if t != "X")] = True
         out.append({"kind": kind, "lead": lead, "cols": cols, "dtype": rng.choice(f.allowed()), "given": given,
                     "alpha": rng.choice([1.5, -0.75, 2.0]),
                     "shift": rng.choice([-3, 0, 2, 5]) if kind != "edge" else rng.choice([-(2**31), 2**31 - 1]),
@@ -403,7 +479,8 @@ def layouts(f: Form, c: dict) -> dict:
     if kind == "rank":
         xshape = [2, *xshape] if f.shape != "group" else [cols]
     rows = xshape[:-1]
-    out: dict[str, Any] = {"X": None if kind == "none" else (xshape, dt, "slice" if kind == "strided" else "plain")}
+    view = {"strided": "slice", "transposed": "t"}.get(kind, "plain")  # rows padded; the last two axes swapped
+    out: dict[str, Any] = {"X": None if kind == "none" else (xshape, dt, view)}
     bdt = dt if f.b_dtype == "X" and dt.is_floating_point else torch.float32
     wrong = next((t for t in ("B", "MASK", "S", "ACC") if t in f.tensors), None) if kind == "size" else None
     for t in ("B", "S", "MASK", "ACC"):
@@ -425,11 +502,14 @@ def args_of(f: Form, c: dict, device: str = "cpu") -> dict:
             out[name] = v
             continue
         shape, dt, view = v
-        base = torch.randn([*shape[:-1], shape[-1] + 3] if view == "slice" else shape, generator=g)
+        made = [*shape[:-1], shape[-1] + 3] if view == "slice" else [*shape[:-2], *shape[-2:][::-1]] if view == "t" \
+            else shape  # fmt: skip
+        base = torch.randn(made, generator=g)
         if name == "S":
             base = base + 2
         t = base < 0.6 if dt == torch.bool else base.to(dt) if dt.is_floating_point else base.mul(4).to(dt)
-        out[name] = (t[..., : shape[-1]] if view == "slice" else t).to(device)
+        t = t[..., : shape[-1]] if view == "slice" else t.transpose(-1, -2) if view == "t" else t
+        out[name] = t.to(device)
     return out
 
 
@@ -465,7 +545,9 @@ def must_refuse(f: Form, c: dict) -> bool:
         non_empty = [o for o in f.outputs if o != "Y"] + [t for t in f.tensors if t == "ACC"]
         return bool(non_empty) and any(f.init[o] is None for o in f.outputs)
     if c["kind"] == "dtype":
-        return f.x_dtype is not None  # an open dtype takes float64 (the kernel computes in float32)
+        return f.x_dtype is not None
+    if c["kind"] == "transposed":  # the row stride addresses it only with the last axis made contiguous
+        return f.x_contig == "require"  # an open dtype takes float64 (the kernel computes in float32)
     return bool(KINDS[c["kind"]])
 
 

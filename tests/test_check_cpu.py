@@ -18,7 +18,7 @@ ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1
 
 NS = "t_check_cpu"
 lib = torch.library.Library(NS, "FRAGMENT")
-for name in ("good", "bad_fake", "no_guard", "bad_grad", "no_backward", "refuses_grad", "rows_dense"):
+for name in ("good", "bad_fake", "no_guard", "bad_grad", "no_backward", "refuses_grad", "rows_dense", "no_f64"):
     lib.define(f"{name}(Tensor x, float alpha) -> Tensor")
 
 
@@ -42,9 +42,16 @@ def _ignores_row_stride(x, alpha):
     return _storage_as_contiguous(x if x.stride(-1) == 1 else x.contiguous(), alpha)
 
 
+def _refuses_f64(x, alpha):
+    """Refuses every float64 call with a clear error (a dtype set declared too narrowly for its case)."""
+    if x.dtype == torch.float64:
+        raise ok.InputError(f"{NS}::no_f64", "x", "dtype torch.float32", str(x.dtype))
+    return x * alpha
+
+
 for name, impl in (("good", _scale), ("bad_fake", _scale), ("no_guard", _storage_as_contiguous),
                    ("bad_grad", _scale), ("no_backward", _scale), ("refuses_grad", _scale),
-                   ("rows_dense", _ignores_row_stride)):  # fmt: skip
+                   ("rows_dense", _ignores_row_stride), ("no_f64", _refuses_f64)):  # fmt: skip
     lib.impl(name, impl, "CPU")
     if name == "bad_fake":
         torch.library.register_fake(f"{NS}::{name}", lambda x, alpha: x.new_empty(x.shape[0] + 1, *x.shape[1:]),
@@ -120,6 +127,14 @@ def test_a_single_input_whose_row_stride_is_ignored_is_caught_by_the_padded_rows
     copy (last axis at stride 2) is made contiguous first and passes."""
     rows = _rows(ok.check(_case("rows_dense"), **FAST))
     assert rows["numerics"][0] == "FAIL" and "(5, 19) strided" in rows["numerics"][1], rows["numerics"]
+
+
+def test_refusing_calls_the_case_declares_valid_fails_numerics():
+    """The case's own contiguous shapes of every listed dtype are calls the op must take: an op refusing all of
+    float64 (with a clear error, so each refusal alone looks like a declared limit) fails, naming the sample."""
+    rows = _rows(ok.check(_case("no_f64"), only=["numerics"], **FAST))
+    assert rows["numerics"][0] == "FAIL", rows["numerics"]
+    assert "torch.float64 sample 0 ((37,), 1.75) is refused" in rows["numerics"][1], rows["numerics"]
 
 
 def test_a_wrong_gradient_is_caught():

@@ -146,3 +146,18 @@ def test_native_build_refuses_a_device_debug_op(tmp_path, monkeypatch):
         native.build([op], tmp_path / "debug.so")
     assert "compiled with -G" in str(e.value) and "drop '-G'" in str(e.value)
     assert not (tmp_path / "debug.so").exists()
+
+
+def test_a_batch_of_ops_that_cannot_be_native_is_reported_whole(tmp_path, monkeypatch):
+    """Several ops failing together: one error lists each with its reason and fix (not the first alone), the
+    ops that could be native among them are named nowhere, and nothing is built."""
+    monkeypatch.setenv("OPSMITH_DEVICE_DEBUG", "1")
+    bad = [_op("debug_a", ["-G"]), _op("debug_b", ["-G", "-lineinfo"])]
+    good = _op("plain_c", [])
+    with pytest.raises(NativeBuildError) as e:
+        native.build([bad[0], good, bad[1]], tmp_path / "batch.so")
+    assert [r[0] for r in e.value.refusals] == [f"{NS}::debug_a", f"{NS}::debug_b"], e.value.refusals
+    text = str(e.value)
+    assert "2 op(s) cannot be native; nothing was built" in text and "plain_c" not in text
+    assert text.count("compiled with -G") == 2 and text.count("drop '-G'") == 2
+    assert not (tmp_path / "batch.so").exists()

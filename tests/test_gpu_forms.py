@@ -31,4 +31,5 @@ def test_generated_forms_on_every_gpu_path():
     sys.stderr.write(out.stderr[-20000:] if rep["failed"] else "")
     print(f"forms on the GPU: {count} ops, calls per path {rep['calls']}, {rep['failed']} failed")
     assert rep["failed"] == 0, json.dumps(rep["failures"][:12], indent=1)
-    assert rep["registered"] == count and rep["calls"]["native eager"] == count * 10, rep["calls"]
+    served = count - rep["not_native"]  # a Python-function backward stays on the Python path
+    assert rep["registered"] == count and served > 0 and rep["calls"]["native eager"] == served * 10, rep

@@ -19,10 +19,13 @@ __all__ = ["can_fork", "in_child"]
 
 
 def can_fork() -> bool:
-    """Whether rows can run in a forked child here: a POSIX fork, and CUDA not initialized in this process."""
+    """Whether rows can run in a forked child here: a POSIX fork, and no CUDA: neither initialized in this
+    process nor available (a child's torch.compile asks the GPU's properties, initializing CUDA, which a forked
+    child cannot: "Cannot re-initialize CUDA in forked subprocess")."""
     import torch
 
-    return hasattr(os, "fork") and not torch.cuda.is_initialized() and not _AUTOGRAD_FORK_BROKEN
+    return (hasattr(os, "fork") and not torch.cuda.is_initialized() and not torch.cuda.is_available()
+            and not _AUTOGRAD_FORK_BROKEN)  # fmt: skip
 
 
 # Once autograd's engine has started its device threads in this process (a backward on a non-CPU device, meta

@@ -221,13 +221,15 @@ class _Printer(DimsSteps):
         return L + ([f"if (n{s.k} > {P.INT32_MAX}) opsmith::large_error(op, {n}, n{s.k});"] if s.narrow else [])
 
     def layout(self, s: P.Layout) -> list[str]:
-        if self.meta or self.nodevice:
+        if self.nodevice or (self.meta and s.policy == "make"):
             return []
         t, n = self._n(s.k)
         axes = "{" + ", ".join(map(str, s.axes)) + "}"
         check = f"!{t}.is_contiguous()" if not s.axes else f"!opsmith::addressable({t}, {axes})"
         if s.policy == "make":
             return [f"if ({check}) {t} = opsmith::contiguous({t});"]
+        if self.meta:  # a layout "require" refuses is refused while tracing too, where the strides are known
+            check = f"opsmith::all_static({{&{t}}}) && {check}"
         return [f"if ({check}) opsmith::layout_error(op, {n}, {t}, {axes});"]
 
     def span(self, s: P.Span) -> list[str]:

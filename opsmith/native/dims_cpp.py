@@ -124,6 +124,8 @@ class DimsSteps:
                     L.append(f"s{s.k}.push_back({v});")
             if s.narrow:
                 L.append(f"if (opsmith::exceeds(s{s.k}, 2147483647)) opsmith::large_out_error(op, {name}, s{s.k});")
+            if s.wide_bytes:
+                L.append(f"opsmith::check_bytes(op, {name}, s{s.k}, {dt});")
             return [*L, f"{self.tensor} {out} = opsmith::empty(s{s.k}, {self.t[s.src]}, {dt});"]
         pre = self._inputs_static()
         L = [*([pre] if pre else []), f"std::vector<c10::SymInt> s{s.k};"]
@@ -137,6 +139,8 @@ class DimsSteps:
                 L.append(f"s{s.k}.push_back(ist ? {concrete} : {sym_expr(e[1], self.refs)});")  # type: ignore[attr-defined]
         if s.narrow:
             L.append(f"if (opsmith::exceeds(s{s.k}, 2147483647)) opsmith::large_out_error(op, {name}, s{s.k});")
+        if s.wide_bytes:
+            L.append(f"opsmith::check_bytes(op, {name}, s{s.k}, {dt});")
         return [*L, f"at::Tensor {out} = at::empty_symint(s{s.k}, {self.t[s.src]}.options().dtype({dt}));"]
 
 
@@ -280,6 +284,23 @@ inline bool exceeds(const std::vector<c10::SymInt>& sizes, int64_t limit) {
   return exceeds(known, limit);
 }
 #endif
+
+// An output's declared shape in bytes must fit int64 (torch's allocator refuses it with a text that differs per
+// path, and a stable library's failed allocation says only that its shim call failed). Symbolic: left to torch.
+template <typename Size>
+void check_bytes(const char* op, const char* name, const std::vector<Size>& shape, c10::ScalarType dtype) {
+  int64_t item = 8;
+  switch (dtype) {
+    case c10::ScalarType::Bool: case c10::ScalarType::Byte: case c10::ScalarType::Char:
+    case c10::ScalarType::Float8_e4m3fn: case c10::ScalarType::Float8_e5m2: item = 1; break;
+    case c10::ScalarType::Half: case c10::ScalarType::BFloat16: case c10::ScalarType::Short: item = 2; break;
+    case c10::ScalarType::Float: case c10::ScalarType::Int: item = 4; break;
+    default: break;
+  }
+  if (exceeds(shape, 9223372036854775807LL / item))
+    input_error(op, name, "an output of at most 2^63 - 1 bytes (its declared shape, in " + dtype_name(dtype) + ")",
+                "shape " + tuple_str(shape), "Fix: pass inputs for which the declared output shape is smaller.");
+}
 
 template <typename Size>
 [[noreturn]] void large_out_error(const char* op, const char* name, const std::vector<Size>& shape) {

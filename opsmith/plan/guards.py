@@ -104,6 +104,11 @@ class Refusals:
         return InputError(self.op, name, f"an output of at most {INT32_MAX} elements (the kernel declares 32-bit "
                           f"indexing)", f"shape {shown(shape)}", _FIX_64)  # fmt: skip
 
+    def huge_out(self, name: str, shape: Sequence[Any], dtype: torch.dtype) -> InputError:
+        return InputError(self.op, name, f"an output of at most 2^63 - 1 bytes (its declared shape, in {dtype})",
+                          f"shape {shown(shape)}", "Fix: pass inputs for which the declared output shape is "
+                          "smaller.")  # fmt: skip
+
     def empty(self, names: Sequence[str], numels: Sequence[Any], written: Sequence[torch.Tensor]) -> InputError:
         name = next(n for n, v in zip(names, numels, strict=True) if v == 0)
         shapes = ", ".join(str(shown(o.shape)) for o in written)

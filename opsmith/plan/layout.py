@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from ..errors import InputError
+from .guards import shown
 
 __all__ = ["addressable", "conform", "layout_error", "share_strides"]
 
@@ -41,7 +42,7 @@ def layout_error(op: str, name: str, t: torch.Tensor, axes: Sequence[int] = ()) 
     want = ("a contiguous tensor" if not axes else
             f"a tensor the kernel can address with the strides of axes {list(axes)} (the others row-major)")  # fmt: skip
     return InputError(op, name, f"{want} (declared contiguous='require')",
-                      f"strides {t.stride()} for shape {tuple(t.shape)}", f"Fix: pass {name}.contiguous().")  # fmt: skip
+                      f"strides {shown(t.stride())} for shape {shown(t.shape)}", f"Fix: pass {name}.contiguous().")  # fmt: skip
 
 
 def conform(op: str, name: str, t: torch.Tensor, axes: Sequence[int], policy: str) -> torch.Tensor:
@@ -70,10 +71,10 @@ def share_strides(op: str, names: Sequence[str], tensors: list[torch.Tensor], in
             if require[k]:
                 raise InputError(op, names[k], "a contiguous tensor (declared contiguous='require'), since it shares "
                                  f"one stride parameter with {[n for n in names if n != names[k]]}",
-                                 f"strides {t.stride()} for shape {tuple(t.shape)}", f"Fix: pass {names[k]}.contiguous().")  # fmt: skip
+                                 f"strides {shown(t.stride())} for shape {shown(t.shape)}", f"Fix: pass {names[k]}.contiguous().")  # fmt: skip
             fixed[k] = t.contiguous()
     if not agree(fixed):
-        got = ", ".join(f"{n}: {tuple(t.shape)} strides {t.stride()}" for n, t in zip(names, fixed, strict=True))
+        got = ", ".join(f"{n}: {shown(t.shape)} strides {shown(t.stride())}" for n, t in zip(names, fixed, strict=True))
         raise InputError(op, names[0], f"tensors {list(names)} with one stride on axis {axis} (the kernel takes a "
                          "single stride parameter for them)", got, "Fix: pass tensors of the same shape.")  # fmt: skip
     return fixed

@@ -290,8 +290,9 @@ def _allocation(record: KernelRecord, k: int, o: Any, facts: Facts, labels: dict
             entries.append(("int", e))
             total *= e
     src = next((e[1] for e in entries if e[0] == "group"), o.dtype_from)
-    return Alloc(k, "shape", src, o.dtype, o.dtype_from, entries=tuple(entries),
-                 narrow=narrow and total > INT32_MAX, init=o.init, check_init=check)  # fmt: skip
+    item = dtype_from_name(o.dtype).itemsize if o.dtype else 16  # type: ignore[union-attr]
+    return Alloc(k, "shape", src, o.dtype, o.dtype_from, entries=tuple(entries), narrow=narrow and total > INT32_MAX,
+                 init=o.init, check_init=check, wide_bytes=total * item > I64_MAX)  # fmt: skip
 
 
 def _init_per_call(record: KernelRecord, k: int, o: Any) -> bool:

@@ -185,6 +185,9 @@ class Alloc:
     #: The dtype comes from an input of open dtype: whether it holds ``init`` is checked per call (a known
     #: dtype was checked at registration).
     check_init: bool = False
+    #: A declared shape whose bytes may pass 2^63 - 1: checked before it is allocated (torch's own refusal
+    #: differs per path, and a stable-ABI library reports only that its allocation failed).
+    wide_bytes: bool = False
 
 
 @dataclass(frozen=True)

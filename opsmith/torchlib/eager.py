@@ -230,6 +230,9 @@ class _Printer:
             L = [f"_s{s.k} = {self.out_shape(s)}"]
             if s.narrow:
                 L.append(f"if _prod(_s{s.k}) > {P.INT32_MAX}: raise _E.large_out({self.plan.outputs[s.k]!r}, _s{s.k})")
+            if s.wide_bytes:
+                L.append(f"if _prod(_s{s.k}) * {dt}.itemsize > 9223372036854775807: "
+                         f"raise _E.huge_out({self.plan.outputs[s.k]!r}, _s{s.k}, {dt})")  # fmt: skip
             return [*L, f"_o{s.k} = {src}.new_empty(_s{s.k}{'' if same_dtype else f', dtype={dt}'})"]
         if s.rule == "same":
             # A strided input may be non-contiguous here, and empty_like would copy its strides.

@@ -52,7 +52,13 @@ class _MetaPrinter(_Printer):
         return []
 
     def layout(self, s: P.Layout) -> list[str]:
-        return []
+        """A layout ``require`` refuses is refused while tracing too, symbolic strides included (a transposed
+        input's are decided without a guard; an undecided one guards, as a stride comparison in the eager code
+        would): a traced reference (``compile="reference"``, or "auto" where it won) checks no layout itself.
+        The copy ``make`` would make needs no check."""
+        if s.policy == "make":
+            return []
+        return super().layout(s)
 
     def sharestrides(self, s: P.ShareStrides) -> list[str]:
         return []
@@ -119,6 +125,9 @@ class _MetaPrinter(_Printer):
             if s.dtype is not None:
                 self.g[f"_odt{s.k}"] = dtype_from_name(s.dtype)
             dt = f"_odt{s.k}" if s.dtype is not None else f"{self.t[s.dtype_from]}.dtype"
+            if s.wide_bytes:
+                L.append(f"if _static(*_s{s.k}) and _prod(_s{s.k}) * {dt}.itemsize > 9223372036854775807: "
+                         f"raise _E.huge_out({self.plan.outputs[s.k]!r}, _s{s.k}, {dt})")  # fmt: skip
             return [*L, f"_o{s.k} = {self.t[s.src]}.new_empty(_s{s.k}, dtype={dt})", *self.init_check(s), *last]
         src = self.t[s.src]
         if s.dtype is not None:
