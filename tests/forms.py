@@ -438,9 +438,8 @@ def calls(f: Form, n: int, rng: random.Random) -> list[dict]:
     )
     if f.shape == "group":  # a group may be empty: a 1-D X is a valid call
         kinds.remove("rank")
-    if f.tensors == ["X"]:  # no other tensor whose size could disagree, nor one to pass beside a None X
+    if f.tensors == ["X"]:  # no other tensor whose size could disagree
         kinds.remove("size")
-        kinds.remove("none")
     if f.shape == "group" and f.seed % 2:  # its kernel counts rows as numel(X) // N: none where N is 0
         kinds.remove("empty_cols")
     out = []
@@ -458,10 +457,6 @@ def calls(f: Form, n: int, rng: random.Random) -> list[dict]:
             cols, lead[-1] = max(cols, 5), max(lead[-1], 2)
         given = {t: (kind not in ("absent", "size") and rng.random() < 0.7) or not f.optional.get(t, False)
                  or kind == "size" for t in f.tensors}  # fmt: skip
-        if kind == "none" and not any(given[t] for t in f.tensors if t != "X") and len(f.tensors) > 1:
-            # one other tensor given: a call of no tensors at all reaches no kernel of the op (torch's
-            # dispatcher refuses it first, with its own NotImplementedError: a known gap, issue 59's note)
-            given[next(t for t in f.tensors if t != "X")] = True
         out.append({"kind": kind, "lead": lead, "cols": cols, "dtype": rng.choice(f.allowed()), "given": given,
                     "alpha": rng.choice([1.5, -0.75, 2.0]),
                     "shift": rng.choice([-3, 0, 2, 5]) if kind != "edge" else rng.choice([-(2**31), 2**31 - 1]),
@@ -547,7 +542,11 @@ def must_refuse(f: Form, c: dict) -> bool:
     if c["kind"] == "dtype":
         return f.x_dtype is not None
     if c["kind"] == "transposed":  # the row stride addresses it only with the last axis made contiguous
-        return f.x_contig == "require"  # an open dtype takes float64 (the kernel computes in float32)
+        return f.x_contig == "require"
+    if c["kind"] == "strided":  # padded rows: one stride parameter for X and Y (contiguous) cannot say both
+        return (
+            f.x_contig == "require" and f.shared_stride and "Y" in f.outputs and c["lead"][-1] > 1
+        )  # an open dtype takes float64 (the kernel computes in float32)
     return bool(KINDS[c["kind"]])
 
 

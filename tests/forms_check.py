@@ -16,6 +16,7 @@ is a JSON summary: ops, calls, comparisons per path, and each failure with a run
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import sys
@@ -49,8 +50,14 @@ class _Wrap(torch.nn.Module):
 
 
 def _clone(a: dict, device: str | None = None) -> dict:
-    return {k: (v.clone() if device is None else v.to(device)) if isinstance(v, torch.Tensor) else v
+    """Copies of the call's tensors with their strides (``clone()`` makes a padded view contiguous)."""
+    return {k: (_strided_copy(v) if device is None else v.to(device)) if isinstance(v, torch.Tensor) else v
             for k, v in a.items()}  # fmt: skip
+
+
+def _strided_copy(t: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
 
 
 def _outs(got: Any) -> list[torch.Tensor]:
@@ -62,7 +69,9 @@ def _run(path: str, op: Any, f: forms.Form, a: dict, backend: str, compiled: dic
     if path == "eager":
         return op(*args)
     if path == "fake":
-        return op(*[x.to("meta") if isinstance(x, torch.Tensor) else x for x in args])
+        # meta tensors with the call's strides (``to("meta")`` makes a padded view contiguous)
+        return op(*[torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+                    if isinstance(x, torch.Tensor) else x for x in args])  # fmt: skip
     if path == "compile":
         if f.name not in compiled:  # each op compiles afresh: Dynamo's cache limit counts per code object
             torch._dynamo.reset()
@@ -71,6 +80,8 @@ def _run(path: str, op: Any, f: forms.Form, a: dict, backend: str, compiled: dic
     if path == "export":
         ep = torch.export.export(_Wrap(op), tuple(args)).run_decompositions()
         return ep.module()(*args)
+    if path == "jax":
+        return _jax(op, args)
     if path == "graph":  # warmed up (compiled, tuned) outside the capture on copies: ACC is written once
         op(*[x.clone() if isinstance(x, torch.Tensor) else x for x in args])
         torch.cuda.synchronize()
@@ -81,6 +92,38 @@ def _run(path: str, op: Any, f: forms.Form, a: dict, backend: str, compiled: dic
         torch.cuda.synchronize()
         return got
     raise ValueError(path)
+
+
+def _jax(op: Any, args: list) -> list[torch.Tensor]:
+    """``opsmith.jax.jax_op(op)`` on JAX's CPU platform (the op's reference serves it there, after the op's
+    checks): tensors as arrays (16-bit floats through float32), outputs back as tensors."""
+    import jax
+    import jax.numpy as jnp
+
+    from opsmith.jax import jax_op
+
+    jax.config.update("jax_enable_x64", True)  # float64 stays float64 (JAX's default makes it float32)
+
+    def arr(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        if t.dtype in (torch.float16, torch.bfloat16):
+            return jnp.asarray(t.float().numpy()).astype(jnp.bfloat16 if t.dtype == torch.bfloat16 else jnp.float16)
+        return jnp.asarray(t.numpy())
+
+    fn = _JAX.setdefault(op.record.op_name, jax_op(op))
+    with jax.default_device(jax.devices("cpu")[0]):
+        got = fn(*[arr(a) for a in args])
+    outs = list(got) if isinstance(got, tuple | list) else [got]
+    back = []
+    for o in outs:
+        dt = {jnp.bfloat16: torch.bfloat16, jnp.float16: torch.float16}.get(o.dtype.type)
+        back.append(torch.from_numpy(jax.numpy.asarray(o, jnp.float32).__array__()).to(dt) if dt else
+                    torch.from_numpy(o.__array__().copy()))  # fmt: skip
+    return back
+
+
+_JAX: dict[str, Any] = {}
 
 
 def _compare(f: forms.Form, got: list[torch.Tensor], want: list[torch.Tensor], meta: bool) -> str:
@@ -100,19 +143,23 @@ def _compare(f: forms.Form, got: list[torch.Tensor], want: list[torch.Tensor], m
 
 
 def check_op(f: forms.Form, op: Any, paths: list[str], device: str, backend: str, report: dict,
-             tag: str = "") -> None:  # fmt: skip
-    """Every call of ``f`` on ``paths`` (reported as ``tag + path``: "native " once a library serves the op)."""
+             tag: str = "", texts: list | None = None) -> None:  # fmt: skip
+    """Every call of ``f`` on ``paths`` (reported as ``tag + path``: "native " once a library serves the op);
+    ``texts``: per call, the refusal another process's path gave (its text after the class), to match too."""
     compiled: dict = {}
-    for c in f.calls:
+    for j, c in enumerate(f.calls):
         base = forms.args_of(f, c, device)
         refuse = forms.must_refuse(f, c)
-        want, acc_want = (None, None) if refuse else forms.expected(f, _clone(base, "cpu"))
+        layout = c["kind"] in ("strided", "transposed")  # refused for a layout: the values still exist
+        want, acc_want = (None, None) if refuse and not layout else forms.expected(f, _clone(base, "cpu"))
         errors: dict[str, str] = {}
         for path in paths:
             if path in ("backward", "native"):
                 continue
             a = _clone(base)
             report["calls"][tag + path] = report["calls"].get(tag + path, 0) + 1
+            # JAX arrays have no strides: a padded or transposed tensor arrives as a plain array
+            refuse = forms.must_refuse(f, c) and not (path == "jax" and c["kind"] in ("strided", "transposed"))
             try:
                 got = _outs(_run(path, op, f, a, backend, compiled))
             except Exception as e:  # what each path refuses, compared as text
@@ -135,6 +182,8 @@ def check_op(f: forms.Form, op: Any, paths: list[str], device: str, backend: str
                 _fail(report, f, c, tag + path, bad)
         if len(set(errors.values())) > 1:
             _fail(report, f, c, tag + "all", f"paths refuse differently: {errors}")
+        if texts is not None and texts[j] and any(e.split(": ", 1)[1] != texts[j] for e in errors.values()):
+            _fail(report, f, c, tag + "all", f"refused otherwise than the Python path's dry run ({texts[j]}): {errors}")
         if "backward" in paths and f.backward and not refuse and c["kind"] in ("valid", "strided"):
             _check_backward(f, op, base, c, report)
 
@@ -202,8 +251,8 @@ def run(first: int, count: int, paths: list[str], device: str = "cpu", backend: 
     report, done = _registered(first, count, n_calls, ns)
     for f, op in done:
         check_op(f, op, paths, device, backend, report)
-    native_ops = _native(done, report)
-    if "native" in paths and native_ops:  # the same calls served by a native library built from the records
+    native_ops = _native(done, report) if "native" in paths else []
+    if native_ops:  # the same calls served by a native library built from the records
         from opsmith import native
 
         native.use([op for _, op in native_ops])
@@ -229,6 +278,11 @@ def run_dry(first: int, count: int, n_calls: int = 12, ns: str = "formsdry", nat
     for f, _ in pairs:
         for j, c in enumerate(f.calls):
             _against_meaning(f, c, py[f"{f.name}#{j}"], report)
+    if importlib.util.find_spec("jax") is not None:  # JAX's CPU platform: the op's reference=, after its checks
+        for f, op in done:
+            if f.compile != "kernel":
+                texts = [py[f"{f.name}#{j}"].get("error", ": ").split(": ", 1)[1] for j in range(len(f.calls))]
+                check_op(f, op, ["jax"], "cpu", "", report, texts=texts)
     if native:
         kept = {op.record.op_name for _, op in _native(done, report)}
         gens = [g for g in gens if g.op_name in kept]

@@ -115,9 +115,10 @@ def _registrations(ops: Sequence[NativeOp], stable: bool = False) -> list[str]:
     (``target_cpp.py`` says why), and schemas defined unconditionally: the stable API cannot ask the dispatcher
     whether an op exists, so such a library is for processes that do not register the ops themselves."""
     lib, kernel = ("STABLE_TORCH_LIBRARY", "TORCH_BOX(&{})") if stable else ("TORCH_LIBRARY", "TORCH_FN({})")
-    keys = [("CUDA", "cuda_impl"), ("CPU", "cuda_impl"), ("Meta", "meta_impl")] + (
-        [] if stable else [("Autograd", "autograd_impl")]
-    )
+    # CompositeExplicitAutograd: what runs where no device's kernel does, a call with no tensor at all included
+    # (the guards refuse its None first, as the Python path's ``fake.no_backend`` does)
+    keys = [("CUDA", "cuda_impl"), ("CPU", "cuda_impl"), ("Meta", "meta_impl"),
+            ("CompositeExplicitAutograd", "cuda_impl")] + ([] if stable else [("Autograd", "autograd_impl")])  # fmt: skip
 
     def define(qualified: str, schema: str) -> str:
         return (

@@ -41,7 +41,7 @@ from ..registry import _REGISTRY, registered_ops
 from ..tuning.autotune import Tuner
 from .autograd import generic_no_backward, no_backward_globals, register_backward
 from .eager import make_checks, make_dry_run, make_eager
-from .fake import make_fake
+from .fake import make_fake, no_backend
 from .schema import derive_schema
 from .variants import Variants
 
@@ -400,6 +400,8 @@ def _define(lib: torch.library.Library, name: str, record: KernelRecord, variant
                                                 meta_fn if resolved and resolved.outputs and
                                                 "meta" in resolved.outputs[0].shape else None, refusal)  # fmt: skip
     lib.impl(name, impl, "CUDA")
+    # Where no other kernel applies: a call with no tensor at all, which torch's dispatcher cannot route
+    lib.impl(name, no_backend(record), "CompositeExplicitAutograd")
     if record.mutated:  # under torch.compile, a saved activation it overwrites is not cloned first
         from ..inductor.donated import install
 
