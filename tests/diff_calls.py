@@ -89,7 +89,8 @@ def _positions(pointers: Any, launch: dict) -> list[int]:
 
 
 def _bytes(t: torch.Tensor) -> str:
-    return t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes().hex() if t.numel() else ""
+    # reshape(-1): a 0-dim tensor of a 2-byte dtype cannot be viewed as bytes
+    return t.detach().contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes().hex() if t.numel() else ""
 
 
 def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: Any = None, *,

@@ -177,7 +177,7 @@ def declaration(draw: Any, op_name: str, gpu: bool = False) -> Gen:
         out_dt = draw(st.sampled_from(list(DTYPES)))
         fixed = getattr(torch, out_dt) if draw(st.integers(0, 3)) == 0 else None
         # Any mix of inits: a sum's 0, a product's 1, a max's -inf, values an integer dtype cannot hold
-        init = draw(st.sampled_from([None, None, 0, 1, -1, 2.5, float("-inf"), 7, 1e30]))
+        init = draw(st.sampled_from([None] * 6 + [0, 1, -1, 2.5, float("-inf"), 7, 1e30]))
         outputs.append(ok.OutputDecl(name, rel, dtype=fixed, init=init))
         params[name] = f"{DTYPES[out_dt]}*"
     refs = [t for t in tensors if t != "dig"]
@@ -347,7 +347,7 @@ def _shared_mem(draw: Any, refs: list[str]) -> Any:
     """A Grid's dynamic shared memory: none, a constant, or a size expression near 0 (negative for small
     inputs), near the maximum (past it for large ones), or the maximum exactly."""
     t = draw(st.sampled_from(refs))
-    return draw(st.sampled_from([0, 0, 0, 1024, f"numel({t}) * 4", f"size({t}, 0) * 4 - 8",
+    return draw(st.sampled_from([0] * 10 + [1024, f"numel({t}) * 4", f"size({t}, 0) * 4 - 8",
                                  f"{SMEM_MAX} - numel({t})", f"{SMEM_MAX - 16} + size({t}, -1) * 4",
                                  f"{SMEM_MAX}", f"numel({t}) * 49152"]))  # fmt: skip
 

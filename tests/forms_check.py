@@ -312,7 +312,7 @@ def _against_meaning(f: forms.Form, c: dict, o: dict, report: dict) -> None:
         return
     inits = [torch.full(w.shape, float(f.init[n]), dtype=w.dtype) for n, w in zip(f.outputs, want, strict=True)
              if f.init[n] is not None]  # fmt: skip
-    if o.get("inits", []) != [t.contiguous().view(torch.uint8).numpy().tobytes().hex() if t.numel() else ""
+    if o.get("inits", []) != [t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes().hex() if t.numel() else ""
                               for t in inits]:  # fmt: skip
         _fail(report, f, c, "python-dry", "an init= output does not hold its init before the launch")
 

@@ -29,4 +29,6 @@ def test_the_python_path_and_the_native_library_agree(data):
     s = summary(gens, py)
     # A third of the declarations are refused at registration (on purpose: mixed-sign axes, ranks too small);
     # what registers must still be called and launched.
-    assert s["ops"] >= 6 and s["accepted"] >= 6 and s["launches"] >= 6, s
+    # init= values an output's dtype cannot hold and shared-memory sizes past the limits are refused, by design:
+    # a batch launches fewer kernels than before those draws, but never none
+    assert s["ops"] >= 6 and s["accepted"] >= 6 and s["launches"] >= 3, s

@@ -74,7 +74,9 @@ def test_cpu_and_meta_kernels_agree_with_the_python_path(python, data):
     bad = compare(gens, py, nat, stable=True)
     assert not bad, f"{len(bad)} disagreements of {len(py)} calls:\n" + "\n\n".join(bad[:8])
     s = summary(gens, py)
-    assert s["ops"] >= 6 and s["accepted"] >= 6 and s["launches"] >= 6, s
+    # init= values an output's dtype cannot hold and shared-memory sizes past the limits are refused, by design:
+    # a batch launches fewer kernels than before those draws, but never none
+    assert s["ops"] >= 6 and s["accepted"] >= 6 and s["launches"] >= 3, s
 
 
 _COMPILE = r"""
