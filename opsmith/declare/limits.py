@@ -17,9 +17,9 @@ SMEM_MAX = 227 * 1024
 #: What an output of each dtype can start from (``OutputDecl(init=)``): integer ranges, and the largest finite
 #: float (a finite value past it would overflow; inf and nan are kept as they are). An init passes to the native
 #: library as a double, so integers past 2^53 are refused where they could not pass exactly.
-_INIT_INT = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127), "int16": (-(2**15), 2**15 - 1),
-             "int32": (-(2**31), 2**31 - 1), "int64": (-(2**53), 2**53)}  # fmt: skip
-_INIT_FLOAT = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+_INIT_INT = {"bool": (0, 1), "uint8": INT_LIMITS["u8"], "int8": INT_LIMITS["i8"], "int16": INT_LIMITS["i16"],
+             "int32": INT_LIMITS["i32"], "int64": (-(2**53), 2**53)}  # fmt: skip
+_INIT_FLOAT = {"float16": FLOAT_MAX["f16"], "bfloat16": FLOAT_MAX["bf16"], "float32": FLOAT_MAX["f32"],
                "float64": 1.7976931348623157e308, "float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}  # fmt: skip
 
 

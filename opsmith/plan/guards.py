@@ -22,6 +22,7 @@ __all__ = [
     "check_extent",
     "check_symbolic",
     "check_ties",
+    "no_backend",
     "norm_geo",
     "out_shape",
     "round_bits",
@@ -347,3 +348,24 @@ def check_extent(op: str, errors: Refusals, g: tuple, arg: str) -> tuple:
     if len(g) == 7 and g[0] * g[3] > 2**31:
         raise errors.extent(arg, "threads along x (grid x block)", g[0] * g[3], 2**31)
     return g
+
+
+def no_backend(record: Any) -> Any:
+    """The op's ``CompositeExplicitAutograd`` kernel: what runs where no kernel of a device does. A call passing
+    no tensor at all (``None`` for a required tensor, every optional one absent) has no dispatch key, and torch
+    would raise its own NotImplementedError ("There were no tensor arguments..."): here it is the op's refusal
+    of the ``None``, as on every other path (registered by ``torchlib/registration.py``). Tensors of a device opsmith has no kernel for are the device
+    refusal. (A native library serving the op registers its own kernels in place of these.)"""
+    from ..declare.record import TensorArg
+
+    refuse = Refusals(record.op_name)
+    tensors = [(p, a) for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
+
+    def fallback(*args: Any) -> Any:
+        for p, a in tensors:
+            if args[p] is None and not a.optional:
+                raise refuse.missing(a.name)
+        p, a = next(((p, a) for p, a in tensors if args[p] is not None), tensors[0])
+        raise refuse.device(a.name, args[p], None, 0)
+
+    return fallback

@@ -20,7 +20,7 @@ from ..plan.guards import check_symbolic, check_ties, misalign, static_int, sym_
 from ..plan.lowering import lower
 from .eager import _Printer
 
-__all__ = ["make_fake", "meta_source", "no_backend"]
+__all__ = ["make_fake", "meta_source"]
 
 
 def known(cond: Any) -> bool:
@@ -193,25 +193,3 @@ def make_fake(record: KernelRecord, plan: P.CallPlan | None = None, meta_fn: Cal
     fn = scope["fake"]
     fn.source = text
     return fn
-
-
-def no_backend(record: KernelRecord) -> Callable:
-    """The op's ``CompositeExplicitAutograd`` kernel: what runs where no kernel of a device does. A call passing
-    no tensor at all (``None`` for a required tensor, every optional one absent) has no dispatch key, and torch
-    would raise its own NotImplementedError ("There were no tensor arguments..."): here it is the op's refusal
-    of the ``None``, as on every other path. Tensors of a device opsmith has no kernel for are the device
-    refusal. (A native library serving the op registers its own kernels in place of these.)"""
-    from ..declare.record import TensorArg
-    from ..plan.guards import Refusals
-
-    refuse = Refusals(record.op_name)
-    tensors = [(p, a) for p, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
-
-    def fallback(*args: Any) -> Any:
-        for p, a in tensors:
-            if args[p] is None and not a.optional:
-                raise refuse.missing(a.name)
-        p, a = next(((p, a) for p, a in tensors if args[p] is not None), tensors[0])
-        raise refuse.device(a.name, args[p], None, 0)
-
-    return fallback

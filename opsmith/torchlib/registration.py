@@ -35,13 +35,14 @@ from ..flavors.launch import DeviceKernel
 from ..inductor.choice import CompileChoice, check_mode, register_traced
 from ..native import error_bridge, serving
 from ..plan.backward_program import check_backward
+from ..plan.guards import no_backend
 from ..plan.lowering import lower
 from ..progress import configure_logging
 from ..registry import _REGISTRY, registered_ops
 from ..tuning.autotune import Tuner
 from .autograd import generic_no_backward, no_backward_globals, register_backward
 from .eager import make_checks, make_dry_run, make_eager
-from .fake import make_fake, no_backend
+from .fake import make_fake
 from .schema import derive_schema
 from .variants import Variants
 
