@@ -123,6 +123,13 @@ for first, ops in both.items():
             (ops[which](x, b, gamma) if first else ops[which](x, gamma, b)).sum().backward()
             out[f"{which} {given}" + (" first" if first else "")] = [
                 None if t.grad is None else list(t.grad.shape) for t in (x, gamma, beta)]
+        # None for the required x while gamma requires grad: the op's refusal, before the autograd Function
+        # (which had failed reading the undefined tensor's device)
+        try:
+            ops[which](None, None, gamma) if first else ops[which](None, gamma, None)
+            out[f"{which} x=None" + (" first" if first else "")] = "accepted"
+        except Exception as e:
+            out[f"{which} x=None" + (" first" if first else "")] = f"{type(e).__name__}: {e}"
 print(json.dumps(out))
 """
 
@@ -134,7 +141,13 @@ def test_the_native_libraries_autograd_kernel():
     got = child_json(_NATIVE)
     given, absent = [[4, 3], [3], [3]], [[4, 3], [3], None]
     want = {"by_op True": given, "by_op False": absent, "by_program True": given, "by_program False": absent}
-    assert got == {**want, **{k + " first": v for k, v in want.items()}}, got
+    want = {**want, **{k + " first": v for k, v in want.items()}}
+    for which in ("by_op", "by_program"):
+        for first in (0, 1):
+            want[f"{which} x=None" + (" first" if first else "")] = (
+                f"InputError: t_opt_backward_native{first}::{which}: argument 'x': expected a tensor, got None. Fix: "
+                "pass a tensor as x; only inputs declared optional=True take None.")  # fmt: skip
+    assert got == want, got
 
 
 @pytest.mark.parametrize("which", ["by_op", "by_program"])

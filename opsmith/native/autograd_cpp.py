@@ -99,8 +99,7 @@ def _no_backward(r: KernelRecord) -> str:
     L += [f"{ret} autograd_impl({params}) {{"]
     # None for a required tensor (an undefined tensor here) is refused first, as the kernel's first step refuses
     # it: requires_grad() of an undefined tensor throws torch's own error, and a Function given one aborts
-    L += [f"  if (!{local[a.name]}.defined()) opsmith::missing_error({cpp_str(r.op_name)}, {cpp_str(a.name)});"
-          for a in r.tensor_inputs if not a.optional]  # fmt: skip
+    L += _refuse_missing(r, names)
     if r.mutated:
         L += [f"  if (at::GradMode::is_enabled() && ({grad}))",
               f"    opsmith::differentiation_error({cpp_str(r.op_name)}, \"it writes an input in place and declares no "
@@ -212,11 +211,21 @@ def _backward(r: KernelRecord, backward: Any) -> str:
         "};",
         "",
         f"{ret} autograd_impl({params}) {{",
+        *_refuse_missing(r, names),
         f"  auto outs = Function::apply({', '.join(names)});",
         f"  {_from_list(r, 'outs')}",
         "}",
     ]  # fmt: skip
     return _scoped(r, L)
+
+
+def _refuse_missing(r: KernelRecord, names: list[str]) -> list[str]:
+    """None for a required tensor (an undefined tensor here) refused first, as the kernel's first step refuses it:
+    requires_grad() of an undefined tensor throws torch's own error, and a Function given one fails reading its
+    device ("tensor does not have a device")."""
+    local = dict(zip((a.name for a in r.inputs), names, strict=True))
+    return [f"  if (!{local[a.name]}.defined()) opsmith::missing_error({cpp_str(r.op_name)}, {cpp_str(a.name)});"
+            for a in r.tensor_inputs if not a.optional]  # fmt: skip
 
 
 def _edges(r: KernelRecord, names: list[str], tpos: dict[int, int], optional: list[int]) -> list[str]:

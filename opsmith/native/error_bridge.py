@@ -60,4 +60,7 @@ def install() -> None:
         lib.define(f"{name}(str kind, str[] parts) -> ()")
         # CompositeExplicitAutograd: the kernel of an op without tensor arguments, under every dispatch key.
         lib.impl(name, _raise, "CompositeExplicitAutograd")
+        # Under FakeTensorMode (torch.compile, export) the fake raises the same error; without one, the mode runs
+        # the kernel above as the op's meta and logs every refusal as "failed while attempting to run meta".
+        torch.library.register_fake(BRIDGE_OP, _raise, lib=lib)
         _LIB.append(lib)
