@@ -242,11 +242,32 @@ def _decisions(op: object) -> dict[str, list]:
     return out
 
 
+def _copy_gbs() -> float:
+    """Device-to-device copy bandwidth (GB/s, read + write, median of 10): a throttled GPU shows here, and its
+    figures are rerun, not reported."""
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        b.copy_(a)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return 2 * a.numel() / statistics.median(times) / 1e9
+
+
 def child(args: argparse.Namespace) -> int:
     """One fresh process's measurements, as JSON to ``args.out``."""
+    from opsmith.native.build import closure
+
     paths, serving, waited = _paths(args.backward)
+    libraries = {o.record.op_name: [how for _, how, _ in o.serving_counts().rebuilds]
+                 for o in closure(list(paths["default"].values()))}  # fmt: skip
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seconds_to_native": waited,
-               "serving": serving, "host": host_table(paths, args.rounds)}  # fmt: skip
+               "serving": serving, "libraries": libraries, "copy_gbs": _copy_gbs(),
+               "host": host_table(paths, args.rounds)}  # fmt: skip
     if args.backward:
         results["backward_8x4096x4096"] = backward_table(paths, args.rounds)
     Path(args.out).write_text(json.dumps(results, indent=2))
@@ -286,6 +307,14 @@ def main() -> int:
           f"of {args.rounds} interleaved rounds each; min / median / max over the processes of the ratio to aten ==")  # fmt: skip
     print("registration to native serving: " + ", ".join(f"{r['seconds_to_native']:.1f} s" for r in runs)
           + "; default path: " + ", ".join(f"{n}: {s}" for n, (s, _) in runs[-1]["serving"].items()))  # fmt: skip
+    print("copy bandwidth per process: " + ", ".join(f"{r['copy_gbs']:.0f} GB/s" for r in runs))
+    for k, r in enumerate(runs):
+        hows = sorted({how for got in r["libraries"].values() for how in got})
+        timed = [p["default"]["serving"] for p in r["host"].values()]
+        native_calls = sum(t.get("native", 0) for t in timed)
+        total = sum(sum(t.values()) for t in timed)
+        print(f"process {k + 1}: libraries {', '.join(hows)}; default path's timed calls native: {native_calls} of "
+              f"{total} ({100 * native_calls / max(total, 1):.1f}%)")  # fmt: skip
     for row in runs[0]["host"]:
         per = [r["host"][row] for r in runs]
         aten = [p["aten"]["median_us"] for p in per]

@@ -4,7 +4,9 @@
 refusals together, before anything is compiled), and gathers each op's kernels: every config the tuning
 decisions and the default name, for every specialization the process compiled (plus, for dtype-generic
 ops, the listed dtypes; for Triton, the variant compiled with alignment and divisibility off, which serves
-any call). ``compile_library`` writes the source and images, compiles with the host C++ compiler against
+any call). A library serving the process that registered its ops holds only the listed dtypes' kernels of the
+default config, the same in every process; what the process compiles or tunes later is handed to it at run time
+(``learned.py``). ``compile_library`` writes the source and images, compiles with the host C++ compiler against
 the installed torch, and keeps the result in opsmith's disk cache keyed by everything that went in.
 """
 
@@ -47,6 +49,7 @@ __all__ = [
     "library_key",
     "native_cache",
     "refusal",
+    "variant_of",
     "write_atomic",
 ]
 
@@ -168,15 +171,24 @@ def _key_cpp(key: tuple) -> tuple[str, ...]:
     )  # fmt: skip
 
 
+def learns(op: Any, serve: bool) -> bool:
+    """Whether a served library takes ``op``'s later kernels and decisions at run time (``learned.py``), so that
+    it holds only what the record says: all but a CuTe DSL host function, which is linked in."""
+    return serve and op.record.flavor != "cute"
+
+
 def _specs(op: Any, dtypes: Sequence[torch.dtype], serve: bool = False) -> tuple[list[tuple], set[tuple]]:
-    """(the specializations to embed, those guessed rather than compiled by this process). ``serve``: no
-    variant compiled with alignment and divisibility off (a library serving this process hands what it
-    lacks to the Python path, which compiles exactly the call's specialization)."""
+    """(the specializations to embed, those guessed rather than compiled by this process). ``serve``: only the
+    guessed ones, none compiled with alignment and divisibility off: a library serving this process is a function
+    of the records alone (so the next process finds it in the cache), and what the process compiles is handed to
+    it at run time (``learned.py``)."""
     v = op.variants
     if not v.specialized:
         return [()], set()
     layout = v.spec_layout
-    seen = list(dict.fromkeys(spec for _, spec in list(v.kernels)))  # list(): another thread may add one
+    seen = (
+        [] if learns(op, serve) else list(dict.fromkeys(spec for _, spec in list(v.kernels)))
+    )  # list(): a thread adds
     guessed: list[tuple] = []
     if not any(kind in ("static", "scalar") for kind, _ in layout):  # values no call has brought: not guessed
         for dt in dtypes:  # every open dtype the same, pointers aligned, sizes divisible, ints within int32
@@ -205,48 +217,29 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
     for op in order:
         r = op.record
         v = op.variants
-        configs = [0]
+        configs = [r.tune_default] if r.tuned else [0]
         decisions: list[tuple[tuple[str, ...], int]] = []
-        if r.tuned:
+        if r.tuned and not learns(op, serve):  # a served library is told its decisions at run time (learned.py)
             decided = dict(v.tuner.decisions)  # a copy in C: the caller's thread may be adding one
             configs = sorted(set(decided.values()) | {r.tune_default})
             decisions = [(_key_cpp(k), c) for k, c in decided.items()]
         specs, guessed = _specs(op, dtypes, serve)
-        variants = []
+        variants, held = [], []
         for c in configs:
             for spec in specs:
-                if r.flavor == "cute":  # the DSL's export: host launch code with its cubin, linked in
-                    try:
-                        ex = v.sources[c].export_c(archs[0], spec)
-                    except (CompileError, SpecError) as e:
-                        if spec not in guessed:
-                            raise
-                        skipped.append(f"{r.op_name} config {c} {spec}: {str(e).splitlines()[0]}")
-                        continue
-                    im = Image(ex.object, link=True)
-                    images.setdefault(im.digest, im)
-                    variants.append(Variant(c, _spec_cpp(v.spec_layout, spec), ex.entry, [], (0, 0, 0), 0, cute=ex))
-                    continue
                 try:
-                    kd = v.kernel(c, spec)
-                    binaries = [kd.binary_for(a) for a in archs]
+                    variant, ims = variant_of(op, c, spec, archs)
                 except (CompileError, SpecError, LaunchError) as e:
                     if spec not in guessed:
                         raise
                     skipped.append(f"{r.op_name} config {c} {spec}: {str(e).splitlines()[0]}")
                     continue
-                imgs = []
-                for b in dict.fromkeys(binaries):
-                    im = Image(b.data)
+                for im in ims:
                     images.setdefault(im.digest, im)
-                    arch = 0 if b.fmt == "ptx" else int(b.arch.removeprefix("sm_").rstrip("af"))
-                    imgs.append((arch, image_label(im)))
-                block = kd.block or (1, 1, 1)
-                variants.append(Variant(c, _spec_cpp(v.spec_layout, spec), binaries[0].symbol, imgs,
-                                        tuple(block), kd.shared_mem, sum(1 << p for p in kd.dropped),
-                                        binaries[0].jit))  # fmt: skip
+                variants.append(variant)
+                held.append((c, v.project(c, spec)))
         fallback = not serve and any(kind in ("align", "int") for kind, _ in v.spec_layout)
-        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, target))
+        natives.append(NativeOp(op, variants, list(v.spec_layout), decisions, fallback, serve, target, held))
     # A library that would refuse every call of an op: said now, not at its first call. (A served library
     # hands such an op's calls to the Python path, whose compiles queue the next library: sizes compiled in per
     # call leave nothing to hold before the first call, and the first library is built at registration.)
@@ -254,6 +247,28 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
     if empty:
         raise NativeBuildError(empty)
     return natives, list(images.values()), skipped
+
+
+def variant_of(op: Any, c: int, spec: tuple, archs: Sequence[str]) -> tuple[Variant, list[Image]]:
+    """Config ``c``'s kernel of ``op`` for ``spec`` as a library holds it, and the images it embeds (compiled
+    now where the process has not yet). Raises the compiler's error."""
+    v = op.variants
+    if op.record.flavor == "cute":  # the DSL's export: host launch code with its cubin, linked in
+        ex = v.sources[c].export_c(archs[0], spec)
+        im = Image(ex.object, link=True)
+        return Variant(c, _spec_cpp(v.spec_layout, spec), ex.entry, [], (0, 0, 0), 0, cute=ex), [im]
+    kd = v.kernel(c, spec)
+    binaries = [kd.binary_for(a) for a in archs]
+    imgs, ims = [], []
+    for b in dict.fromkeys(binaries):
+        im = Image(b.data)
+        ims.append(im)
+        arch = 0 if b.fmt == "ptx" else int(b.arch.removeprefix("sm_").rstrip("af"))
+        imgs.append((arch, image_label(im)))
+    block = kd.block or (1, 1, 1)
+    variant = Variant(c, _spec_cpp(v.spec_layout, spec), binaries[0].symbol, imgs, tuple(block), kd.shared_mem,
+                      sum(1 << p for p in kd.dropped), binaries[0].jit)  # fmt: skip
+    return variant, ims
 
 
 def _no_kernels(op: Any, skipped: list[str]) -> tuple[str, str]:

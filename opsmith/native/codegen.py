@@ -63,6 +63,9 @@ class NativeOp:
     #: kernels over ``torch::stable::Tensor``, a Meta kernel over concrete sizes); "xla", XLA's FFI (a handler
     #: over XLA's buffers and stream, no Meta kernel: ``xla_cpp.py``).
     target: str = "aten"
+    #: The (config, specialization) keys of ``variants``, as ``Variants.kernels`` keys them: what a served
+    #: library holds from its build, the rest being handed to it at run time (``learned.py``).
+    held: list[tuple[int, tuple]] = field(default_factory=list)
 
     @property
     def aten(self) -> bool:

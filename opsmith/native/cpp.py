@@ -51,7 +51,7 @@ _KEYWORDS = frozenset(["alignas", "alignof", "and", "and_eq", "asm", "auto", "bi
 _MACROS = frozenset(["NULL", "EOF", "INFINITY", "NAN", "HUGE_VAL", "HUGE_VALF", "errno", "stdin", "stdout", "stderr", "CHAR_BIT", "INT8_MAX", "INT16_MAX", "INT32_MAX", "INT64_MAX", "INT8_MIN", "INT16_MIN", "INT32_MIN", "INT64_MIN", "UINT8_MAX", "UINT16_MAX", "UINT32_MAX", "UINT64_MAX", "SIZE_MAX", "FLT_MAX", "DBL_MAX", "RAND_MAX", "EXIT_SUCCESS", "EXIT_FAILURE", "CUDA_VERSION", "TORCH_VERSION", "assert", "major", "minor", "linux", "unix", "at", "c10", "std", "torch", "opsmith"])  # fmt: skip
 # Locals the generator declares (a user name matching one is renamed).
 _GENERATED = re.compile(r"(op|dev|c|v|st|key|args|sizes|none|ctx|saved|grads|result|needs|outs|got|mask|run|plan|r"
-                        r"|spec|found|served|miss|dtypes_held|find|variants|decisions|python_path"
+                        r"|spec|found|served|miss|dtypes_held|find|variants|decisions|decided|learned_\w+|learn_\w+|python_path"
                         r"|[gnxoabsvu]\d+(_\w*)?|arg\d+|s\d+_\d+|[a-z]+_in)")  # fmt: skip
 
 

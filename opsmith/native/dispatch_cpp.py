@@ -12,6 +12,7 @@ from typing import Any
 from ..flavors.base import UNIT
 from ..plan import steps as P
 from .cpp import CTYPE, cpp_str
+from .learned_cpp import learned_functions
 
 __all__ = ["int_arg", "launch", "tables"]
 
@@ -91,17 +92,14 @@ def launch(pr: Any) -> list[str]:
     launch = pr.plan.launch
     assert launch is not None
     L = _values(pr)
-    if pr.n.serve and not pr.n.variants:
-        return [*L, "// No kernel yet: they are compiled per call (sizes compiled in) and none was when this library",
-                "// was built. The Python path compiles the call's; the next library holds it.",
-                f"return miss(opsmith::kSize), python_path({_passed(pr)});"]  # fmt: skip
     if launch.tuned:
         key = [_dtype_value(pr, k) for k in range(len(pr.t))]
         for e, pow2 in launch.tune_key:
             v = pr.expr(e)
             key.append(f"int64_t(opsmith::pow2({v}))" if pow2 else f"int64_t({v})")
         L.append(f"const std::array<int64_t, {len(key)}> key = {{{', '.join(key)}}};")
-        L.append(f"const int c = opsmith::lookup(key, decisions, {-1 if pr.n.serve else launch.tune_default});")
+        L.append("const int c = decided(key);" if pr.n.serve else
+                 f"const int c = opsmith::lookup(key, decisions, {launch.tune_default});")  # fmt: skip
         if pr.n.serve:
             L.append(f"if (c < 0) return miss(opsmith::kKey), python_path({_passed(pr)});")
     else:
@@ -140,7 +138,7 @@ def launch(pr: Any) -> list[str]:
     L.append(f"void* args[] = {{{''.join(f'&a{k}, ' for k in range(n))}&none, &none, &none, &none}};")
     sizes = ", ".join(str(_SIZE[p.ctype]) for p in launch.params) or "0"
     count = str(n)
-    if any(v.dropped for v in pr.n.variants):
+    if pr.n.serve or any(v.dropped for v in pr.n.variants):  # (a kernel learned later may drop some)
         L.append(f"uint8_t sizes[] = {{{sizes}}};")
         L.append(f"const int n = opsmith::keep_arguments(args, sizes, {n}, v.dropped);")
         count = "n"
@@ -189,8 +187,6 @@ def tables(n: Any) -> list[str]:
     """The kernels, the variant table and its lookup, the tuning decisions known at build time."""
     L, op = [], cpp_str(n.record.op_name)
     width = max(len(n.spec_layout), 1)
-    if n.serve and not n.variants:  # every call goes to the Python path until a rebuild (_launch)
-        return _served_counts(n)
     if n.record.compile_options:
         L.append(f"// Compiled with {' '.join(n.record.compile_options)}.")
     for k, v in enumerate(n.variants):
@@ -203,16 +199,19 @@ def tables(n: Any) -> list[str]:
         jit = dict(v.jit)
         opts = f", {{{jit.get('max_registers', 0)}, {jit.get('line_info', 0)}, {jit.get('debug', 0)}}}" if jit else ""
         L.append(f"opsmith::Kernel kernel{k}({op}, {cpp_str(v.symbol)}, {{{imgs}}}, {v.shared_mem}{opts});")
-    drops = any(v.dropped for v in n.variants)
+    drops = n.serve or any(v.dropped for v in n.variants)
     kernel_type = "opsmith::CuteEntry" if n.record.flavor == "cute" else "opsmith::Kernel"
     L += ["struct Variant {", "  int config;", f"  std::array<int64_t, {width}> spec;", f"  {kernel_type}* kernel;",
           "  int64_t bx, by, bz, smem;", *(["  uint64_t dropped;  // parameters compiled in"] if drops else []),
-          "};", "const Variant variants[] = {"]  # fmt: skip
+          "};", f"const std::array<Variant, {len(n.variants)}> variants = {{{{"]  # fmt: skip
     for k, v in enumerate(n.variants):
         dropped = f", 0x{v.dropped:x}ULL" if drops else ""
         L.append(f"    {{{v.config}, {{{', '.join(v.spec) or '0'}}}, &kernel{k}, {v.block[0]}, {v.block[1]}, "
                  f"{v.block[2]}, {v.shared_mem}{dropped}}},")  # fmt: skip
-    L += ["};", f"const Variant* find(int c, std::array<int64_t, {width}> spec) {{",
+    L.append("}};")
+    if n.serve:  # what the Python path compiles later is handed over at run time (learned_cpp.py)
+        L.append("opsmith::Learned<Variant, opsmith::kLearnedKernels> learned_variants;")
+    L += [f"const Variant* find(int c, std::array<int64_t, {width}> spec) {{",
           "  for (const auto& v : variants)", "    if (v.config == c && v.spec == spec) return &v;"]  # fmt: skip
     flags = [k for k, (kind, _) in enumerate(n.spec_layout) if kind in ("align", "int")]
     if n.fallback and flags:
@@ -223,8 +222,8 @@ def tables(n: Any) -> list[str]:
         L.append("    if (v.config == c && v.spec == spec) return &v;")
         L.append("  spec = asked;")
     if n.serve:
-        L += ["  return nullptr;", "}"]
-        return L + _served_counts(n) + _dtypes_held(n, width) + _decisions(n)
+        L += ["  return learned_variants.find([&](const Variant& v) { return v.config == c && v.spec == spec; });", "}"]
+        return L + _served_counts(n) + _dtypes_held(n, width) + _decisions(n) + _learned(n, width)
     L += ["  std::string held;  // what it holds, in the numbers the asked specialization is printed in",
           "  for (const auto& v : variants)",
           "    held += (held.empty() ? \"\" : \", \") + opsmith::list_str(v.spec, false);",
@@ -249,23 +248,45 @@ def _dtypes_held(n: Any, width: int) -> list[str]:
     """Whether a spec's dtypes are among the variants' (a miss is then a size or alignment the library lacks)."""
     dtypes = [k for k, (kind, _) in enumerate(n.spec_layout) if kind == "dtype"]
     same = " && ".join(f"v.spec[{k}] == spec[{k}]" for k in dtypes) or "true"
+    # Sizes compiled in per call: nothing is guessed at the build, so a first miss is a size, whatever the dtype
+    first = ["  if (variants.empty() && learned_variants.find([](const Variant&) { return true; }) == nullptr) "
+             "return true;"] if any(kind in ("static", "scalar") for kind, _ in n.spec_layout) else []  # fmt: skip
     return [
         "// A spec no variant holds: a dtype the library lacks, or (the dtypes held) a compiled-in size or alignment.",
         f"bool dtypes_held(const std::array<int64_t, {width}>& spec) {{",
+        *first,
         "  for (const auto& v : variants)",
         f"    if ({same}) return true;",
-        "  return false;",
+        f"  return learned_variants.find([&](const Variant& v) {{ return {same}; }}) != nullptr;",
         "}",
     ]
 
 
+def _key_width(n: Any) -> int:
+    return len(n.record.tensor_inputs) + len(n.record.tune_key)
+
+
 def _decisions(n: Any) -> list[str]:
-    """The tuning decisions known at build time."""
+    """The tuning decisions known at build time; a served library's come at run time (``decided``: -1 where
+    none was handed over)."""
     if not n.record.tuned:
         return []
-    k = len(n.record.tensor_inputs) + len(n.record.tune_key)
+    k = _key_width(n)
     rows = "".join(f"    {{{{{', '.join(key)}}}, {c}}},\n" for key, c in n.decisions)
-    return [f"const std::vector<std::pair<std::array<int64_t, {k}>, int>> decisions = {{\n{rows}}};"]
+    L = [f"const std::vector<std::pair<std::array<int64_t, {k}>, int>> decisions = {{\n{rows}}};"]
+    if n.serve:
+        L += [f"opsmith::Learned<std::pair<std::array<int64_t, {k}>, int>, opsmith::kLearnedDecisions> learned_decisions;",
+              f"int decided(const std::array<int64_t, {k}>& key) {{",
+              "  const int c = opsmith::lookup(key, decisions, -1);",
+              "  if (c >= 0) return c;",
+              "  const auto* d = learned_decisions.find([&](const auto& d) { return d.first == key; });",
+              "  return d != nullptr ? d->second : -1;",
+              "}"]  # fmt: skip
+    return L
+
+
+def _learned(n: Any, width: int) -> list[str]:
+    return ["", *learned_functions(n, width, _key_width(n) if n.record.tuned else 0)]
 
 
 def _passed(pr: Any) -> str:

@@ -21,6 +21,7 @@ from .dims_cpp import DIMS_CPP
 from .expr_cpp import EXPR_CPP
 from .guards_cpp import GUARDS_CPP
 from .launch_cpp import LAUNCH_CPP
+from .learned_cpp import LEARNED_CPP, learned_entries
 from .target_cpp import STABLE_TARGET_VERSION, glue
 from .xla_cpp import XLA_RUNTIME
 
@@ -105,7 +106,7 @@ def _served_registrations(ops: Sequence[NativeOp], backend: str, only: set[str] 
             f"  for (const auto& c : {op.scope}::served)",
             "    if (k < n) out[k++] = c.load(std::memory_order_relaxed);",
         ]
-    return [*L, "}", "namespace {"]
+    return [*L, "}", "", *learned_entries(ops), "namespace {"]
 
 
 def _registrations(ops: Sequence[NativeOp], stable: bool = False) -> list[str]:
@@ -207,6 +208,7 @@ def library_source(ops: Sequence[NativeOp], images: Sequence[Image], torch_versi
             *([f"#define OPSMITH_BUILT_FOR_TORCH {cpp_str(torch_version.split('+')[0])}"] if target == "aten" else []),
             glue(target), LAUNCH_CPP, *([CUTE_CPP] if cute else []), GUARDS_CPP, EXPR_CPP, DIMS_CPP,
             *([_DEFINE] if target == "aten" else []), *([XLA_RUNTIME] if target == "xla" else []), _TABLES,
+            *([LEARNED_CPP] if served else []),
             *cute_declarations(cute), "namespace {", "", *_embed(images), ""]  # fmt: skip
     exports: list[str] = []
     if target == "aten":  # with each op's caller, and the Autograd kernels: ATen's dispatcher and autograd

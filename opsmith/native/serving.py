@@ -13,8 +13,11 @@ stay registered beneath. The dispatcher replaces each table entry under its lock
 it replaces, so every call runs whole on one path or the other; until the load, and where nothing can be
 built, the Python path serves. A call the library holds no kernel or tuning decision for (a dtype, a
 compiled-in size or a tuning key first met after the build) reaches the Python path through the op
-``opsmith_python_<ns>::<name>``, which compiles or tunes what it needs, and the op is rebuilt with it
-(``REBUILDS`` times per op and process at most; after that such calls stay on the Python path).
+``opsmith_python_<ns>::<name>``, which compiles or tunes what it needs (or reads it from the caches) and hands
+it to the library as data (``learned.py``): the library serves such calls from the next one on, with no rebuild.
+The library is thus built from the op records alone, the same in every process, and a later process loads it
+from the cache. Only a kernel linked into the library (a CuTe DSL host function) needs a rebuild (``REBUILDS``
+times per op and process at most; after that such calls stay on the Python path).
 
 ``OPSMITH_NATIVE=off`` (or ``native=False`` at registration) keeps the Python path. ``op.serving`` says which
 path serves: "python", "native", or "mixed" while some calls go to the Python path (a miss, until the rebuild
@@ -57,6 +60,7 @@ from .build import (
     write_atomic,
 )
 from .codegen import python_path_op
+from .learned import Teacher
 
 __all__ = ["MISSES", "ServingCounts", "attach", "counts", "served_backend", "table", "wait"]
 
@@ -64,9 +68,8 @@ log = logging.getLogger("opsmith.native")
 
 QUIET_S = 0.2  # registrations this close together share one library (one compile of torch's headers: ~15 s)
 EXIT_WAIT_S = 10.0  # at exit, how long to wait for a queued library's compile to start (it then finishes alone)
-# Libraries rebuilt for one op's calls first met after a build, per process. Each new dtype, compiled-in size
-# or tuning key can cost one (a benchmark over 8 shapes of the two RMSNorm kernels met 8 in a global count);
-# the specialization limit and tuning's power-of-two buckets bound them anyway.
+# Libraries rebuilt for one op's calls first met after a build, per process: only a CuTe DSL kernel (linked into
+# the library) needs one; every other kernel and decision is handed over as data (learned.py).
 REBUILDS = 16
 
 
@@ -81,12 +84,14 @@ class ServingCounts:
     """What served an op's calls since registration. ``native``: calls the native libraries ran; ``python``:
     calls they handed to the Python path, by why (``MISSES``); ``capped``: those of them met after the rebuild
     cap (they stay on the Python path); ``rebuilds``: each library built or loaded for the op, as (seconds,
-    how: "compiled", "from the cache" or "compiled by an earlier process", what it was built for)."""
+    how: "compiled", "from the cache" or "compiled by an earlier process", what it was built for);
+    ``learned``: the kernels and tuning decisions handed to its libraries at run time (no rebuild)."""
 
     native: int = 0
     python: dict[str, int] = field(default_factory=dict)
     capped: int = 0
     rebuilds: list[tuple[float, str, str]] = field(default_factory=list)
+    learned: int = 0
 
     @property
     def python_calls(self) -> int:
@@ -99,6 +104,7 @@ class _Stats:
 
     def __init__(self) -> None:
         self.libraries: list[tuple[Path, int, int]] = []  # (library, the op's index in it, ops in it)
+        self.teachers: list[Teacher] = []  # one per library loaded for the op; the last serves
         self.rebuilds: list[tuple[float, str, str]] = []
         self.capped = 0
         self.logged: set[int] = set()
@@ -143,7 +149,8 @@ def counts(op: Any) -> ServingCounts:
         calls += got[0]
         misses = [a + b for a, b in zip(misses, got[1:], strict=True)]
     python = {why: n for why, n in zip(MISSES, misses, strict=True) if n}
-    return ServingCounts(native=calls - sum(misses), python=python, capped=st.capped, rebuilds=list(st.rebuilds))
+    return ServingCounts(native=calls - sum(misses), python=python, capped=st.capped, rebuilds=list(st.rebuilds),
+                         learned=sum(t.taught for t in st.teachers))  # fmt: skip
 
 
 def table() -> str:
@@ -151,12 +158,15 @@ def table() -> str:
     to the Python path, the libraries built for it and their time."""
     from ..registry import registered_ops
 
-    rows = [("op", "serving", "native calls", "Python-path calls (why)", "libraries (s)")]
+    rows = [
+        ("op", "serving", "native calls", "Python-path calls (why)", "libraries (s), kernels and decisions learned")
+    ]
     for name, op in sorted(registered_ops().items()):
         c = counts(op)
         why = "; ".join(f"{n} {reason}" for reason, n in c.python.items()) + (f" ({c.capped} after the rebuild cap)"
                                                                               if c.capped else "")  # fmt: skip
         libs = f"{len(c.rebuilds)} ({sum(s for s, _, _ in c.rebuilds):.1f})" if c.rebuilds else "0"
+        libs += f", {c.learned} learned" if c.learned else ""
         serving = op.serving if op.serving == "native" else f"{op.serving} ({op.serving_why})"
         rows.append((name, serving, str(c.native), f"{c.python_calls}" + (f": {why}" if why else ""), libs))
     widths = [max(len(r[k]) for r in rows) for k in range(5)]
@@ -225,7 +235,7 @@ def _define_python_path(op: Any, backend: str) -> None:
         # After the call: a tuning key's decision exists by now. Not for a call made inside a CUDA graph
         # capture because the library's module could not load there: the library holds what it needs.
         if not capturing():
-            _SERVER.missed(op)
+            _SERVER.learn(op)
         _said(op)
         return out
 
@@ -242,20 +252,24 @@ def _warn_failed(op: Any, why: str) -> None:
 
 
 def _said(op: Any) -> None:
-    """After a miss: ``op.serving`` says "mixed", and each kind of miss is logged once for the op."""
+    """After a miss: each kind of miss is logged once for the op; ``op.serving`` says "mixed" where the library
+    could not take what the call compiled or tuned (a rebuild must, or the calls stay on the Python path)."""
     st = _stats(op)
-    if op.serving == "native":
+    teacher = st.teachers[-1] if st.teachers else None
+    if op.serving == "native" and teacher is not None and teacher.refused is not None:
         op.serving = "mixed"
         op.serving_why = (f"{op.native.name if op.native else 'its library'} serves it; calls it holds no kernel or "
-                          "decision for run on the Python path until the library rebuilt for them lands")  # fmt: skip
+                          f"decision for run on the Python path ({teacher.refused})")  # fmt: skip
     if len(st.logged) == len(MISSES) or not st.libraries:
         return
     got = counts(op).python
+    taught = teacher is not None and teacher.refused is None
     for k, why in enumerate(MISSES):
         if got.get(why) and k not in st.logged:
             st.logged.add(k)
             log.info("opsmith: %s: a call went to the Python path: %s%s", op.record.op_name, why,
-                     "" if k == 3 else "; a rebuild that holds it is queued")  # fmt: skip
+                     "" if k == 3 else "; handed to the library, which serves such calls from now on" if taught
+                     else "; a rebuild that holds it is queued")  # fmt: skip
 
 
 def wait(timeout: float | None = None) -> bool:
@@ -286,6 +300,15 @@ class _Server:
                 self._thread.start()
                 atexit.register(self.at_exit)
             self._cond.notify_all()
+
+    def learn(self, op: Any) -> None:
+        """A served op's call went to the Python path: hand what it compiled or tuned to the library serving it
+        (none loaded yet: the load hands it over); a rebuild only where the library cannot take it."""
+        st = _stats(op)
+        if not st.teachers or st.teachers[-1].teach():
+            return
+        if st.teachers[-1].linked:  # a host function linked in: a rebuild that links it
+            self.missed(op)
 
     def missed(self, op: Any) -> None:
         """A served op's call went to the Python path: queue a library that holds what it compiled or tuned.
@@ -367,10 +390,9 @@ def _serve(batch: list[Any]) -> None:
     dry = backend == "CPU"
     ops = closure(batch)
     served = {op.record.op_name for op in ops if getattr(op, "python_path_lib", None) is not None}
-    text, images, _, _ = build_source(ops, _archs(None), DEFAULT_DTYPES, served=backend, served_ops=served)
-    # What the library holds, read after the collect: it compiles the dtypes it guesses itself, which must not
-    # look like kernels the library lacks (a kernel a call compiles during the collect is caught at its miss).
-    collected = {op.record.op_name: _held(op) for op in ops}
+    archs = _archs(None)
+    text, images, natives, _ = build_source(ops, archs, DEFAULT_DTYPES, served=backend, served_ops=served)
+    held = {n.record.op_name: n.held for n in natives}
     key = library_key(text, images, dry_run=dry)
     data, how = _library_bytes(key, text, images, dry)
     _SERVER.started()
@@ -389,23 +411,19 @@ def _serve(batch: list[Any]) -> None:
         st = _stats(op)
         if (path, k, len(order)) not in st.libraries:  # the same contents again: one loaded copy, one counter set
             st.libraries.append((path, k, len(order)))
+            st.teachers.append(Teacher(op, _handle(path), str(path), k, held[op.record.op_name], archs))
         st.rebuilds.append((took, how, "registration" if not st.rebuilds else "calls the last one lacked"))
         op.native = path
         if op.record.op_name not in _SERVER._capped:
             op.serving, op.serving_why = "native", f"{path.name} ({how} in {took:.1f} s)"
     log.info("opsmith: %s served natively by %s (%s in %.1f s)", ", ".join(sorted(served)), path.name, how, took)
-    # Calls the Python path served while this library was built compiled or tuned what it does not hold (the
-    # first calls after registration do): a library that holds them is queued now, not at their first miss,
-    # which came in the middle of a user's timed loop (H100, bench_host: every call of a row on the Python path).
+    # What the Python path compiled or tuned before this load (the first calls after registration, an earlier
+    # library's learning) is handed over now, not at its first miss in the middle of a user's timed loop.
     for op in order:
-        if _held(op) != collected[op.record.op_name]:
-            _SERVER.missed(op)
-
-
-def _held(op: Any) -> tuple[int, int]:
-    """What a library built now would hold of ``op``: its compiled kernels and its tuning decisions."""
-    v = op.variants
-    return len(v.kernels), len(v.tuner.decisions) if v.tuner is not None else 0
+        teachers = _stats(op).teachers
+        if teachers and teachers[-1].taught == 0:
+            teachers[-1].preload()  # the tuning cache's decisions, before the op's first call in this process
+        _SERVER.learn(op)
 
 
 def _library_bytes(key: str, text: str, images: list, dry: bool) -> tuple[bytes, str]:

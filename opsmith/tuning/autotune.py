@@ -171,7 +171,10 @@ class Tuner:
                 return winner
             if _cannot_tune():
                 hit = self.cached(key, device)
-                return self.default if hit is None else hit  # not remembered: a later eager call may tune
+                if hit is None:
+                    return self.default  # not remembered: a later eager call may tune
+                self.decisions[key] = hit  # the disk's decision is final, as _local takes it
+                return hit
             winner = self._local(key, device, run, mutated, outputs, force, named)
             self._forced.add(key)
             self.decisions[key] = winner

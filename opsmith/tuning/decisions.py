@@ -18,12 +18,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import torch
 
 from .. import env
 from .._version import __version__
 from ..cache import DiskCache
 
-__all__ = ["ImportReport", "export_decisions", "import_decisions", "known_ops"]
+__all__ = ["ImportReport", "export_decisions", "import_decisions", "known_ops", "stored_for"]
 
 FORMAT = "opsmith-tuning-decisions"
 _KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -48,6 +51,40 @@ def _entries() -> list[tuple[str, dict]]:
             continue
         if isinstance(entry, dict):
             out.append((key, entry))
+    return out
+
+
+def _key_of(texts: object) -> tuple | None:
+    """A tuning key back from its stored texts (``str`` of each value: a dtype, an int, None), or None."""
+    if not isinstance(texts, list):
+        return None
+    out: list = []
+    for t in texts:
+        if t == "None":
+            out.append(None)
+        elif isinstance(t, str) and t.startswith("torch.") and isinstance(getattr(torch, t[6:], None), torch.dtype):
+            out.append(getattr(torch, t[6:]))
+        elif isinstance(t, str) and t.lstrip("-").isdigit():
+            out.append(int(t))
+        else:
+            return None
+    return tuple(out)
+
+
+def stored_for(tuner: Any, device: int | None) -> dict[tuple, int]:
+    """Every decision the tuning cache holds for ``tuner``'s op on ``device``, by key: only entries whose key
+    this tuner would file them under (the same kernel, configs, device and torch) and whose winner is one of its
+    configs. A served library is handed them when it loads (``native/learned.py``)."""
+    out = {}
+    for file_key, entry in _entries():
+        if entry.get("op") != tuner.op_name:
+            continue
+        key = _key_of(entry.get("key"))
+        if key is None or tuner.disk_key(key, device) != file_key:
+            continue
+        winner = tuner.winner_of(entry)
+        if winner is not None:
+            out[key] = winner
     return out
 
 
