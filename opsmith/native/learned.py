@@ -69,17 +69,17 @@ class Teacher:
         self.taught = 0
         self._lock = threading.Lock()
 
-    def preload(self) -> None:
+    def preload(self, device: int | None) -> None:
         """At the load: the tuning cache's decisions for the op (its earlier processes' tuning) become the op's,
         so the library holds them, and each decided config's kernel for the specializations the library holds,
-        before any call (compiled now, from the compile cache after the first process). Not in a job, whose
+        before any call (compiled now, from the compile cache after the first process). ``device``: the CUDA device
+        the decisions were made on (None: the CPU of a dry run). Not in a job, whose
         decisions are the job's (``distributed/tuning.py``), nor where tuning is forced."""
         tuner = self.op.variants.tuner
         if tuner is None or env.AUTOTUNE_FORCE.get() or in_job():
             return
         from ..tuning.decisions import stored_for
 
-        device = torch.cuda.current_device() if torch.cuda.is_available() else None
         with tuner._lock:
             for key, c in stored_for(tuner, device).items():
                 tuner.decisions.setdefault(key, c)

@@ -422,7 +422,7 @@ def _serve(batch: list[Any]) -> None:
     for op in order:
         teachers = _stats(op).teachers
         if teachers and teachers[-1].taught == 0:
-            teachers[-1].preload()  # the tuning cache's decisions, before the op's first call in this process
+            teachers[-1].preload(None if dry else torch.cuda.current_device())  # before the op's first call
         _SERVER.learn(op)
 
 
