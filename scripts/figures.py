@@ -27,6 +27,11 @@ def host_ratios(d: dict, row: str, path: str) -> list[float]:
     return [r["host"][row][path]["median_us"] / r["host"][row]["aten"]["median_us"] for r in d["runs"]]
 
 
+def served_s(why: str) -> float:
+    """bench_host.py's serving reason of an op: the seconds its library took ("... (from the cache in 0.5 s)")."""
+    return float(why.rsplit(" in ", 1)[1].removesuffix(" s)"))
+
+
 def host_us(d: dict, row: str, path: str) -> list[float]:
     """bench_host.py's JSON: per fresh process, ``path``'s median host time (us) for ``row``."""
     return [r["host"][row][path]["median_us"] for r in d["runs"]]
@@ -98,7 +103,7 @@ def step_part(profile: dict, part: str) -> float:
 
 HELPERS = {"median": statistics.median, "lo": min, "hi": max, "host_ratios": host_ratios, "variant": variant,
            "group": group, "fsdp": fsdp, "among": among, "loss_deviation": loss_deviation, "explained": explained,
-           "step_part": step_part, "host_us": host_us, "host_calls": host_calls,
+           "step_part": step_part, "host_us": host_us, "host_calls": host_calls, "served_s": served_s,
            "backward_us": backward_us, "sweep": sweep,
            "sum": sum, "max": max, "min": min, "abs": abs, "len": len, "next": next}  # fmt: skip
 
