@@ -271,10 +271,14 @@ def run_dry(first: int, count: int, n_calls: int = 12, ns: str = "formsdry", nat
     from differential import Registered, compare, native_outcomes, python_outcomes
 
     report, done = _registered(first, count, n_calls, ns)
-    pairs = [(f, Registered(op, [forms.diff_call(f, c) for c in f.calls])) for f, op in done]
+    # each call twice: on CPU tensors (the plan, launches, init bytes) and on meta tensors (the Python fake against
+    # the native library's Meta kernel: shapes, dtypes, strides and refusals), ids j and len(calls) + j
+    pairs = [(f, Registered(op, [forms.diff_call(f, c) for c in f.calls] + [_on_meta(forms.diff_call(f, c))
+                                                                            for c in f.calls])) for f, op in done]  # fmt: skip
     gens = [g for _, g in pairs]
     py, cases = python_outcomes(gens)
-    report["calls"]["python-dry"] = len(py)
+    report["calls"]["python-meta"] = sum(_is_meta(k, pairs) for k in py)
+    report["calls"]["python-dry"] = len(py) - report["calls"]["python-meta"]
     for f, _ in pairs:
         for j, c in enumerate(f.calls):
             _against_meaning(f, c, py[f"{f.name}#{j}"], report)
@@ -292,8 +296,20 @@ def run_dry(first: int, count: int, n_calls: int = 12, ns: str = "formsdry", nat
         report["calls"]["native-dry"] = len(nat)
         for bad in compare(gens, py, nat):
             f = next(f for f, _ in pairs if bad.startswith(f.name + "#"))
-            _fail(report, f, f.calls[int(bad.split("#")[1].split()[0])], "native-dry", bad[:2000])
+            j = int(bad.split("#")[1].split()[0])
+            _fail(report, f, f.calls[j % len(f.calls)], "native-dry" if j < len(f.calls) else "native-meta", bad[:2000])
+        report["calls"]["native-meta"] = sum(_is_meta(k, pairs) for k in nat)
+        report["calls"]["native-dry"] = len(nat) - report["calls"]["native-meta"]
     return report
+
+
+def _is_meta(cid: str, pairs: list) -> bool:
+    name, j = cid.split("#")
+    return int(j) >= len(next(f for f, _ in pairs if f.name == name).calls)
+
+
+def _on_meta(call: list[dict]) -> list[dict]:
+    return [dict(a, device="meta") if a["t"] == "tensor" else a for a in call]
 
 
 def _against_meaning(f: forms.Form, c: dict, o: dict, report: dict) -> None:

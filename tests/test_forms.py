@@ -65,14 +65,18 @@ def _dry(args: list[str]) -> dict:
 def test_generated_forms_call_plans_without_launching():
     rep = _dry(["--first", "0", "--count", "6", "--calls", "12", "--no-native"])
     _assert_clean(rep, "rerun: python tests/forms_check.py --dry --first 0 --count 6")
-    assert rep["registered"] == 6 and rep["calls"]["python-dry"] == 72
+    assert rep["registered"] == 6 and rep["calls"]["python-dry"] == 72 and rep["calls"]["python-meta"] == 72
 
 
 @pytest.mark.slow
 def test_generated_forms_served_by_a_native_library_agree():
+    """The Python path's dry run against a dry-run native library built from the same records: CPU calls
+    (refusals, launches, init bytes) and meta calls (the library's Meta kernel against the Python fake)."""
     count = 12 if DEEP else 8
     rep = _dry(["--first", "0", "--count", str(count), "--calls", "12"])
     _assert_clean(rep, f"rerun: python tests/forms_check.py --dry --first 0 --count {count}")
     # a Python-function backward cannot be native: those forms stay on the Python path (counted)
     assert rep["calls"]["python-dry"] == count * 12
     assert rep["calls"]["native-dry"] == (count - rep["not_native"]) * 12 and rep["not_native"] < count
+    # the same calls on meta tensors: the Python fake against the library's Meta kernel
+    assert rep["calls"]["native-meta"] == rep["calls"]["native-dry"], rep["calls"]

@@ -253,7 +253,8 @@ a(x.double())
 assert native.wait(600)
 before = len(python_path)
 a(x.double())
-print("float64 rebuilt: python", len(python_path) - before, "native", len(native_path()))
+print("float64 rebuilt: python", len(python_path) - before, "native", len(native_path()),
+      [w for _, _, w in a.serving_counts().rebuilds])
 a(x.int())
 assert native.wait(600)
 before = len(python_path)
@@ -263,7 +264,9 @@ print("int32 after the cap: python", len(python_path) - before, "native", len(na
         tmp_path,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "float64 rebuilt: python 0 native 1" in r.stdout, r.stdout
+    assert "float64 rebuilt: python 0 native 1 ['registration', 'a linked kernel the last one lacked']" in r.stdout, (
+        r.stdout
+    )
     assert "int32 after the cap: python 2 native 0" in r.stdout, r.stdout
     assert "calls first met after 1 native rebuilds stay on the Python path" in r.stderr, r.stderr[-2000:]
 

@@ -412,7 +412,8 @@ def _serve(batch: list[Any]) -> None:
         if (path, k, len(order)) not in st.libraries:  # the same contents again: one loaded copy, one counter set
             st.libraries.append((path, k, len(order)))
             st.teachers.append(Teacher(op, _handle(path), str(path), k, held[op.record.op_name], archs))
-        st.rebuilds.append((took, how, "registration" if not st.rebuilds else "calls the last one lacked"))
+        # the one reason left for a rebuild: a kernel linked into the library (learned.py hands over the rest)
+        st.rebuilds.append((took, how, "registration" if not st.rebuilds else "a linked kernel the last one lacked"))
         op.native = path
         if op.record.op_name not in _SERVER._capped:
             op.serving, op.serving_why = "native", f"{path.name} ({how} in {took:.1f} s)"
