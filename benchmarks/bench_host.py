@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 import opsmith as ok
+from benchmarks.bench_llama import copy_bandwidth  # a throttled GPU shows here: its figures are rerun
 from examples.catalog.basic import RELU
 from opsmith import native
 from opsmith.ops.rmsnorm import rmsnorm_ops
@@ -242,22 +243,6 @@ def _decisions(op: object) -> dict[str, list]:
     return out
 
 
-def _copy_gbs() -> float:
-    """Device-to-device copy bandwidth (GB/s, read + write, median of 10): a throttled GPU shows here, and its
-    figures are rerun, not reported."""
-    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    b = torch.empty_like(a)
-    times = []
-    for _ in range(10):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        b.copy_(a)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return 2 * a.numel() / statistics.median(times) / 1e9
-
-
 def child(args: argparse.Namespace) -> int:
     """One fresh process's measurements, as JSON to ``args.out``."""
     from opsmith.native.build import closure
@@ -266,7 +251,7 @@ def child(args: argparse.Namespace) -> int:
     libraries = {o.record.op_name: [how for _, how, _ in o.serving_counts().rebuilds]
                  for o in closure(list(paths["default"].values()))}  # fmt: skip
     results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "seconds_to_native": waited,
-               "serving": serving, "libraries": libraries, "copy_gbs": _copy_gbs(),
+               "serving": serving, "libraries": libraries, "copy_gbs": copy_bandwidth(),
                "host": host_table(paths, args.rounds)}  # fmt: skip
     if args.backward:
         results["backward_8x4096x4096"] = backward_table(paths, args.rounds)
