@@ -15,6 +15,7 @@ __all__ = [
     "AUTOTUNE_CHECK",
     "AUTOTUNE_FORCE",
     "CACHE_DIR",
+    "CHECK_ROW_TIMEOUT",
     "COMPUTE_SANITIZER",
     "DEFAULT_ARCH",
     "DEVICE_DEBUG",
@@ -103,6 +104,11 @@ COMPUTE_SANITIZER: Knob[str | None] = Knob(
     "OPSMITH_COMPUTE_SANITIZER",
     None,
     "Path of compute-sanitizer for `opsmith check --sanitize`. Default: PATH, then $CUDA_HOME/bin, /usr/local/cuda/bin.",
+)
+CHECK_ROW_TIMEOUT: Knob[float] = Knob(
+    "OPSMITH_CHECK_ROW_TIMEOUT",
+    600.0,
+    "seconds an `opsmith check` row may run in its child process before it is killed and reported as timed out.",
 )
 TUNE_CLAIM_WAIT: Knob[float] = Knob(
     "OPSMITH_TUNE_CLAIM_WAIT",

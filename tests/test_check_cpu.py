@@ -273,3 +273,37 @@ def test_a_row_autograd_refuses_in_a_forked_child_runs_in_this_process(monkeypat
     assert child.can_fork()
     assert child.in_child(safe_row) == ("pass", "ran in the parent")
     assert not child.can_fork()  # the next rows are not forked at all
+
+
+def test_a_row_that_never_returns_times_out_as_a_fail_row(monkeypatch):
+    """Issue 60, item 7: a forked row still running after OPSMITH_CHECK_ROW_TIMEOUT is killed and reported as
+    timed out (a row once hung for 12 minutes, then was blamed on the kernel)."""
+    import time
+
+    from opsmith.checking import child
+
+    if not child.can_fork():
+        pytest.skip("rows do not fork on this machine (CUDA is available or initialized)")
+    monkeypatch.setenv("OPSMITH_CHECK_ROW_TIMEOUT", "2")
+    t0 = time.monotonic()
+    result, detail = child.in_child(lambda: time.sleep(3600) or ("pass", ""))
+    assert result == "FAIL" and detail.startswith("timed out: the row ran past 2 s (OPSMITH_CHECK_ROW_TIMEOUT)"), detail
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_row_forked_after_openmp_ran_does_not_deadlock():
+    """A child forked after the parent used OpenMP's thread pool deadlocked in libgomp at its first parallel op
+    (issue 60: 12 minutes, no timeout). The child runs torch on one thread; run in a process of its own, so that a
+    deadlock is this test's timeout and not the suite's."""
+    code = """
+import torch
+from opsmith.checking import child
+torch.set_num_threads(2)
+big = torch.randn(2000, 2000)
+(big @ big).sum()  # OpenMP's pool is up in the parent now
+print(child.in_child(lambda: ("pass", str(float((big @ big).sum() > -1e30)))) if child.can_fork() else "no fork")
+"""
+    env = dict(ENV, OPSMITH_CHECK_ROW_TIMEOUT="60")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() in ("('pass', '1.0')", "no fork"), r.stdout

@@ -6,14 +6,23 @@ process ("malloc(): corrupted top size", signal 6) with no report at all. On CPU
 runs kernels, each row runs in a forked child that sends its result back through a pipe; a child that dies
 becomes a FAIL row naming the likely cause. (CUDA cannot be forked after initialization; there an
 out-of-bounds access is a CUDA error the row reports, and ``opsmith check --sanitize`` locates it.)
+
+A forked child never hangs the check: it runs torch's CPU ops on one thread (a child forked after the parent used
+OpenMP's thread pool deadlocks in libgomp at its next parallel region: 12 minutes on a round-four kernel until it was
+killed, and then blamed on the kernel), and a row still running after ``OPSMITH_CHECK_ROW_TIMEOUT`` seconds is
+killed and reported as timed out, which is what it says.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import time
 from collections.abc import Callable
+
+from .. import env
 
 __all__ = ["can_fork", "in_child"]
 
@@ -44,6 +53,9 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
         import faulthandler
 
         faulthandler.disable()  # a crash is reported as the row, not as a traceback dump on the terminal
+        import torch
+
+        torch.set_num_threads(1)  # the parent's OpenMP pool does not survive a fork (see above)
         code = 0
         try:
             payload = json.dumps(list(run())).encode()
@@ -54,8 +66,14 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
             f.write(payload)
         os._exit(code)
     os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
+    limit = env.CHECK_ROW_TIMEOUT.get()
+    data = _read_until(read, time.monotonic() + limit)
+    if data is None:  # still running: killed, and the row says so
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return "FAIL", (f"timed out: the row ran past {limit:g} s ({env.CHECK_ROW_TIMEOUT.name}) and was stopped. "
+                        "A kernel that loops forever under Triton's interpreter, or a case far too large for it, "
+                        "does this; run the op once by hand on a small input to see which.")  # fmt: skip
     _, status = os.waitpid(pid, 0)
     if data:
         result, detail = json.loads(data)
@@ -65,6 +83,20 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
             return run()
         return result, detail
     return "FAIL", _death(status)
+
+
+def _read_until(fd: int, deadline: float) -> bytes | None:
+    """Everything the child writes to ``fd`` until it closes it, or None when ``deadline`` passes first."""
+    chunks = []
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([f], [], [], left)[0]:
+                return None
+            chunk = f.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
 
 
 def _death(status: int) -> str:
