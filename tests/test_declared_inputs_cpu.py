@@ -99,3 +99,51 @@ def test_an_empty_input_gives_the_declared_init_on_both_paths():
     assert "OutputDecl(..., init=value)" in str(b0), b0
     with FakeTensorMode():
         assert filled(torch.empty(0, 5, device="cuda")).shape == (5,)
+
+
+_EMPTY_STRIDES = """
+import json, sys, torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+import opsmith as ok
+from opsmith import native
+SRC = 'extern "C" __global__ void rs(const float* x, const float* b, int R, int C, int sx, float* out) {}'
+def op(name):
+    return ok.cuda_kernel_op(f"t_empty_strides::{name}", ok.KernelSpec(
+        kernel_source=SRC, kernel_name="rs",
+        inputs=[ok.InputDecl("x", shape=("R", "C"), contiguous="require"), ok.InputDecl("b", shape=("R", "C"))],
+        outputs=[ok.OutputDecl("out", shape=("R",), init=0)],
+        extras=[ok.Dim("R"), ok.Dim("C"), ok.Stride(("x", "b"), 0, name="sx")],
+        geometry=ok.Grid(grid=("R",), block=(32,))))
+py, nat = op("py"), op("nat")
+if sys.argv[-1] == "native":
+    native.use([nat], dry_run=True)
+def outcome(f, *args):
+    try:
+        return ["ok", list(f(*args).shape)]
+    except Exception as e:
+        return [type(e).__name__, str(e)[:160]]
+# zero rows at strides (0, 0) (opcheck's empty samples), beside a contiguous empty b: nothing is addressed
+x, b = torch.empty_strided((0, 5), (0, 0)), torch.empty(0, 5)
+from opsmith.torchlib.eager import make_dry_run
+dry, _ = make_dry_run(py)  # the Python path's call plan on CPU tensors, recording its launch
+out = {"python": outcome(dry, x, b), "native": outcome(nat, x, b)}
+with FakeTensorMode():
+    fx, fb = torch.empty_strided((0, 5), (0, 0), device="cuda"), torch.empty(0, 5, device="cuda")
+    out["fake"] = outcome(py, fx, fb)
+# a non-empty transposed x is still refused (contiguous='require')
+t = torch.randn(5, 3).t()
+out["refused"] = [outcome(dry, t, torch.randn(3, 5))[0], outcome(nat, t, torch.randn(3, 5))[0]]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_an_empty_input_is_accepted_at_any_strides_on_every_path():
+    """Issue 60, item 7: an empty input at strides (0, 0) was refused by contiguous='require' and by a shared
+    Stride (zero elements address nothing); the Python path, the fake and a native library accept it now, and a
+    non-empty layout the op requires is still refused."""
+    from interpreted import child_json
+
+    got = child_json(_EMPTY_STRIDES.replace('sys.argv[-1] == "native"', "True"))
+    assert got == {"python": ["ok", [0]], "native": ["ok", [0]], "fake": ["ok", [0]],
+                   "refused": ["InputError", "InputError"]}, got  # fmt: skip

@@ -136,6 +136,7 @@ inline void layout_error(const char* op, const char* name, const Tensor& t, cons
 
 // layout.addressable: the declared axes at any stride, every other axis row-major around them.
 inline bool addressable(const Tensor& t, const std::vector<int64_t>& axes) {
+  if (t.numel() == 0) return true;  // zero elements: no address is read, whatever the strides
   const int64_t nd = t.dim();
   if (axes.empty()) return t.is_contiguous();
   int64_t next = 1;
@@ -265,7 +266,7 @@ inline void share_strides(const char* op, const std::vector<std::string>& names,
     bool any = false;
     int64_t first = 0;
     for (Tensor* t : ts) {
-      if (t->dim() == 0 || t->size(axis) <= 1) continue;
+      if (t->dim() == 0 || t->size(axis) <= 1 || t->numel() == 0) continue;  // an empty tensor addresses nothing
       if (!any) first = t->stride(axis), any = true;
       else if (t->stride(axis) != first) return false;
     }

@@ -21,6 +21,8 @@ __all__ = ["addressable", "conform", "layout_error", "share_strides"]
 def addressable(t: torch.Tensor, axes: Sequence[int]) -> bool:
     """Whether a kernel given the strides of ``axes`` addresses ``t`` correctly: every other axis of more
     than one element has the stride row-major order around the declared ones gives it."""
+    if t.numel() == 0:  # zero elements: the kernel reads no address, whatever the strides (opcheck's (0, 0))
+        return True
     nd = t.dim()
     if not axes:
         return t.is_contiguous()
@@ -60,7 +62,7 @@ def share_strides(op: str, names: Sequence[str], tensors: list[torch.Tensor], in
     among them are made contiguous (or refused, where required); a disagreement left is an error."""
 
     def agree(ts: list[torch.Tensor]) -> bool:
-        live = [t.stride(axis) for t in ts if t.dim() and t.shape[axis] > 1]
+        live = [t.stride(axis) for t in ts if t.dim() and t.shape[axis] > 1 and t.numel() != 0]  # empty: no address
         return all(s == live[0] for s in live)  # no set(): symbolic strides (torch.compile) do not hash
 
     if agree(tensors):
