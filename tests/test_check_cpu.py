@@ -307,3 +307,32 @@ print(child.in_child(lambda: ("pass", str(float((big @ big).sum() > -1e30)))) if
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() in ("('pass', '1.0')", "no fork"), r.stdout
+
+
+def test_the_cases_own_exceptions_are_its_errors_not_the_ops_failures():
+    """Issue 60, item 7: an ``inputs()`` that cannot build a grown shape, or a reference that fails on one, is the
+    case's ERROR row naming the shape and the fix, never the op's FAIL (the op is correct here)."""
+
+    def small_only(shape, dtype, device):  # a builder written for the example shapes alone
+        if shape[-1] > 40:
+            raise ValueError(f"no table for length {shape[-1]}")
+        return torch.randn(shape, device=device, dtype=dtype), 1.75
+
+    report = ok.check(ok.CheckCase(torch.ops.t_check_cpu.good, inputs=small_only, reference=lambda x, a: x * a,
+                                   shapes=[(37,)], dtypes=[torch.float32]), **FAST)  # fmt: skip
+    rows = _rows(report)
+    assert rows["numerics"][0] == "ERROR", rows
+    assert rows["numerics"][1].startswith("the case's inputs() raised on shape ("), rows["numerics"]
+    assert "ValueError: no table for length" in rows["numerics"][1] and "FAIL" not in {r for r, _ in rows.values()}
+    assert not report.ok and "errors of the case" in report.table()
+
+    def no_empty(x, a):  # a reference that fails on the empty sample
+        if x.numel() == 0:
+            raise RuntimeError("empty")
+        return x * a
+
+    report = ok.check(ok.CheckCase(torch.ops.t_check_cpu.good, inputs=_case("good").inputs, reference=no_empty,
+                                   shapes=[(37,)], dtypes=[torch.float32]), **FAST)  # fmt: skip
+    bad = {c: d for c, r, d in report.rows if r != "pass" and r != "skip"}
+    assert bad and all(d.startswith("the reference raised on inputs of shapes [(0,)]") for d in bad.values()), bad
+    assert all(r == "ERROR" for c, r, _ in report.rows if c in bad), report.table()

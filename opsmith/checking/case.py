@@ -7,6 +7,7 @@ themselves and ``check`` are in ``checking/harness.py``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +109,10 @@ class CheckCase:
 
 @dataclass
 class CheckReport:
-    """The rows of one ``check`` run: (check, result, detail), result in pass / FAIL / skip / traced. ``pass``:
-    the op's kernel ran and matched; ``traced``: the op traced on fake CUDA tensors, nothing ran (no GPU)."""
+    """The rows of one ``check`` run: (check, result, detail), result in pass / FAIL / ERROR / skip / traced.
+    ``pass``: the op's kernel ran and matched; ``FAIL``: the op's fault; ``ERROR``: the case's own ``inputs()`` or
+    reference raised, so the row tested nothing (the case's fault, not the op's); ``traced``: the op traced on fake
+    CUDA tensors, nothing ran (no GPU)."""
 
     label: str
     device: str
@@ -117,11 +120,12 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return all(r != "FAIL" for _, r, _ in self.rows)
+        return all(r not in ("FAIL", "ERROR") for _, r, _ in self.rows)
 
     @property
     def failures(self) -> list[tuple[str, str, str]]:
-        return [row for row in self.rows if row[1] == "FAIL"]
+        """The FAIL rows (the op's) and the ERROR rows (the case's)."""
+        return [row for row in self.rows if row[1] in ("FAIL", "ERROR")]
 
     def table(self) -> str:
         w = max(len(c) for c, _, _ in self.rows) if self.rows else 5
@@ -130,16 +134,51 @@ class CheckReport:
             first, *rest = d.splitlines() or [""]
             lines.append(f"{c.ljust(w)}  {r.ljust(6)}  {first}")
             lines += [f"{''.ljust(w)}          {x}" for x in rest[:12]]
-        failed = len(self.failures)
+        failed = sum(r == "FAIL" for _, r, _ in self.rows)
+        errors = sum(r == "ERROR" for _, r, _ in self.rows)
         traced = sum(r == "traced" for _, r, _ in self.rows)
         lines.append(f"{sum(r == 'pass' for _, r, _ in self.rows)} passed, {failed} failed, "
-                     f"{sum(r == 'skip' for _, r, _ in self.rows)} skipped"
+                     + (f"{errors} errors of the case, " if errors else "")
+                     + f"{sum(r == 'skip' for _, r, _ in self.rows)} skipped"
                      + (f", {traced} traced on fake tensors (nothing ran)" if traced else ""))  # fmt: skip
         return "\n".join(lines)
 
 
 class _Skip(Exception):
     """A check that cannot run here (no GPU, no float64, no hypothesis): reported as skip with the reason."""
+
+
+class CaseError(Exception):
+    """The case's own ``inputs()`` or reference raised: the row is the case's ERROR, never the op's FAIL."""
+
+
+def blamed(case: CheckCase) -> CheckCase:
+    """``case`` with its ``inputs`` and ``reference`` raising ``CaseError`` for their own exceptions, naming the
+    shape and dtype (a builder that cannot make a grown or empty shape; a reference that fails on it)."""
+    inputs, reference = case.inputs, case.reference
+    assert reference is not None  # __post_init__ took the op's
+
+    def built(shape: Shape, dtype: torch.dtype, device: torch.device) -> tuple:
+        try:
+            return inputs(shape, dtype, device)
+        except (_Skip, CaseError):
+            raise
+        except Exception as e:
+            raise CaseError(f"the case's inputs() raised on shape {tuple(shape)}, {dtype}, {device}: "
+                            f"{type(e).__name__}: {e}. Fix: make the case build that shape, or narrow its "
+                            "shapes (the op was not run).") from e  # fmt: skip
+
+    def referenced(*args: Any) -> Any:
+        try:
+            return reference(*args)
+        except (_Skip, CaseError):
+            raise
+        except Exception as e:
+            shapes = [tuple(a.shape) for a in args if isinstance(a, torch.Tensor)]
+            raise CaseError(f"the reference raised on inputs of shapes {shapes}: {type(e).__name__}: {e}. Fix: make "
+                            "the reference take every shape the op declares (nothing is compared without it).") from e  # fmt: skip
+
+    return dataclasses.replace(case, inputs=built, reference=referenced)
 
 
 def overload_of(op: Callable) -> torch._ops.OpOverload | None:

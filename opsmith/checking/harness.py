@@ -24,6 +24,7 @@ import torch
 from ..errors import DifferentiationError, InputError, SpecError
 from .case import (
     CHECKS,
+    CaseError,
     CheckCase,
     CheckReport,
     Shape,
@@ -34,6 +35,7 @@ from .case import (
     _is_float,
     _run_and_compare,
     _Skip,
+    blamed,
     is_differentiable,
 )
 from .child import can_fork, in_child
@@ -400,6 +402,7 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
         dev = torch.device("cuda", torch.cuda.current_device())
     name = f"{dev} ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else str(dev)
     report = CheckReport(case.label, name)
+    case = blamed(case)  # the case's own exceptions are its ERROR rows, not the op's FAIL
     solver = ShapeSolver(case, dev)  # every sample fitted to the op's declared preconditions
     runs: dict[str, Callable[[], str]] = {
         "opcheck": lambda: _check_opcheck(case, dev, solver),
@@ -450,6 +453,8 @@ def _row_runner(result: str, run: Callable[[], str]) -> Callable[[], tuple[str, 
             return result, run()
         except _Skip as s:
             return "skip", str(s)
+        except CaseError as e:
+            return "ERROR", str(e)
         except Exception as e:
             msg = str(e).strip() or type(e).__name__
             return "FAIL", f"{type(e).__name__}: {msg}"

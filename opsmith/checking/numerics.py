@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import torch
 
 from ..errors import InputError
-from .case import CheckCase, Shape, _describe, _run_and_compare, noncontiguous
+from .case import CaseError, CheckCase, Shape, _describe, _run_and_compare, noncontiguous
 from .explain import explain, mixed_layouts
 from .samples import ShapeSolver
 
@@ -91,9 +91,13 @@ def check_numerics(case: CheckCase, device: torch.device, examples: int, solver:
 
     try:
         drawn()
+    except CaseError:
+        raise  # the case's own builder or reference: its ERROR row, whichever draw met it
     except Exception as e:
         if not failing:
             raise AssertionError(f"smallest failing draw: {type(e).__name__}: {e}") from None
+        if isinstance(failing[0][3], CaseError):
+            raise failing[0][3] from None
         args, dt, what, err, shape = failing[0]
         raise _failure(case, args, dt, f"smallest failing draw, {what}", err, shape, solver) from None
     where = "outputs in poisoned memory" if poison else "outputs not poisoned (no CUDA MemPool here)"
