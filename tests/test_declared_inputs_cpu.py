@@ -47,6 +47,10 @@ def test_a_dtype_outside_the_set_is_refused_alike_on_both_paths():
     assert len({r["launches"][0]["image"] for r in outcomes[:3]}) == 3  # one specialization per dtype
     msg = "expected one of the dtypes torch.bfloat16, torch.float16, torch.float32 (declared), got torch.int64"
     assert msg in str(outcomes[3]), outcomes[3]
+    # the fix names the declared dtype losing least, not the first in sort order (issue 60: float64 -> bfloat16),
+    # on both paths alike (both_dry_runs compared the texts)
+    assert "Fix: pass x.to(torch.float32)." in outcomes[4]["error"], outcomes[4]
+    assert "Fix: pass x.to(torch.float32)." in outcomes[3]["error"], outcomes[3]
 
 
 def test_fake_tensors_are_refused_too():

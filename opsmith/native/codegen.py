@@ -16,6 +16,7 @@ from ..declare.expr import bounds
 from ..declare.record import KernelRecord, dtype_from_name
 from ..declare.validate import PYTHON_PATH_NS
 from ..plan import steps as P
+from ..plan.guards import nearest_dtype
 from .cpp import SCALAR_TYPE, comment, cpp_expr, cpp_float, cpp_locals, cpp_str, op_scope
 from .dims_cpp import DimsSteps
 from .dispatch_cpp import int_arg, launch, tables
@@ -189,8 +190,12 @@ class _Printer(DimsSteps):
     def dtype(self, s: P.Dtype) -> list[str]:
         t, n = self._n(s.k)
         if isinstance(s.dtype, tuple):  # a declared set
-            types = ", ".join(SCALAR_TYPE[dtype_from_name(d)] for d in s.dtype)
-            return [f"opsmith::check_dtype_in(op, {n}, {t}, {{{types}}});"]
+            allowed = [dtype_from_name(d) for d in s.dtype]
+            types = ", ".join(SCALAR_TYPE[d] for d in allowed)
+            # the fix's .to(): guards.nearest_dtype's choice per refused dtype, where it is not the first declared
+            near = [(d, nearest_dtype(d, allowed)) for d in SCALAR_TYPE if d not in allowed]
+            pairs = ", ".join(f"{{{SCALAR_TYPE[d]}, {SCALAR_TYPE[a]}}}" for d, a in near if a != allowed[0])
+            return [f"opsmith::check_dtype_in(op, {n}, {t}, {{{types}}}, {{{pairs}}});"]
         return [f"opsmith::check_dtype(op, {n}, {t}, {SCALAR_TYPE[dtype_from_name(s.dtype)]});"]
 
     def rank(self, s: P.Rank) -> list[str]:

@@ -94,15 +94,20 @@ inline void check_dtype(const char* op, const char* name, const Tensor& t, c10::
                 std::string("Fix: pass ") + name + ".to(" + dtype_name(want) + ").");
 }
 
+// nearest: (refused dtype, the declared one the fix names) where that is not the first declared (guards.nearest_dtype)
 inline void check_dtype_in(const char* op, const char* name, const Tensor& t,
-                           std::initializer_list<c10::ScalarType> allowed) {
+                           std::initializer_list<c10::ScalarType> allowed,
+                           std::initializer_list<std::pair<c10::ScalarType, c10::ScalarType>> nearest) {
   std::string names;
   for (c10::ScalarType a : allowed) {
     if (t.scalar_type() == a) return;
     names += (names.empty() ? "" : ", ") + dtype_name(a);
   }
+  c10::ScalarType to = *allowed.begin();
+  for (const auto& p : nearest)
+    if (p.first == t.scalar_type()) to = p.second;
   input_error(op, name, "one of the dtypes " + names + " (declared)", dtype_name(t.scalar_type()),
-              std::string("Fix: pass ") + name + ".to(" + dtype_name(*allowed.begin()) + ").");
+              std::string("Fix: pass ") + name + ".to(" + dtype_name(to) + ").");
 }
 
 inline void check_like(const char* op, const char* name, const Tensor& t, const char* other, const Tensor& o) {

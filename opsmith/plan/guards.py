@@ -23,6 +23,7 @@ __all__ = [
     "check_symbolic",
     "check_ties",
     "no_backend",
+    "nearest_dtype",
     "norm_geo",
     "out_shape",
     "round_bits",
@@ -61,7 +62,7 @@ class Refusals:
 
     def dtype_in(self, name: str, t: torch.Tensor, allowed: Sequence[torch.dtype]) -> InputError:
         return InputError(self.op, name, f"one of the dtypes {', '.join(str(a) for a in allowed)} (declared)",
-                          f"{t.dtype}", f"Fix: pass {name}.to({allowed[0]}).")  # fmt: skip
+                          f"{t.dtype}", f"Fix: pass {name}.to({nearest_dtype(t.dtype, allowed)}).")  # fmt: skip
 
     def like(self, name: str, t: torch.Tensor, other: str, dt: torch.dtype) -> InputError:
         return InputError(self.op, name, f"dtype {dt}, the dtype of '{other}' (the kernel types both with one "
@@ -191,6 +192,19 @@ def out_shape(op_name: str, dims: Sequence[int], keepdim: bool, src: torch.Tenso
     if keepdim:
         return [1 if k in gone else s for k, s in enumerate(shape)]
     return [s for k, s in enumerate(shape) if k not in gone]
+
+
+def _kind(d: torch.dtype) -> str:
+    return "bool" if d == torch.bool else "complex" if d.is_complex else "float" if d.is_floating_point else "int"
+
+
+def nearest_dtype(got: torch.dtype, allowed: Sequence[torch.dtype]) -> torch.dtype:
+    """The declared dtype a refused ``got`` converts to with the least loss, for the fix's ``.to()``: the same kind
+    (float, int, bool, complex), a width that holds it (the narrowest such), else the widest narrower one; the
+    declared order on ties (a float64 input of a {bfloat16, float16, float32} op: float32, never bfloat16). Native
+    libraries print the same choice (``codegen.py``)."""
+    return min(allowed, key=lambda a: (_kind(a) != _kind(got), a.itemsize < got.itemsize,
+                                       abs(a.itemsize - got.itemsize)))  # fmt: skip
 
 
 def shown(v: Any) -> Any:
