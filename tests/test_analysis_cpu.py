@@ -44,6 +44,18 @@ def test_an_unread_stride_is_said_and_its_tensor_made_row_major():
     assert said == [] and _input(quiet, "W").strided == (0,)  # silenced: neither the warning nor the change
 
 
+def test_the_warning_points_at_the_users_declaration():
+    """Issue 60, item 8: a DeclarationWarning's file and line are the user's registration call, not a line inside
+    opsmith (a fixed stacklevel reached the user's frame from one entry only)."""
+    import declared_ops
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _rows_scale(NS, "rows_scale_where")
+    (w,) = [w for w in seen if issubclass(w.category, ok.DeclarationWarning)]
+    assert Path(w.filename).resolve() == Path(declared_ops.__file__).resolve(), (w.filename, w.lineno)
+
+
 @pytest.mark.slow
 def test_the_change_reaches_the_native_library_too():
     """A strided W (stride 2): the Python path and a native library built from the record both copy it."""

@@ -17,7 +17,9 @@ and the declaration to write instead (``silence=`` names what the user has judge
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -50,9 +52,23 @@ def check_silence(op: str, silence: Any) -> tuple[str, ...]:
 
 
 def warn(op: str, findings: Sequence[Finding], silence: Sequence[str]) -> None:
+    level = _user_level()
     for f in findings:
         if f.subject not in silence:
-            warnings.warn(DeclarationWarning(f"{op}: {f.message}"), stacklevel=4)
+            warnings.warn(DeclarationWarning(f"{op}: {f.message}"), stacklevel=level)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # opsmith/
+
+
+def _user_level() -> int:
+    """The ``stacklevel`` (for the caller of this function) of the first frame outside opsmith: the user's
+    registration call, whichever entry (``triton_op``, ``cuda_kernel_op``, a decorator) and depth led here. A
+    fixed level pointed inside opsmith for every entry but one."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _param_of_extra(record: Any, j: int) -> str | None:
