@@ -140,7 +140,8 @@ def launch(pr: Any) -> list[str]:
     count = str(n)
     if pr.n.serve or any(v.dropped for v in pr.n.variants):  # (a kernel learned later may drop some)
         L.append(f"uint8_t sizes[] = {{{sizes}}};")
-        L.append(f"const int n = opsmith::keep_arguments(args, sizes, {n}, v.dropped);")
+        # (most variants drop nothing: the compaction only where this one does)
+        L.append(f"const int n = v.dropped ? opsmith::keep_arguments(args, sizes, {n}, v.dropped) : {n};")
         count = "n"
     else:
         L.append(f"const uint8_t sizes[] = {{{sizes}}};")

@@ -69,11 +69,12 @@ class Teacher:
         self.taught = 0
         self._lock = threading.Lock()
 
-    def preload(self, device: int | None) -> None:
+    def preload(self, device: int | None, cached: list[tuple[str, dict]]) -> None:
         """At the load: the tuning cache's decisions for the op (its earlier processes' tuning) become the op's,
         so the library holds them, and each decided config's kernel for the specializations the library holds,
         before any call (compiled now, from the compile cache after the first process). ``device``: the CUDA device
-        the decisions were made on (None: the CPU of a dry run). Not in a job, whose
+        the decisions were made on (None: the CPU of a dry run); ``cached``: the tuning cache's entries, read once
+        per load (``tuning.decisions.entries``). Not in a job, whose
         decisions are the job's (``distributed/tuning.py``), nor where tuning is forced."""
         tuner = self.op.variants.tuner
         if tuner is None or env.AUTOTUNE_FORCE.get() or in_job():
@@ -81,7 +82,7 @@ class Teacher:
         from ..tuning.decisions import stored_for
 
         with tuner._lock:
-            for key, c in stored_for(tuner, device).items():
+            for key, c in stored_for(tuner, device, cached).items():
                 tuner.decisions.setdefault(key, c)
         v = self.op.variants
         if v._picks:  # a heuristic differing per config: the held specializations say the default config's value

@@ -420,10 +420,14 @@ def _serve(batch: list[Any]) -> None:
     log.info("opsmith: %s served natively by %s (%s in %.1f s)", ", ".join(sorted(served)), path.name, how, took)
     # What the Python path compiled or tuned before this load (the first calls after registration, an earlier
     # library's learning) is handed over now, not at its first miss in the middle of a user's timed loop.
+    from ..tuning.decisions import entries
+
+    cached = entries() if any(op.variants.tuner is not None for op in order) else []  # read once per load
+    device = None if dry else torch.cuda.current_device()
     for op in order:
         teachers = _stats(op).teachers
         if teachers and teachers[-1].taught == 0:
-            teachers[-1].preload(None if dry else torch.cuda.current_device())  # before the op's first call
+            teachers[-1].preload(device, cached)  # the tuning cache's decisions, before the op's first call
         _SERVER.learn(op)
 
 

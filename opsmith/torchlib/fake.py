@@ -60,11 +60,6 @@ class _MetaPrinter(_Printer):
             return []
         return super().layout(s)
 
-    def sharestrides(self, s: P.ShareStrides) -> list[str]:
-        """Tensors one stride parameter describes, made to agree as the eager call makes them (a copy on meta
-        tensors costs nothing): a ``require`` input that disagrees is refused while tracing too."""
-        return super().sharestrides(s)
-
     def numel(self, s: P.Numel) -> list[str]:
         n = self.tn[s.k]
         check = [f"if _static(_n{s.k}) and _n{s.k} > {P.INT32_MAX}: raise _E.large({n!r}, _n{s.k})"] if s.narrow else []

@@ -26,7 +26,7 @@ from .. import env
 from .._version import __version__
 from ..cache import DiskCache
 
-__all__ = ["ImportReport", "export_decisions", "import_decisions", "known_ops", "stored_for"]
+__all__ = ["ImportReport", "entries", "export_decisions", "import_decisions", "known_ops", "stored_for"]
 
 FORMAT = "opsmith-tuning-decisions"
 _KEY = re.compile(r"^[0-9a-f]{64}$")
@@ -71,12 +71,18 @@ def _key_of(texts: object) -> tuple | None:
     return tuple(out)
 
 
-def stored_for(tuner: Any, device: int | None) -> dict[tuple, int]:
+def entries() -> list[tuple[str, dict]]:
+    """(key, entry) of every verified decision in the tuning cache: read once, then ``stored_for`` per op."""
+    return _entries()
+
+
+def stored_for(tuner: Any, device: int | None, cached: list[tuple[str, dict]] | None = None) -> dict[tuple, int]:
     """Every decision the tuning cache holds for ``tuner``'s op on ``device``, by key: only entries whose key
     this tuner would file them under (the same kernel, configs, device and torch) and whose winner is one of its
-    configs. A served library is handed them when it loads (``native/learned.py``)."""
+    configs. A served library is handed them when it loads (``native/learned.py``). ``cached``: ``entries()``,
+    read once for several ops."""
     out = {}
-    for file_key, entry in _entries():
+    for file_key, entry in _entries() if cached is None else cached:
         if entry.get("op") != tuner.op_name:
             continue
         key = _key_of(entry.get("key"))
