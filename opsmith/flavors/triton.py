@@ -158,7 +158,9 @@ class TritonSource:
         # Heuristics that set a launch option (the layer-norm tutorial's num_warps from its block size): compiled
         # per value, as Triton's heuristics set run()'s keywords.
         self.option_heuristics = frozenset(h.name for h in self.heuristics if h.name in PER_CALL_OPTIONS)
-        clash = (self.static | derived) & set(self.config.params) or self.static & derived
+        # A static extra a heuristic also sets is refused at binding unless it is a ``Present`` the heuristic
+        # agrees with on every call (``triton_decorators.drop_agreeing``: unsloth's HAS_ROPE_INDICES).
+        clash = (self.static | derived) & set(self.config.params)
         if clash:
             raise SpecError(op_name, "autotune.configs", f"constexprs {sorted(clash)} are set twice (by an extra, a "
                             "heuristic or a config).", "let one of them set each constexpr.")  # fmt: skip

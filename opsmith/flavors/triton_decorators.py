@@ -19,7 +19,7 @@ from typing import Any
 from ..declare.spec import Autotune
 from ..errors import SpecError
 
-__all__ = ["Heuristic", "heuristic_entries", "make_pruner", "trace_heuristics", "unwrap"]
+__all__ = ["Heuristic", "drop_agreeing", "heuristic_entries", "make_pruner", "trace_heuristics", "unwrap"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,24 @@ def _from_autotuner(op: str, at: Any) -> Autotune:
 def trace_heuristics(source: Any, record: Any) -> list[Any]:
     """Per heuristic of ``source`` (a TritonSource bound to ``record``, one config): its value under this
     config, a constant or an expression tree over the record's refs."""
+    from ..declare.symbolic import Sym
+
+    args, optional = _arguments(source, record)
+    if len(optional) > 6:
+        raise SpecError(source.op_name, "heuristics", f"{len(optional)} optional tensors: tracing each heuristic over "
+                        "every combination of given and None would take 2^n traces.",
+                        "declare at most 6 optional tensor inputs on a kernel with heuristics.")  # fmt: skip
+    out = []
+    for h in source.heuristics:
+        v = _trace_present(source, record, h, args, optional, 0)
+        args[h.name] = Sym(v) if isinstance(v, list) else v
+        out.append(v)
+    return out
+
+
+def _arguments(source: Any, record: Any) -> tuple[dict[str, Any], list[str]]:
+    """(the arguments as the heuristics see them: symbols for sizes and scalars, the config's values; the
+    kernel parameters of the optional tensors)."""
     from ..declare.symbolic import Sym, SymTensor, _Opaque
     from .base import param_roles
 
@@ -113,16 +131,48 @@ def trace_heuristics(source: Any, record: Any) -> list[Any]:
     # it had one (a null read on the GPU).
     optional = [n for n, (role, a) in zip(source.runtime_params, param_roles(record), strict=True)
                 if role == "tensor" and a.optional]  # fmt: skip
-    if len(optional) > 6:
-        raise SpecError(source.op_name, "heuristics", f"{len(optional)} optional tensors: tracing each heuristic over "
-                        "every combination of given and None would take 2^n traces.",
-                        "declare at most 6 optional tensor inputs on a kernel with heuristics.")  # fmt: skip
-    out = []
+    return args, optional
+
+
+def drop_agreeing(source: Any, record: Any) -> frozenset[str]:
+    """The names of ``source``'s heuristics to keep: all but those a ``Present`` extra also sets, which are
+    dropped where the heuristic gives the same value on every call (``args["b"] is not None``, or unsloth's
+    ``bool(args["HAS_ROPE_INDICES"])`` reading back what the host passed). Traced twice, with the tensor given
+    and the flag 1, then None and 0: a value that is not that constant both times (it reads a size, or says
+    the opposite) could disagree with the flag, and is refused naming both. A heuristic beside any other
+    static extra sets one constexpr twice."""
+    static = {e.name: e for e in record.extras if e.static and e.name}
+    keep = set()
     for h in source.heuristics:
-        v = _trace_present(source, record, h, args, optional, 0)
-        args[h.name] = Sym(v) if isinstance(v, list) else v
-        out.append(v)
-    return out
+        e = static.get(h.name)
+        if e is None:
+            keep.add(h.name)
+            continue
+        if not (isinstance(e.expr, list) and e.expr[0] == "present"):
+            raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the constexpr '{h.name}' is set twice: by "
+                            f"the extra {e.label} and by the heuristic.", "let one of them set it: drop the extra, "
+                            "or the heuristic (a kernel's own @triton.heuristics cannot be dropped; name the extra "
+                            "after no constexpr).")  # fmt: skip
+        _agrees(source, record, h, e)
+    return frozenset(keep)
+
+
+def _agrees(source: Any, record: Any, h: Any, e: Any) -> None:
+    from .base import param_roles
+
+    k = int(e.expr[1][1:])
+    tensors = [a.name for a in record.tensor_inputs]
+    param = next(n for n, (role, a) in zip(source.runtime_params, param_roles(record), strict=True)
+                 if role == "tensor" and tensors.index(a.name) == k)  # fmt: skip
+    for given in (True, False):
+        args, optional = _arguments(source, record)
+        args |= {h.name: int(given)} | ({} if given else {param: None})
+        values = _trace_present(source, record, h, args, [n for n in optional if n != param], 0)
+        if not isinstance(values, bool | int) or bool(values) is not given:
+            raise SpecError(source.op_name, f"heuristics['{h.name}']", f"the constexpr '{h.name}' is set by "
+                            f"{e.label} and by the heuristic, which gives {values!r} where '{tensors[k]}' is "
+                            f"{'given' if given else 'None'}: the two can disagree.", f"drop the Present extra, "
+                            f"or make the heuristic say whether '{param}' is given (args[{param!r}] is not None).")  # fmt: skip
 
 
 def _trace_present(source: Any, record: Any, h: Any, args: dict, optional: list[str], k: int) -> Any:

@@ -332,6 +332,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
             s.bind(record)
     if getattr(source, "heuristics", ()):
         record = _with_heuristics(op_name, record, sources)
+        source.heuristics = sources[0].heuristics  # less those a Present sets (``drop_agreeing``)
     if autotune is not None:
         check_tuning_writes(op_name, autotune, record)
     ctypes_ = record.param_ctypes() if resolved is not None else _param_ctypes(params)
@@ -363,8 +364,11 @@ def _dump(op_name: str, impl_source: str | None) -> None:
 def _with_heuristics(op_name: str, record: KernelRecord, sources: list) -> KernelRecord:
     """The record with its sources' heuristics traced per config (``flavors/triton_decorators.py``); values that
     are not numbers (a string) become each config's plain constexprs."""
-    from ..flavors.triton_decorators import heuristic_entries, trace_heuristics
+    from ..flavors.triton_decorators import drop_agreeing, heuristic_entries, trace_heuristics
 
+    kept = drop_agreeing(sources[0], record)
+    for s in sources:
+        s.heuristics = tuple(h for h in s.heuristics if h.name in kept)
     per_config = [trace_heuristics(s, record) for s in sources]
     entries, constants = heuristic_entries(op_name, per_config, [h.name for h in sources[0].heuristics])
     record = dataclasses.replace(record, heuristics=entries)

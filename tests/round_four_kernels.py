@@ -1,0 +1,36 @@
+"""Triton kernels in the published style of issue 60's kernels, for tests/test_round_four_cpu.py and its
+interpreter check: a flag the host passes and a heuristic reads back (unsloth's RoPE), a pointer offset before
+the flag says whether it is read (Liger's JSD), a GLU over ``(M, 2 * N)``, a classifier whose extra outputs are
+written only where their pointers are given (llm.c's fused classifier)."""
+
+import triton
+import triton.language as tl
+
+
+@triton.heuristics({"HAS_B": lambda args: bool(args["HAS_B"])})  # unsloth's RoPE reads its flag back
+@triton.jit
+def add_readback(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if HAS_B:
+        x += tl.load(b_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x, mask=m)
+
+
+@triton.heuristics({"HAS_B": lambda args: args["b_ptr"] is not None})
+@triton.jit
+def add_derived(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    if HAS_B:
+        x += tl.load(b_ptr + offs, mask=m)
+    tl.store(y_ptr + offs, x, mask=m)
+
+
+@triton.heuristics({"HAS_B": lambda args: args["n"] > 4})
+@triton.jit
+def add_by_size(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
