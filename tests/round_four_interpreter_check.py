@@ -25,3 +25,20 @@ def present_beside_heuristic() -> None:
 
 
 present_beside_heuristic()
+
+
+def dummy_when_absent() -> None:
+    """Item 2: an absent label reaches the kernel as a pointer it offsets and never reads."""
+    op = ok.triton_op(f"{NS}::shifted_rows", K.shifted_rows,
+                      inputs=[ok.InputDecl("x", torch.float32, shape=("R", "N")),
+                              ok.InputDecl("label", torch.int64, shape=("R",), optional=True, absent="dummy")],
+                      outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                      extras=[ok.Dim("N", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
+                      geometry=ok.Grid(grid=("R",)), constexprs={"BLOCK": 64})  # fmt: skip
+    x, label = torch.randn(5, 40), torch.tensor([1, 0, 1, 1, 0])
+    torch.testing.assert_close(op(x, label), x * torch.where(label == 1, 2.0, 1.0)[:, None])
+    torch.testing.assert_close(op(x, None), x)
+    print("dummy when absent: shifted_rows")
+
+
+dummy_when_absent()

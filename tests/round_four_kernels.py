@@ -34,3 +34,18 @@ def add_derived(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr
 def add_by_size(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.jit
+def shifted_rows(x_ptr, label_ptr, y_ptr, n_cols, HAS_LABEL: tl.constexpr, BLOCK: tl.constexpr):
+    """Liger's ``_jsd_kernel`` style: the label pointer is moved to the row before the flag says whether it is
+    read; each row is scaled by 2 where its label is 1."""
+    row = tl.program_id(0).to(tl.int64)
+    x_ptr += row * n_cols
+    y_ptr += row * n_cols
+    label_ptr += row
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + cols, mask=cols < n_cols)
+    if HAS_LABEL:  # read only here
+        x = x * tl.where(tl.load(label_ptr) == 1, 2.0, 1.0)
+    tl.store(y_ptr + cols, x, mask=cols < n_cols)

@@ -62,3 +62,56 @@ def test_a_heuristic_that_can_disagree_with_the_present_flag_is_refused_naming_b
 def test_the_interpreter_gives_pytorchs_values_for_every_round_four_form():
     out = run_interpreted("round_four_interpreter_check.py")
     assert "present beside heuristic: add_readback" in out and "present beside heuristic: add_derived" in out
+
+
+def _labelled(name, kernel, absent="dummy", dtype=torch.int64):
+    return ok.triton_op(f"{NS}::{name}", kernel,
+                        inputs=[ok.InputDecl("x", torch.float32, shape=("R", "N")),
+                                ok.InputDecl("label", dtype, shape=("R",), optional=True, absent=absent)],
+                        outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                        extras=[ok.Dim("N", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
+                        geometry=ok.Grid(grid=("R",)), constexprs={"BLOCK": 64})  # fmt: skip
+
+
+def test_an_absent_form_that_cannot_be_compiled_or_means_nothing_is_refused_naming_the_fix():
+    with pytest.raises(ok.SpecError, match=r"inputs\[1\].absent.*dtype is a set: the dummy has no pointer type"
+                       r".*InputDecl\('label', torch.int64, optional=True, absent='dummy'\)"):
+        _labelled("set", K.shifted_rows, dtype={torch.int64, torch.int32})
+    with pytest.raises(ok.SpecError, match=r"absent.*'null' is not an absent form.*use 'none'"):
+        _labelled("word", K.shifted_rows, absent="null")
+    with pytest.raises(ok.SpecError, match=r"absent.*'dummy' is the absent form of a required input"):
+        ok.triton_op(f"{NS}::required", K.shifted_rows,
+                     inputs=[ok.InputDecl("x", torch.float32), ok.InputDecl("label", torch.int64, absent="dummy")],
+                     outputs=[ok.OutputDecl("y", ok.SameAs("x"))], geometry=ok.Grid(grid=("size(x, 0)",)),
+                     constexprs={"BLOCK": 64, "HAS_LABEL": 1})  # fmt: skip
+
+
+LABEL_SRC = r"""
+extern "C" __global__ void rows(const float* x, const long long* label, float* y, int n, int has_label) {
+  label += blockIdx.x;  // moved before the flag says whether it is read, as Liger's JSD does
+  float s = has_label && *label == 1 ? 2.f : 1.f;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) y[blockIdx.x * n + c] = x[blockIdx.x * n + c] * s;
+}
+"""
+
+
+@pytest.mark.slow
+def test_the_dummy_is_the_first_inputs_pointer_on_the_python_path_and_in_the_native_library():
+    """Item 2, every launching path: CUDA C++ (a null pointer before) and Triton (None compiled in before, its
+    ``label_ptr += row`` does not compile on None): both dry runs pass x's pointer where label is None, and the
+    label's own where given; a Triton kernel is compiled with a pointer in both cases (no None specialization)."""
+    cpp = ok.cuda_kernel_op(f"{NS}::rows_cpp", ok.KernelSpec(
+        kernel_source=LABEL_SRC, kernel_name="rows",
+        inputs=[ok.InputDecl("x", shape=("R", "N")), ok.InputDecl("label", shape=("R",), optional=True, absent="dummy")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Dim("N", name="n"), ok.Present("label", name="has_label")],
+        geometry=ok.Grid(grid=("R",), block=(128,))))  # fmt: skip
+    tri = _labelled("rows_triton", K.shifted_rows)
+    assert ("none", 1) not in tri.variants.spec_layout
+    x = tensor_call((4, 40))
+    calls = [[x, tensor_call((4,), "int64")], [x, NONE], [x, tensor_call((5,), "int64")]]
+    py = both_dry_runs([Registered(cpp, calls), Registered(tri, calls)])
+    for op in (cpp, tri):
+        name = op.record.op_name
+        given, absent = (py[f"{name}#{k}"]["launches"][0]["args"] for k in range(2))
+        assert given[:2] == ["in0", "in1"] and absent[:2] == ["in0", "in0"], (given, absent)
+        assert "argument 'label': expected shape (R,) where R = 4 from 'x', got shape (5,)" in py[f"{name}#2"]["error"]

@@ -52,6 +52,9 @@ class TensorArg:
     kind: Literal["tensor"] = "tensor"
     #: The call may pass None (``Tensor?``): a null pointer (Triton: None, compiled in); its sizes read 0.
     optional: bool = False
+    #: An absent (None) optional input reaches the kernel as "none" (a null pointer; Triton: None compiled in)
+    #: or "dummy" (the first tensor input's data pointer, never read).
+    absent: Literal["none", "dummy"] = "none"
     #: With ``dtype`` None: the dtypes a call may pass (``InputDecl(dtype={...})``); empty: any the kernel takes.
     dtypes: tuple[str, ...] = ()
 

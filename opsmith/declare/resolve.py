@@ -90,6 +90,11 @@ def _check_inputs(op: str, inputs: Sequence) -> tuple[list[str], list[str]]:
                                 "drop ndim; shape implies it.")  # fmt: skip
         if not isinstance(d.optional, bool):
             raise SpecError(op, field + ".optional", f"{d.optional!r} is not a bool.", "pass True or False.")
+        if d.absent not in ("none", "dummy") or (d.absent == "dummy" and not d.optional):
+            raise SpecError(op, field + ".absent", f"{d.absent!r} " + ("is not an absent form." if d.absent not in
+                            ("none", "dummy") else f"is the absent form of a required input ('{d.name}' is never "
+                            "None)."), "use 'none' (a null pointer) or 'dummy' (a pointer never read) on an "
+                            "optional=True input.")  # fmt: skip
         if d.optional and not tensors:
             raise SpecError(op, field + ".optional", f"'{d.name}' is the first tensor input, whose device is the "
                             "call's and whose rows a Reduction counts; it cannot be None.",
@@ -323,7 +328,13 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
-                                         d.align or 0, sh.like[ti], optional=d.optional, dtypes=allowed))  # fmt: skip
+                                         d.align or 0, sh.like[ti], optional=d.optional, dtypes=allowed,
+                                         absent=d.absent))  # fmt: skip
+        if d.absent == "dummy" and not dt and typing.like[ti] is None:
+            raise SpecError(op, f"inputs[{ti}].absent", f"'{d.name}' is passed as a dummy when None, and its dtype "
+                            f"is {'a set' if allowed else 'open'}: the dummy has no pointer type to compile as.",
+                            f"declare the dtype the kernel's pointer has, e.g. InputDecl('{d.name}', torch.int64, "
+                            "optional=True, absent='dummy').")  # fmt: skip
     return resolved_inputs
 
 

@@ -95,6 +95,12 @@ class InputDecl:
         (Liger's ``HAS_WEIGHT``); a size or stride of an absent tensor reads 0. Every check applies when the
         tensor is there. An optional input cannot be the first tensor input (it sets the call's device) or the
         one that binds a named dimension, an output's shape or dtype.
+    absent: what an optional input's ``None`` reaches the kernel as. ``"none"``: a null pointer (Triton: None,
+        compiled in). ``"dummy"``: a valid pointer the kernel may offset but never reads or writes (the data of
+        the call's first tensor input, typed as this input's dtype), for kernels that move the pointer before
+        their flag says whether it is read: Liger's JSD does ``label_ptr += pid`` unconditionally, and its host
+        passes ``torch.empty(1)``. Needs the input's dtype declared (one dtype, or another input's name): the
+        dummy compiles as that pointer type.
     """
 
     name: str
@@ -105,6 +111,7 @@ class InputDecl:
     shape: tuple[int | str | DimSize | None, ...] | SameAs | None = None
     align: int | None = None
     optional: bool = False
+    absent: Literal["none", "dummy"] = "none"
 
 
 @dataclass(frozen=True)

@@ -256,7 +256,7 @@ class TritonSource:
                 layout.append(("dtype", k))
         loose = _unspecialized(self.kernel)
         for p, ((role, a), name) in enumerate(zip(self._roles, self.runtime_params, strict=True)):
-            if role == "tensor" and a.optional:  # None is compiled in, as Triton's JIT does
+            if role == "tensor" and a.optional and a.absent == "none":  # None is compiled in, as Triton's JIT does
                 layout.append(("none", p))
             if role == "scalar" and a.ctype == "i64":  # i32 or i64 by the call's value, even unspecialized
                 layout.append(("wide", p))

@@ -99,6 +99,8 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
     op = record.op_name
     positions = [k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg)]
     int_scalars = record.int_scalars  # the scalars a heuristic may read
+    dummies = [name for p, name in zip(record.params, sources[0].runtime_params, strict=True)
+               if p.role == "input" and getattr(record.inputs[p.index], "absent", "none") == "dummy"]  # fmt: skip
     written_names = [_written(record, s) for s in sources]  # per config: outputs and ``mutates=True`` inputs
     if interpret:  # built once: kernels defined under TRITON_INTERPRET=1 are interpreted already (and so is
         # triton.language's own jit code, which wrapping a compiled kernel cannot reach)
@@ -139,6 +141,9 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
             grid = custom(ins, onames, record.configs[c]["params"]) if takes_config else custom(ins, onames)
         kwargs = {name: args[p.index] if p.role == "input" else xvals[p.index] if p.role == "extra" else outs_l[p.index]
                   for p, name in zip(record.params, src.runtime_params, strict=True)}  # fmt: skip
+        for k in dummies:  # absent="dummy": the first tensor input stands in, never read
+            if kwargs[k] is None:
+                kwargs[k] = tensors[0]
         # A size compiled in becomes a constant of the traced graph: int() on a symbolic size adds the guard
         # that recompiles for another value.
         consts = {**src.constexprs, **{record.extras[k].name: int(xvals[k]) for k in record.static_extras},

@@ -25,8 +25,9 @@ def _values(pr: Any) -> list[str]:
         kind, i = p.source
         if kind == "in":
             src = f"{pr.t[i]}.data_ptr()"
-            if i in pr.plan.optional:  # None: a null pointer
-                src = f"{pr.t[i]}.defined() ? {src} : nullptr"
+            if i in pr.plan.optional:  # None: a null pointer, or the first input's (absent="dummy"; never read)
+                dummy = f"{pr.t[0]}.data_ptr()" if pr.record.tensor_inputs[i].absent == "dummy" else "nullptr"
+                src = f"{pr.t[i]}.defined() ? {src} : {dummy}"
         elif kind == "out":
             src = f"o{i}.data_ptr()"
         elif kind == "scalar":

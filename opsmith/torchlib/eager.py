@@ -94,8 +94,13 @@ class _Printer:
         return f"({t}.numel() if {t} is not None else 0)" if k in self.plan.optional else f"{t}.numel()"
 
     def ptr_of(self, k: int) -> str:
+        """Tensor k's data pointer; for an optional input passed as None, 0, or where it is declared
+        ``absent="dummy"`` the first tensor input's (never read)."""
         t = self.t[k]
-        return f"({t}.data_ptr() if {t} is not None else 0)" if k in self.plan.optional else f"{t}.data_ptr()"
+        if k not in self.plan.optional:
+            return f"{t}.data_ptr()"
+        dummy = f"{self.t[0]}.data_ptr()" if self.record.tensor_inputs[k].absent == "dummy" else "0"
+        return f"({t}.data_ptr() if {t} is not None else {dummy})"
 
     def dtype_of(self, k: int) -> str:
         t = self.t[k]
