@@ -42,3 +42,24 @@ def dummy_when_absent() -> None:
 
 
 dummy_when_absent()
+
+
+def shape_expressions() -> None:
+    """Item 4: x ``("M", "2 * N")`` gives y ``("M", "N")``; w ``("B * S", "H")`` is x ``("B", "S", "H")`` flat."""
+    glu = ok.triton_op(f"{NS}::glu_rows", K.glu_rows, inputs=[ok.InputDecl("x", torch.float32, shape=("M", "2 * N"))],
+                       outputs=[ok.OutputDecl("y", ("M", "N"))], extras=[ok.Dim("N", name="n")],
+                       geometry=ok.Grid(grid=("M",)), constexprs={"BLOCK": 64})  # fmt: skip
+    x = torch.randn(5, 2 * 37)
+    torch.testing.assert_close(glu(x), x[:, :37] * torch.sigmoid(x[:, 37:]))
+    flat = ok.triton_op(f"{NS}::add_flat", K.add_flat,
+                        inputs=[ok.InputDecl("x", torch.float32, shape=("B", "S", "H")),
+                                ok.InputDecl("w", torch.float32, shape=("B * S", "H"))],
+                        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+                        geometry=ok.Grid(grid=("cdiv(numel(x), BLOCK)",)), constexprs={"BLOCK": 64})  # fmt: skip
+    x, w = torch.randn(2, 3, 8), torch.randn(6, 8)
+    y = flat(x, w)
+    torch.testing.assert_close(y, x + w.view(2, 3, 8))
+    print("shape expressions: glu_rows, add_flat")
+
+
+shape_expressions()

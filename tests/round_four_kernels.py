@@ -49,3 +49,21 @@ def shifted_rows(x_ptr, label_ptr, y_ptr, n_cols, HAS_LABEL: tl.constexpr, BLOCK
     if HAS_LABEL:  # read only here
         x = x * tl.where(tl.load(label_ptr) == 1, 2.0, 1.0)
     tl.store(y_ptr + cols, x, mask=cols < n_cols)
+
+
+@triton.jit
+def glu_rows(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """A GLU over rows of ``2 * n``: y = a * sigmoid(b) for x = [a, b]."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n
+    a = tl.load(x_ptr + row * 2 * n + cols, mask=m)
+    b = tl.load(x_ptr + row * 2 * n + n + cols, mask=m)
+    tl.store(y_ptr + row * n + cols, a * tl.sigmoid(b), mask=m)
+
+
+@triton.jit
+def add_flat(x_ptr, w_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(w_ptr + offs, mask=m), mask=m)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opsmith as ok
 
@@ -74,8 +75,11 @@ def _labelled(name, kernel, absent="dummy", dtype=torch.int64):
 
 
 def test_an_absent_form_that_cannot_be_compiled_or_means_nothing_is_refused_naming_the_fix():
-    with pytest.raises(ok.SpecError, match=r"inputs\[1\].absent.*dtype is a set: the dummy has no pointer type"
-                       r".*InputDecl\('label', torch.int64, optional=True, absent='dummy'\)"):
+    with pytest.raises(
+        ok.SpecError,
+        match=r"inputs\[1\].absent.*dtype is a set: the dummy has no pointer type"
+        r".*InputDecl\('label', torch.int64, optional=True, absent='dummy'\)",
+    ):
         _labelled("set", K.shifted_rows, dtype={torch.int64, torch.int32})
     with pytest.raises(ok.SpecError, match=r"absent.*'null' is not an absent form.*use 'none'"):
         _labelled("word", K.shifted_rows, absent="null")
@@ -115,3 +119,96 @@ def test_the_dummy_is_the_first_inputs_pointer_on_the_python_path_and_in_the_nat
         given, absent = (py[f"{name}#{k}"]["launches"][0]["args"] for k in range(2))
         assert given[:2] == ["in0", "in1"] and absent[:2] == ["in0", "in0"], (given, absent)
         assert "argument 'label': expected shape (R,) where R = 4 from 'x', got shape (5,)" in py[f"{name}#2"]["error"]
+
+
+GLU_SRC = r"""
+extern "C" __global__ void glu(const float* x, float* y, int n) {
+  const float* a = x + blockIdx.x * 2 * n;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) y[blockIdx.x * n + c] = a[c] / (1.f + __expf(-a[n + c]));
+}
+"""
+
+
+def _glu_ref(x):
+    n = x.shape[-1] // 2
+    return x[:, :n] * torch.sigmoid(x[:, n:])
+
+
+@pytest.fixture(scope="module")
+def shaped():
+    """Item 4's forms: an axis written as a multiple of a dimension it binds (GLU), and one written as a product of
+    dimensions another input binds."""
+    glu = ok.cuda_kernel_op(f"{NS}::glu", ok.KernelSpec(
+        kernel_source=GLU_SRC, kernel_name="glu", inputs=[ok.InputDecl("x", shape=("M", "2 * N"))],
+        outputs=[ok.OutputDecl("y", ("M", "N"))], extras=[ok.Dim("N", name="n")],
+        geometry=ok.Grid(grid=("M",), block=(128,))), reference=_glu_ref)  # fmt: skip
+    flat = ok.cuda_kernel_op(f"{NS}::flat", ok.KernelSpec(
+        kernel_source='extern "C" __global__ void k(const float* x, const float* w, float* y, int n) {}',
+        kernel_name="k", inputs=[ok.InputDecl("x", shape=("B", "S", "H")), ok.InputDecl("w", shape=("B * S", "H"))],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+        geometry=ok.Elementwise()), reference=lambda x, w: x + w.view(x.shape))  # fmt: skip
+    return {"glu": glu, "flat": flat}
+
+
+def test_size_expressions_in_input_shapes_bind_and_check_like_names(shaped):
+    """Item 4: ``("M", "2 * N")`` binds N = size // 2 and refuses an odd size; ``("B * S", "H")`` is checked
+    against B and S from x. The reference runs under the op's guards on CPU; the fake checks alike."""
+    glu, flat = shaped["glu"], shaped["flat"]
+    x = torch.randn(3, 10)
+    torch.testing.assert_close(glu(x), _glu_ref(x))
+    with pytest.raises(
+        ok.InputError,
+        match=r"argument 'x': expected shape \(M, 2 \* N\) where N = 3 from 'x', "
+        r"got shape \(4, 7\)",
+    ):
+        glu(torch.randn(4, 7))
+    with FakeTensorMode():
+        assert glu(torch.empty(4, 10)).shape == (4, 5)
+        with pytest.raises(ok.InputError, match=r"expected shape \(M, 2 \* N\)"):
+            glu(torch.empty(4, 7))
+        assert flat(torch.empty(2, 3, 4), torch.empty(6, 4)).shape == (2, 3, 4)
+    with pytest.raises(
+        ok.InputError,
+        match=r"argument 'w': expected shape \(B \* S, H\) where B = 2 from 'x', "
+        r"S = 3 from 'x', H = 4 from 'x', got shape \(5, 4\)",
+    ):
+        flat(torch.randn(2, 3, 4), torch.randn(5, 4))
+
+
+@pytest.mark.parametrize(("shape", "match"), [
+    (("B * S", "H"), r"'B \* S' reads dimensions no required input's shape binds.*name each of them as an axis"),
+    (("N * N",), r"'N \* N' cannot be solved for 'N'.*a \* N \+ b"),
+    (("N // 2",), r"'N // 2' cannot be solved for 'N'"),
+    (("2 *",), r"'2 \*' does not parse"),
+])  # fmt: skip
+def test_an_input_size_expression_that_cannot_bind_its_names_is_refused(shape, match):
+    with pytest.raises(ok.SpecError, match=match):
+        ok.cuda_kernel_op(f"{NS}::bad_{len(shape)}", ok.KernelSpec(
+            kernel_source=GLU_SRC, kernel_name="glu", inputs=[ok.InputDecl("x", shape=shape)],
+            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
+            geometry=ok.Elementwise()))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_size_expressions_are_checked_alike_by_the_python_path_and_the_native_library(shaped):
+    glu, flat = shaped["glu"], shaped["flat"]
+    gcalls = [[tensor_call((3, 10))], [tensor_call((4, 7))], [tensor_call((0, 6))], [tensor_call((2, 0))]]
+    fcalls = [[tensor_call((2, 3, 4)), tensor_call((6, 4))], [tensor_call((2, 3, 4)), tensor_call((5, 4))]]
+    py = both_dry_runs([Registered(glu, gcalls), Registered(flat, fcalls)])
+    g = glu.record.op_name
+    assert py[f"{g}#0"]["outputs"][0][0] == [3, 5] and "where N = 3 from 'x'" in py[f"{g}#1"]["error"]
+    assert not py[f"{flat.record.op_name}#1"]["ok"]
+
+
+def test_jax_traces_the_same_refusal_and_shapes(shaped):
+    jax = pytest.importorskip("jax", reason="JAX not installed: pip install 'opsmith[jax]'")
+    from opsmith.jax import jax_op
+
+    f = jax_op(shaped["glu"], platform="cuda")
+    out = jax.eval_shape(f, jax.ShapeDtypeStruct((4, 10), jax.numpy.float32))
+    assert out.shape == (4, 5)
+    with pytest.raises(ok.InputError) as jx:
+        jax.jit(f).trace(jax.ShapeDtypeStruct((4, 7), jax.numpy.float32))
+    with pytest.raises(ok.InputError) as py:
+        shaped["glu"](torch.randn(4, 7))
+    assert str(jx.value) == str(py.value)

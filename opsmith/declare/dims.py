@@ -43,10 +43,18 @@ class Shapes:
     least: list[int] = field(default_factory=list)
     dims: dict[str, tuple[int, int]] = field(default_factory=dict)
     groups: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    #: Names bound only inside a size expression (``("M", "2 * N")``): name -> (the tree computing it from the
+    #: axis it was solved on, that tensor).
+    solved: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    #: Per tensor input, its size-expression entries: (position, tree, ((name, tree, tensor), ...) for the
+    #: names the expression reads, which the shape error states).
+    exprs: list[list] = field(default_factory=list)
+    pending: list[tuple[int, int, int, str]] = field(default_factory=list)
 
     def trees(self) -> dict[str, list]:
         """Each user-named dimension as the expression reading its size."""
-        return {n: ["size", f"i{k}", a] for n, (k, a) in self.dims.items() if not n.startswith("size(")}
+        plain = {n: ["size", f"i{k}", a] for n, (k, a) in self.dims.items() if not n.startswith("size(")}
+        return plain | {n: t for n, (t, _) in self.solved.items()}
 
 
 def _own_entries(op: str, decls: list[InputDecl], tensors: list[str]) -> list[tuple | int | None]:
@@ -83,6 +91,8 @@ def input_shapes(op: str, decls: list[InputDecl], tensors: list[str], reserved: 
     done: dict[int, tuple] = {}
     for k in order:
         done[k] = _bind(op, k, decls[k], own[k], sh, tensors, reserved)
+    sh.exprs = [[] for _ in decls]
+    _expressions(op, decls, tensors, sh)
     for k in range(len(decls)):
         entries, like, exact, least = done[k]
         sh.entries.append(entries)
@@ -129,6 +139,9 @@ def _input_entry(op: str, field_: str, e: object, k: int, axis: int, p: int, n: 
         name = f"size({e.input_name}, {e.axis})"
         sh.dims.setdefault(name, (tensors.index(e.input_name), e.axis))
         return name
+    if isinstance(e, str) and not e.strip().startswith("*") and not e.strip().isidentifier():
+        sh.pending.append((k, p, axis, e.strip()))  # a size expression ("2 * N"): once every name is bound
+        return e.strip()
     if isinstance(e, str):
         group = e.startswith("*")
         name = e[1:] if group else e
@@ -145,8 +158,81 @@ def _input_entry(op: str, field_: str, e: object, k: int, axis: int, p: int, n: 
             sh.dims.setdefault(name, (k, axis))
         return e
     raise SpecError(op, field_, f"{e!r} is not an entry of an input's shape.",
-                    "use a dimension name ('M'), one group ('*B'), an int, None (any size) or DimSize(input, axis); "
-                    "size expressions such as '2 * N' belong to outputs.")  # fmt: skip
+                    "use a dimension name ('M'), one group ('*B'), an int, None (any size), a size expression "
+                    "('2 * N', 'B * S') or DimSize(input, axis).")  # fmt: skip
+
+
+_WORDS = frozenset({"min", "max", "cdiv", "pow2", "numel", "size", "stride", "present", "sm_count"})
+_UNKNOWN = "__unknown"
+
+
+def _expressions(op: str, decls: list[InputDecl], tensors: list[str], sh: Shapes) -> None:
+    """The inputs' size-expression entries, in passes: one whose names are all bound is checked against them;
+    one with a single unbound name, written once as ``a * N + b`` (any of + - * with bound terms), binds it,
+    solved from that axis (``"2 * N"`` gives N = size // 2, and the check that 2 * N is the size refuses an
+    odd one). A name only expressions read, in none that can solve it, is refused."""
+    import ast
+
+    refs = {n: f"i{k}" for k, n in enumerate(tensors)}
+    pending = list(sh.pending)
+    while pending:
+        left = []
+        for k, p, axis, text in pending:
+            field_ = f"inputs '{decls[k].name}'.shape"
+            try:
+                names = sorted({n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+                               - _WORDS - set(tensors))  # fmt: skip
+            except SyntaxError as e:
+                raise SpecError(op, field_, f"{text!r} does not parse ({e.msg}).",
+                                "write a size expression such as '2 * N' or 'B * S'.") from None  # fmt: skip
+            unknown = [n for n in names if n not in sh.trees()]
+            if len(unknown) > 1 or (unknown and decls[k].optional):
+                left.append((k, p, axis, text))
+                continue
+            if unknown:
+                tree = _parse(op, field_, text, sh, tensors, "input sizes", {unknown[0]: ["var", _UNKNOWN]})
+                solved = _solve(tree, ["size", f"i{k}", axis])
+                if solved is None:
+                    raise SpecError(op, field_, f"{text!r} cannot be solved for '{unknown[0]}', which no input's shape "
+                                    "names alone.", f"name '{unknown[0]}' as an axis of its own in an input's shape, "
+                                    f"or write the expression as a * {unknown[0]} + b.")  # fmt: skip
+                _check_name(op, field_, unknown[0], unknown[0], set())
+                sh.solved[unknown[0]] = (solved, k)
+            tree = parse_size(text, refs, {}, sh.trees())
+            told = tuple((n, sh.trees()[n], sh.solved[n][1] if n in sh.solved else sh.dims[n][0]) for n in names)
+            sh.exprs[k].append((p, tree, told))
+        if len(left) == len(pending):
+            k, _, _, text = left[0]
+            raise SpecError(op, f"inputs '{decls[k].name}'.shape", f"{text!r} reads dimensions no required input's "
+                            "shape binds, and no expression can solve them one at a time.", "name each of them as "
+                            "an axis of its own in a required input's shape (('B', 'S', 'H') beside ('B * S', 'H')), "
+                            "or leave one per expression to be solved.")  # fmt: skip
+        pending = left
+
+
+def _solve(tree: Any, size: list) -> Any:
+    """The unknown of ``tree`` (``["var", _UNKNOWN]``, read once) such that ``tree`` equals ``size``; None when
+    ``tree`` is not built of + - * around it."""
+
+    def has(t: Any) -> int:
+        return (t == ["var", _UNKNOWN]) + sum(has(a) for a in t[1:]) if isinstance(t, list) else 0
+
+    if has(tree) != 1:
+        return None
+    target = size
+    while tree != ["var", _UNKNOWN]:
+        if tree[0] not in ("add", "sub", "mul"):
+            return None
+        op, a, b = tree
+        left = has(a) == 1
+        if op == "add":
+            target = ["sub", target, b if left else a]
+        elif op == "sub":
+            target = ["add", target, b] if left else ["sub", a, target]
+        else:
+            target = ["div", target, b if left else a]
+        tree = a if left else b
+    return target
 
 
 def _check_name(op: str, field_: str, entry: str, name: str, reserved: set[str]) -> None:
@@ -160,9 +246,10 @@ def _check_name(op: str, field_: str, entry: str, name: str, reserved: set[str])
                         "size language.", f"rename the dimension, e.g. '{name.upper()}_DIM' or 'N'.")  # fmt: skip
 
 
-def _parse(op: str, field_: str, text: str, sh: Shapes, tensors: list[str], what: str) -> object:
+def _parse(op: str, field_: str, text: str, sh: Shapes, tensors: list[str], what: str,
+           more: dict | None = None) -> object:  # fmt: skip
     try:
-        return parse_size(text, {n: f"i{k}" for k, n in enumerate(tensors)}, {}, sh.trees())
+        return parse_size(text, {n: f"i{k}" for k, n in enumerate(tensors)}, {}, sh.trees() | (more or {}))
     except ExprError as e:
         raise SpecError(op, field_, f"{e}.", f"write {what} over the inputs' named dimensions "
                         f"({sorted(sh.trees()) or 'none are declared'}) and numel/size/stride of the inputs.") from None  # fmt: skip

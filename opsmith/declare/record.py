@@ -55,6 +55,9 @@ class TensorArg:
     #: An absent (None) optional input reaches the kernel as "none" (a null pointer; Triton: None compiled in)
     #: or "dummy" (the first tensor input's data pointer, never read).
     absent: Literal["none", "dummy"] = "none"
+    #: The size-expression entries of ``shape`` ("2 * N"): (position, the tree, ((name, its tree, the tensor
+    #: binding it), ...) for the names it reads).
+    exprs: tuple = ()
     #: With ``dtype`` None: the dtypes a call may pass (``InputDecl(dtype={...})``); empty: any the kernel takes.
     dtypes: tuple[str, ...] = ()
 
@@ -236,4 +239,6 @@ def _tuples(arg: Any) -> Any:
         v = getattr(arg, f, None)
         if isinstance(v, list):
             fix[f] = tuple(v)
+    if isinstance(getattr(arg, "exprs", None), list):
+        fix["exprs"] = tuple((p, tree, tuple(tuple(n) for n in told)) for p, tree, told in arg.exprs)
     return dataclasses_replace(arg, **fix) if fix else arg

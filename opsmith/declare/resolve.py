@@ -329,7 +329,7 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
                                          d.align or 0, sh.like[ti], optional=d.optional, dtypes=allowed,
-                                         absent=d.absent))  # fmt: skip
+                                         absent=d.absent, exprs=tuple(sh.exprs[ti])))  # fmt: skip
         if d.absent == "dummy" and not dt and typing.like[ti] is None:
             raise SpecError(op, f"inputs[{ti}].absent", f"'{d.name}' is passed as a dummy when None, and its dtype "
                             f"is {'a set' if allowed else 'open'}: the dummy has no pointer type to compile as.",

@@ -82,6 +82,9 @@ class InputDecl:
         * ``"*B"``: a group of any number of dims (zero included) where it stands, the same sizes wherever
           it is named: ``x: ("*B", "C")`` is a batch of rows of ``C``; one group per shape;
         * an int: that exact size; None: any size;
+        * a size expression over the names (``("M", "2 * N")``, ``("B * S", "H")``): checked against the names
+          bound elsewhere; a single unbound name written as ``a * N + b`` is bound by it, solved from this axis
+          (``"2 * N"``: N = size // 2, and an odd size is refused); DTensor never shards such an axis;
         * ``DimSize(other_input, axis)``: the size of another input's axis (the older spelling of a name).
 
         ``SameAs("x")``: the shape of input ``x`` (its declared shape, or whatever shape ``x`` has).

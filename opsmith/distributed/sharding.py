@@ -211,10 +211,11 @@ def _pattern(a: TensorArg, is_ref: bool) -> tuple:
     if a.shape is None:
         return ("ref",) if is_ref else ("free",)
     out: list[tuple] = []
-    for e in a.shape:
+    computed = {p for p, *_ in a.exprs}  # "2 * N": a shard of the axis is no shard of N; never split
+    for p, e in enumerate(a.shape):
         if isinstance(e, str) and e.startswith("*"):
             out.append(("group", e[1:]))
-        elif isinstance(e, str):
+        elif isinstance(e, str) and p not in computed:
             out.append(("dim", e))
         else:
             out.append(("own",))

@@ -47,6 +47,11 @@ class DimsSteps:
     def _want(self, w: Any) -> str:
         if isinstance(w, int):
             return f"c10::SymInt({w})" if self.meta else str(w)
+        if w[0] == "expr":  # a size expression of the declared shape ("2 * N"): an i128, or a SymInt on Meta
+            concrete = self.expr(w[1], w[2], w[3], early=True)
+            if not self.meta:
+                return f"({concrete})"
+            return f"(ist ? c10::SymInt(int64_t({concrete})) : {sym_expr(w[1], self.refs)})"  # type: ignore[attr-defined]
         if w[0] == "size":
             return self._size(w[1], w[2])
         return self._axes(w[1], w[2], w[3])
@@ -57,9 +62,13 @@ class DimsSteps:
         return f"opsmith::shape_error(op, {cpp_str(self.tn[s.k])}, {t}, {cpp_str(s.decl)}, {{{names}}})"
 
     def _value(self, w: Any) -> str:
-        return f"opsmith::cat({self._want(w)})" if w[0] == "size" else f"opsmith::tuple_str({self._want(w)})"
+        if w[0] == "expr" and not self.meta:
+            return f"opsmith::str({self._want(w)})"
+        return f"opsmith::cat({self._want(w)})" if w[0] in ("size", "expr") else f"opsmith::tuple_str({self._want(w)})"
 
     def shape(self, s: P.Shape) -> list[str]:
+        exprs = any(not isinstance(w, int) and w[0] == "expr" for _, w in s.ties)
+        pre = self._inputs_static() if self.meta and exprs else ""
         pairs = []
         for axis, want in s.ties:
             got = self._axes(s.k, axis[1], axis[2]) if isinstance(axis, tuple) else self._size(s.k, axis)
@@ -67,7 +76,7 @@ class DimsSteps:
         if not self.meta:
             return [f"if ({' || '.join(f'{a} != {b}' for a, b in pairs)}) {self._shape_fail(s)};"]
         ties = [f"  opsmith::tie({a}, {b}, fail);" for a, b in pairs]
-        return ["{", f"  auto fail = [&] {{ {self._shape_fail(s)}; }};", *ties, "}"]
+        return [*([pre] if pre else []), "{", f"  auto fail = [&] {{ {self._shape_fail(s)}; }};", *ties, "}"]
 
     def shapeof(self, s: P.ShapeOf) -> list[str]:
         t, o = self.t[s.k], self.t[s.other]

@@ -74,14 +74,14 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
         if narrow and a.strided:
             steps.append(Span(k, tuple(a.strided)))
     steps += [Like(k, tnames.index(a.dtype_like)) for k, a in enumerate(targs) if a.dtype_like]
-    steps += _shapes(record)
+    early = Facts(frozenset(f"i{k}" for k in range(len(targs))) if narrow else frozenset())
+    steps += _shapes(record, early)
     for p, a in enumerate(record.inputs):
         if isinstance(a, ScalarArg) and a.ctype in INT_LIMITS:
             lo, hi = INT_LIMITS[a.ctype]
             steps.append(Scalar(p, a.ctype, a.py_type, max(lo, -(2**63)), min(hi, I64_MAX)))
         elif isinstance(a, ScalarArg) and a.ctype in FLOAT_MAX and a.py_type == "float":
             steps.append(Scalar(p, a.ctype, a.py_type))
-    early = Facts(frozenset(f"i{k}" for k in range(len(targs))) if narrow else frozenset())
     steps += _requirements(record, early, labels, absent)
     steps += _allocations(record, early, labels, narrow, absent)
     numel_var = {f"i{k}": f"n{k}" for k in range(len(targs))}
@@ -186,7 +186,7 @@ def shape_text(entries: tuple | None) -> str:
     return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
-def _shapes(record: KernelRecord) -> list[Any]:
+def _shapes(record: KernelRecord, early: Facts) -> list[Any]:
     """Per tensor input with a declared shape, the checks of its named axes against their bindings (the
     binding itself is not checked: it defines the name); ``ShapeOf`` for ``SameAs`` of an undeclared input."""
     dims = {n: (k, a) for n, k, a in record.dims}
@@ -199,6 +199,7 @@ def _shapes(record: KernelRecord) -> list[Any]:
         if a.shape is None:
             continue
         n = len(a.shape)
+        exprs = {p: (tree, told) for p, tree, told in a.exprs}
         g = next((p for p, e in enumerate(a.shape) if isinstance(e, str) and e.startswith("*")), None)
         ties: list[tuple] = []
         names: dict[str, tuple] = {}
@@ -214,6 +215,11 @@ def _shapes(record: KernelRecord) -> list[Any]:
                     want = ("group", j, s, after)
                     ties.append((("group", p, n - 1 - p), want))
                     names.setdefault(e[1:], (e[1:], want, tn[j]))
+            elif e not in dims:  # a size expression ("2 * N")
+                tree, told = exprs[p]
+                ties.append((axis, ("expr", tree, (tn[k], e), is_wide(tree, early))))
+                for name, t, j in told:
+                    names.setdefault(name, (name, ("expr", t, (tn[k], name), False), tn[j]))  # one size: int64
             else:
                 j, aj = dims[e]
                 if (j, aj) != (k, axis):

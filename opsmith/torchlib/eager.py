@@ -175,6 +175,8 @@ class _Printer:
     def _want(self, want: Any) -> str:
         if isinstance(want, int):
             return str(want)
+        if want[0] == "expr":  # a size expression of the declared shape ("2 * N")
+            return self.expr(want[1], want[2], want[3], early=True)
         if want[0] == "size":
             return f"{self.t[want[1]]}.shape[{want[2]}]"
         return f"{self.t[want[1]]}.shape[{_slice(want[2], want[3])}]"
