@@ -63,3 +63,52 @@ def shape_expressions() -> None:
 
 
 shape_expressions()
+
+
+def jsd_op(ns: str):
+    """Liger-Kernel's ``_jsd_kernel`` from its package, unchanged: the label pointer is moved before HAS_LABEL
+    says whether it is read, so an absent label is a dummy (``absent="dummy"``)."""
+    from liger_kernel.ops.jsd import _jsd_kernel
+
+    return ok.triton_op(f"{ns}::liger_jsd", _jsd_kernel,
+                        inputs=[ok.InputDecl("X", torch.float32, shape=("BT", "V")),
+                                ok.InputDecl("Y", torch.float32, shape=("BT", "V")),
+                                ok.InputDecl("label", torch.int64, shape=("BT",), optional=True, absent="dummy"),
+                                ok.ScalarInput("n_non_ignore", int)],
+                        outputs=[ok.OutputDecl("loss", ok.SameAs("X"), init=0), ok.OutputDecl("dX", ok.SameAs("X"))],
+                        extras=[ok.Stride("X", 0, name="X_stride"), ok.Stride("Y", 0, name="Y_stride"),
+                                ok.Stride("loss", 0, name="loss_stride"), ok.Stride("dX", 0, name="dX_stride"),
+                                ok.Dim("V", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
+                        geometry=ok.Grid(grid=("BT",)),
+                        constexprs={"beta": 0.5, "ignore_index": -100, "BLOCK_SIZE": 64})  # fmt: skip
+
+
+def jsd_reference(X, Y, label, n):
+    """Liger's JSD at beta = 0.5, per element: loss and its gradient in X, scaled by 1 / n; rows whose label is
+    the ignore index: no loss, a zero gradient."""
+    log_m = torch.logaddexp(X, Y) - torch.log(torch.tensor(2.0))
+    loss = 0.5 * Y.exp() * (Y - log_m) + 0.5 * X.exp() * (X - log_m)
+    dX = 0.5 * X.exp() * (X - log_m)
+    if label is not None:
+        keep = (label != -100)[:, None]
+        loss, dX = loss * keep, dX * keep
+    return loss / n, dX / n
+
+
+def liger_jsd() -> None:
+    try:
+        op = jsd_op(NS)
+    except ImportError:
+        print("liger jsd: liger-kernel not installed")
+        return
+    X, Y = torch.randn(6, 100).log_softmax(-1), torch.randn(6, 100).log_softmax(-1)
+    label = torch.tensor([1, -100, 3, 4, -100, 2])
+    for lab, n in ((label, 4), (None, 6)):
+        loss, dX = op(X, Y, lab, n)
+        want_loss, want_dx = jsd_reference(X, Y, lab, n)
+        torch.testing.assert_close(loss, want_loss, atol=1e-6, rtol=1e-4)
+        torch.testing.assert_close(dX, want_dx, atol=1e-6, rtol=1e-4)
+    print("liger jsd: label given and absent")
+
+
+liger_jsd()

@@ -212,3 +212,23 @@ def test_jax_traces_the_same_refusal_and_shapes(shaped):
     with pytest.raises(ok.InputError) as py:
         shaped["glu"](torch.randn(4, 7))
     assert str(jx.value) == str(py.value)
+
+
+def test_the_c_headers_published_cuda_includes_compile_under_nvrtc():
+    """Item 6: <float.h>, <math.h>, <cstdint>, <climits> and the rest, which NVRTC does not ship ("cannot open
+    source file"), each checked at compile time against its C value; llm.c's style of classifier (FLT_MAX with
+    cooperative groups) compiles unchanged. NVRTC runs here without a GPU; values: tests/test_gpu_round_four.py."""
+    from round_four_cuda import FUSED_CLASSIFIER, STD_HEADERS
+
+    op = ok.cuda_kernel_op(f"{NS}::every_header", ok.KernelSpec(
+        kernel_source=STD_HEADERS, kernel_name="every_header", inputs=[ok.InputDecl("x")],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
+    assert op.record.binary
+    op = ok.cuda_kernel_op(f"{NS}::fused_classifier", ok.KernelSpec(
+        kernel_source=FUSED_CLASSIFIER, kernel_name="fused_classifier",
+        inputs=[ok.InputDecl("logits", shape=("R", "V")), ok.InputDecl("targets", shape=("R",)),
+                ok.ScalarInput("dloss", float)],
+        outputs=[ok.OutputDecl("losses", ("R",)), ok.OutputDecl("dlogits", ok.SameAs("logits")),
+                 ok.OutputDecl("probs", ok.SameAs("logits"))],
+        extras=[ok.Dim("V")], geometry=ok.Grid(grid=("R",), block=(32,))))  # fmt: skip
+    assert op.record.binary

@@ -88,15 +88,21 @@ def default_arch() -> str:
     return arch
 
 
+#: The C and C++ standard headers published kernels include (<float.h>, <math.h>, <cstdint>, <climits>, <limits>,
+#: ...), which NVRTC does not ship: each a few lines over libcu++'s <cuda/std/...> (as CuPy's jitify ships
+#: built-ins), searched after the toolkit's, so a header the toolkit or the user provides wins.
+STD_HEADERS = str(Path(__file__).with_name("nvrtc_std"))
+
+
 def toolkit_include_dirs() -> tuple[str, ...]:
     """The CUDA headers NVRTC needs: cudart's (cuda_fp16.h and friends) and CCCL's (cooperative groups
     include <nv/target>), from a toolkit or the nvidia-cuda-runtime / nvidia-cuda-cccl wheels, found by
-    cuda.pathfinder. Empty when none is installed: kernels without includes still compile."""
+    cuda.pathfinder, then opsmith's standard headers over libcu++ (``STD_HEADERS``)."""
     dirs: list[str] = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
     except ImportError:
-        return ()
+        return (STD_HEADERS,)
     for lib in ("cudart", "cccl"):
         try:
             d = find_nvidia_header_directory(lib)
@@ -104,7 +110,7 @@ def toolkit_include_dirs() -> tuple[str, ...]:
             d = None
         if d and d not in dirs:
             dirs.append(d)
-    return tuple(dirs)
+    return (*dirs, STD_HEADERS)
 
 
 # NVRTC searches the directory of the program's name for quoted includes: for a relative name, the current

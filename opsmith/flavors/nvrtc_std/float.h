@@ -1,0 +1,3 @@
+// opsmith: <float.h> for NVRTC, which ships no C or C++ standard headers. The limits come from libcu++ (nvidia-cuda-cccl, a dependency of opsmith).
+#pragma once
+#include <cuda/std/cfloat>
