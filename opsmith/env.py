@@ -16,6 +16,7 @@ __all__ = [
     "AUTOTUNE_FORCE",
     "CACHE_DIR",
     "CHECK_ROW_TIMEOUT",
+    "CHECK_WARNINGS",
     "COMPUTE_SANITIZER",
     "DEFAULT_ARCH",
     "DEVICE_DEBUG",
@@ -109,6 +110,12 @@ CHECK_ROW_TIMEOUT: Knob[float] = Knob(
     "OPSMITH_CHECK_ROW_TIMEOUT",
     600.0,
     "seconds an `opsmith check` row may run in its child process before it is killed and reported as timed out.",
+)
+CHECK_WARNINGS: Knob[bool] = Knob(
+    "OPSMITH_CHECK_WARNINGS",
+    False,
+    "`opsmith check` shows the deprecation warnings torch and Triton raise while its rows run (hidden and counted "
+    "below the table by default: they are about the APIs a row calls, never about the op).",
 )
 TUNE_CLAIM_WAIT: Knob[float] = Knob(
     "OPSMITH_TUNE_CLAIM_WAIT",

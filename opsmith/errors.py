@@ -40,12 +40,12 @@ class RegistrationError(SpecError):
 class CompileError(OpsmithError, ValueError):
     """The kernel did not compile. Carries the compiler's log and the offending source lines."""
 
-    def __init__(self, op_name: str, kernel_name: str, log: str, excerpt: str) -> None:
+    def __init__(self, op_name: str, kernel_name: str, log: str, excerpt: str, fix: str = "") -> None:
         self.op_name, self.kernel_name, self.log, self.excerpt = op_name, kernel_name, log, excerpt
         msg = f"{op_name}: kernel '{kernel_name}' failed to compile.\n--- compiler log ---\n{log.rstrip()}"
         if excerpt:
             msg += f"\n--- source ---\n{excerpt.rstrip()}"
-        msg += "\nFix the source at the lines shown, then register again."
+        msg += f"\n{fix or 'Fix the source at the lines shown, then register again.'}"
         super().__init__(msg)
 
 

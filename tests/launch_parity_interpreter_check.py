@@ -29,7 +29,7 @@ def dtype_code_kernel(x_ptr, out_ptr, X_dtype: tl.constexpr):
     tl.store(out_ptr, X_dtype.primitive_bitwidth + 100 * X_dtype.is_bf16() + 1000 * X_dtype.is_floating())
 
 
-code = ok.triton_op("t_parity_interp::dtype_code", dtype_code_kernel, inputs=[ok.InputDecl("x")],
+code = ok.triton_op("t_parity_interp::dtype_code", dtype_code_kernel, inputs=[ok.InputDecl("x", dtype="any")],
                     outputs=[ok.OutputDecl("out", shape=(1,), dtype=torch.int32)], geometry=ok.Grid(grid=(1,)),
                     constexprs={"X_dtype": ok.DtypeOf("x")})  # fmt: skip
 want = {torch.float32: 1032, torch.float16: 1016, torch.bfloat16: 1116, torch.int8: 8, torch.int64: 64}

@@ -69,3 +69,20 @@ extern "C" __global__ void fused_classifier(const float* logits, const int64_t* 
   }
 }
 """
+
+#: A GLU over rows of ``2 * n``: y = a * sigmoid(b) for x = [a, b].
+GLU_SRC = r"""
+extern "C" __global__ void glu(const float* x, float* y, int n) {
+  const float* a = x + blockIdx.x * 2 * n;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) y[blockIdx.x * n + c] = a[c] / (1.f + __expf(-a[n + c]));
+}
+"""
+
+#: Liger's JSD's habit in CUDA C++: the label pointer is moved to the row before the flag says whether it is read.
+LABEL_SRC = r"""
+extern "C" __global__ void rows(const float* x, const long long* label, float* y, int n, int has_label) {
+  label += blockIdx.x;  // moved before the flag says whether it is read, as Liger's JSD does
+  float s = has_label && *label == 1 ? 2.f : 1.f;
+  for (int c = threadIdx.x; c < n; c += blockDim.x) y[blockIdx.x * n + c] = x[blockIdx.x * n + c] * s;
+}
+"""

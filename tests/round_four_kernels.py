@@ -67,3 +67,11 @@ def add_flat(x_ptr, w_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(w_ptr + offs, mask=m), mask=m)
+
+
+@triton.jit
+def row_sums(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    """One program per row; BLOCK must be a power of two at least ``n``."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    tl.store(y_ptr + row, tl.sum(tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0), 0))

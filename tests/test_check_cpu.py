@@ -262,16 +262,16 @@ def test_a_row_autograd_refuses_in_a_forked_child_runs_in_this_process(monkeypat
     def row():
         if os.getpid() != parent:
             raise RuntimeError(child._AUTOGRAD_REFUSES_FORK + ". See https://github.com/pytorch/pytorch/wiki")
-        return "pass", "ran in the parent"
+        return "pass", "ran in the parent", 0
 
     def safe_row():
         try:
             return row()
         except RuntimeError as e:
-            return "FAIL", f"RuntimeError: {e}"
+            return "FAIL", f"RuntimeError: {e}", 0
 
     assert child.can_fork()
-    assert child.in_child(safe_row) == ("pass", "ran in the parent")
+    assert child.in_child(safe_row) == ("pass", "ran in the parent", 0)
     assert not child.can_fork()  # the next rows are not forked at all
 
 
@@ -286,7 +286,7 @@ def test_a_row_that_never_returns_times_out_as_a_fail_row(monkeypatch):
         pytest.skip("rows do not fork on this machine (CUDA is available or initialized)")
     monkeypatch.setenv("OPSMITH_CHECK_ROW_TIMEOUT", "2")
     t0 = time.monotonic()
-    result, detail = child.in_child(lambda: time.sleep(3600) or ("pass", ""))
+    result, detail, _ = child.in_child(lambda: time.sleep(3600) or ("pass", "", 0))
     assert result == "FAIL" and detail.startswith("timed out: the row ran past 2 s (OPSMITH_CHECK_ROW_TIMEOUT)"), detail
     assert time.monotonic() - t0 < 30
 
@@ -301,12 +301,12 @@ from opsmith.checking import child
 torch.set_num_threads(2)
 big = torch.randn(2000, 2000)
 (big @ big).sum()  # OpenMP's pool is up in the parent now
-print(child.in_child(lambda: ("pass", str(float((big @ big).sum() > -1e30)))) if child.can_fork() else "no fork")
+print(child.in_child(lambda: ("pass", str(float((big @ big).sum() > -1e30)), 0)) if child.can_fork() else "no fork")
 """
     env = dict(ENV, OPSMITH_CHECK_ROW_TIMEOUT="60")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.strip() in ("('pass', '1.0')", "no fork"), r.stdout
+    assert r.stdout.strip() in ("('pass', '1.0', 0)", "no fork"), r.stdout
 
 
 def test_the_cases_own_exceptions_are_its_errors_not_the_ops_failures():
@@ -336,3 +336,29 @@ def test_the_cases_own_exceptions_are_its_errors_not_the_ops_failures():
     bad = {c: d for c, r, d in report.rows if r != "pass" and r != "skip"}
     assert bad and all(d.startswith("the reference raised on inputs of shapes [(0,)]") for d in bad.values()), bad
     assert all(r == "ERROR" for c, r, _ in report.rows if c in bad), report.table()
+
+
+def test_deprecation_warnings_raised_while_the_rows_run_are_counted_below_the_table(monkeypatch):
+    """Issue 60, item 7: torch's and Triton's own deprecation warnings (27 lines above a round-four table on an
+    H200) are hidden and counted; any other warning still shows; OPSMITH_CHECK_WARNINGS=1 shows them all."""
+    import warnings
+
+    def noisy(x, a):
+        warnings.warn("torch.foo is deprecated", FutureWarning, stacklevel=1)
+        warnings.warn("bar is deprecated", DeprecationWarning, stacklevel=1)
+        return x * a
+
+    case = ok.CheckCase(torch.ops.t_check_cpu.good, inputs=_case("good").inputs, reference=noisy,
+                        shapes=[(37,)], dtypes=[torch.float32])  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = ok.check(case, only=["numerics"], isolate=False, **FAST)
+    assert report.ok and caught == [], [str(w.message) for w in caught]
+    assert (
+        report.hidden_warnings >= 2 and "deprecation warnings from the APIs the rows call were hidden" in report.table()
+    )
+    monkeypatch.setenv("OPSMITH_CHECK_WARNINGS", "1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = ok.check(case, only=["numerics"], isolate=False, **FAST)
+    assert report.hidden_warnings == 0 and {w.category for w in caught} >= {FutureWarning, DeprecationWarning}

@@ -18,6 +18,8 @@ sys.path.insert(0, str(HERE))
 import round_four_kernels as K  # noqa: E402
 from differential import Registered, both_dry_runs, tensor_call  # noqa: E402
 from interpreted import run_interpreted  # noqa: E402
+from round_four_cuda import GLU_SRC  # noqa: E402
+from round_four_ops import cuda_ops, glu_reference  # noqa: E402
 
 NS = "t_r4cpu"
 NONE = {"t": "none"}
@@ -62,7 +64,11 @@ def test_a_heuristic_that_can_disagree_with_the_present_flag_is_refused_naming_b
 
 def test_the_interpreter_gives_pytorchs_values_for_every_round_four_form():
     out = run_interpreted("round_four_interpreter_check.py")
-    assert "present beside heuristic: add_readback" in out and "present beside heuristic: add_derived" in out
+    for line in ("present beside heuristic: add_readback", "present beside heuristic: add_derived",
+                 "dummy when absent: shifted_rows", "shape expressions: glu_rows, add_flat",
+                 "pow2 hint: exact refused with the fix", "pow2 hint: pow2 ran"):  # fmt: skip
+        assert line in out, out
+    assert "liger jsd: label given and absent" in out or "liger-kernel not installed" in out, out
 
 
 def _labelled(name, kernel, absent="dummy", dtype=torch.int64):
@@ -90,25 +96,12 @@ def test_an_absent_form_that_cannot_be_compiled_or_means_nothing_is_refused_nami
                      constexprs={"BLOCK": 64, "HAS_LABEL": 1})  # fmt: skip
 
 
-LABEL_SRC = r"""
-extern "C" __global__ void rows(const float* x, const long long* label, float* y, int n, int has_label) {
-  label += blockIdx.x;  // moved before the flag says whether it is read, as Liger's JSD does
-  float s = has_label && *label == 1 ? 2.f : 1.f;
-  for (int c = threadIdx.x; c < n; c += blockDim.x) y[blockIdx.x * n + c] = x[blockIdx.x * n + c] * s;
-}
-"""
-
-
 @pytest.mark.slow
-def test_the_dummy_is_the_first_inputs_pointer_on_the_python_path_and_in_the_native_library():
+def test_the_dummy_is_the_first_inputs_pointer_on_the_python_path_and_in_the_native_library(cuda):
     """Item 2, every launching path: CUDA C++ (a null pointer before) and Triton (None compiled in before, its
     ``label_ptr += row`` does not compile on None): both dry runs pass x's pointer where label is None, and the
     label's own where given; a Triton kernel is compiled with a pointer in both cases (no None specialization)."""
-    cpp = ok.cuda_kernel_op(f"{NS}::rows_cpp", ok.KernelSpec(
-        kernel_source=LABEL_SRC, kernel_name="rows",
-        inputs=[ok.InputDecl("x", shape=("R", "N")), ok.InputDecl("label", shape=("R",), optional=True, absent="dummy")],
-        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Dim("N", name="n"), ok.Present("label", name="has_label")],
-        geometry=ok.Grid(grid=("R",), block=(128,))))  # fmt: skip
+    cpp = cuda["rows_cpp"]
     tri = _labelled("rows_triton", K.shifted_rows)
     assert ("none", 1) not in tri.variants.spec_layout
     x = tensor_call((4, 40))
@@ -121,41 +114,17 @@ def test_the_dummy_is_the_first_inputs_pointer_on_the_python_path_and_in_the_nat
         assert "argument 'label': expected shape (R,) where R = 4 from 'x', got shape (5,)" in py[f"{name}#2"]["error"]
 
 
-GLU_SRC = r"""
-extern "C" __global__ void glu(const float* x, float* y, int n) {
-  const float* a = x + blockIdx.x * 2 * n;
-  for (int c = threadIdx.x; c < n; c += blockDim.x) y[blockIdx.x * n + c] = a[c] / (1.f + __expf(-a[n + c]));
-}
-"""
-
-
-def _glu_ref(x):
-    n = x.shape[-1] // 2
-    return x[:, :n] * torch.sigmoid(x[:, n:])
-
-
 @pytest.fixture(scope="module")
-def shaped():
-    """Item 4's forms: an axis written as a multiple of a dimension it binds (GLU), and one written as a product of
-    dimensions another input binds."""
-    glu = ok.cuda_kernel_op(f"{NS}::glu", ok.KernelSpec(
-        kernel_source=GLU_SRC, kernel_name="glu", inputs=[ok.InputDecl("x", shape=("M", "2 * N"))],
-        outputs=[ok.OutputDecl("y", ("M", "N"))], extras=[ok.Dim("N", name="n")],
-        geometry=ok.Grid(grid=("M",), block=(128,))), reference=_glu_ref)  # fmt: skip
-    flat = ok.cuda_kernel_op(f"{NS}::flat", ok.KernelSpec(
-        kernel_source='extern "C" __global__ void k(const float* x, const float* w, float* y, int n) {}',
-        kernel_name="k", inputs=[ok.InputDecl("x", shape=("B", "S", "H")), ok.InputDecl("w", shape=("B * S", "H"))],
-        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
-        geometry=ok.Elementwise()), reference=lambda x, w: x + w.view(x.shape))  # fmt: skip
-    return {"glu": glu, "flat": flat}
+def cuda():
+    return cuda_ops(NS)
 
 
-def test_size_expressions_in_input_shapes_bind_and_check_like_names(shaped):
+def test_size_expressions_in_input_shapes_bind_and_check_like_names(cuda):
     """Item 4: ``("M", "2 * N")`` binds N = size // 2 and refuses an odd size; ``("B * S", "H")`` is checked
     against B and S from x. The reference runs under the op's guards on CPU; the fake checks alike."""
-    glu, flat = shaped["glu"], shaped["flat"]
+    glu, flat = cuda["glu"], cuda["flat"]
     x = torch.randn(3, 10)
-    torch.testing.assert_close(glu(x), _glu_ref(x))
+    torch.testing.assert_close(glu(x), glu_reference(x))
     with pytest.raises(
         ok.InputError,
         match=r"argument 'x': expected shape \(M, 2 \* N\) where N = 3 from 'x', "
@@ -190,8 +159,8 @@ def test_an_input_size_expression_that_cannot_bind_its_names_is_refused(shape, m
 
 
 @pytest.mark.slow
-def test_size_expressions_are_checked_alike_by_the_python_path_and_the_native_library(shaped):
-    glu, flat = shaped["glu"], shaped["flat"]
+def test_size_expressions_are_checked_alike_by_the_python_path_and_the_native_library(cuda):
+    glu, flat = cuda["glu"], cuda["flat"]
     gcalls = [[tensor_call((3, 10))], [tensor_call((4, 7))], [tensor_call((0, 6))], [tensor_call((2, 0))]]
     fcalls = [[tensor_call((2, 3, 4)), tensor_call((6, 4))], [tensor_call((2, 3, 4)), tensor_call((5, 4))]]
     py = both_dry_runs([Registered(glu, gcalls), Registered(flat, fcalls)])
@@ -200,35 +169,44 @@ def test_size_expressions_are_checked_alike_by_the_python_path_and_the_native_li
     assert not py[f"{flat.record.op_name}#1"]["ok"]
 
 
-def test_jax_traces_the_same_refusal_and_shapes(shaped):
+def test_jax_traces_the_same_refusal_and_shapes(cuda):
     jax = pytest.importorskip("jax", reason="JAX not installed: pip install 'opsmith[jax]'")
     from opsmith.jax import jax_op
 
-    f = jax_op(shaped["glu"], platform="cuda")
+    f = jax_op(cuda["glu"], platform="cuda")
     out = jax.eval_shape(f, jax.ShapeDtypeStruct((4, 10), jax.numpy.float32))
     assert out.shape == (4, 5)
     with pytest.raises(ok.InputError) as jx:
         jax.jit(f).trace(jax.ShapeDtypeStruct((4, 7), jax.numpy.float32))
     with pytest.raises(ok.InputError) as py:
-        shaped["glu"](torch.randn(4, 7))
+        cuda["glu"](torch.randn(4, 7))
     assert str(jx.value) == str(py.value)
 
 
-def test_the_c_headers_published_cuda_includes_compile_under_nvrtc():
+def test_the_c_headers_published_cuda_includes_compile_under_nvrtc(cuda):
     """Item 6: <float.h>, <math.h>, <cstdint>, <climits> and the rest, which NVRTC does not ship ("cannot open
-    source file"), each checked at compile time against its C value; llm.c's style of classifier (FLT_MAX with
-    cooperative groups) compiles unchanged. NVRTC runs here without a GPU; values: tests/test_gpu_round_four.py."""
-    from round_four_cuda import FUSED_CLASSIFIER, STD_HEADERS
+    source file"), each checked at compile time against its C value (round_four_cuda.STD_HEADERS); llm.c's style of
+    classifier (FLT_MAX with cooperative groups) compiles unchanged. NVRTC runs here without a GPU; values:
+    tests/test_gpu_round_four.py."""
+    assert cuda["every_header"].record.binary and cuda["fused_classifier"].record.binary
 
-    op = ok.cuda_kernel_op(f"{NS}::every_header", ok.KernelSpec(
-        kernel_source=STD_HEADERS, kernel_name="every_header", inputs=[ok.InputDecl("x")],
-        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise()))  # fmt: skip
-    assert op.record.binary
-    op = ok.cuda_kernel_op(f"{NS}::fused_classifier", ok.KernelSpec(
-        kernel_source=FUSED_CLASSIFIER, kernel_name="fused_classifier",
-        inputs=[ok.InputDecl("logits", shape=("R", "V")), ok.InputDecl("targets", shape=("R",)),
-                ok.ScalarInput("dloss", float)],
-        outputs=[ok.OutputDecl("losses", ("R",)), ok.OutputDecl("dlogits", ok.SameAs("logits")),
-                 ok.OutputDecl("probs", ok.SameAs("logits"))],
-        extras=[ok.Dim("V")], geometry=ok.Grid(grid=("R",), block=(32,))))  # fmt: skip
-    assert op.record.binary
+
+def test_a_triton_input_without_a_dtype_takes_floats_only_unless_it_says_any():
+    """Item 8: the README's ``scale`` took an int32 tensor and truncated its result silently; floats only now,
+    refused before launch on the Python path and the fake alike; ``dtype="any"`` keeps every dtype."""
+    from opsmith.declare.resolve import FLOATS
+
+    def reg(name, dtype):
+        return ok.triton_op(f"{NS}::{name}", K.row_sums, inputs=[ok.InputDecl("x", dtype=dtype, shape=("R", "N"))],
+                            outputs=[ok.OutputDecl("y", ("R",))],
+                            extras=[ok.Dim("N", name="n"), ok.DimSize("x", -1, name="BLOCK", bucket="pow2")],
+                            geometry=ok.Grid(grid=("R",)))  # fmt: skip
+
+    floats, anything = reg("floats", None), reg("anything", "any")
+    assert floats.record.tensor_inputs[0].dtypes == FLOATS and anything.record.tensor_inputs[0].dtypes == ()
+    with FakeTensorMode():
+        assert floats(torch.empty(3, 8, dtype=torch.bfloat16)).shape == (3,)
+        assert anything(torch.empty(3, 8, dtype=torch.int32)).shape == (3,)
+        for dt in (torch.int32, torch.bool):
+            with pytest.raises(ok.InputError, match=rf"argument 'x': expected one of the dtypes .*got {dt}"):
+                floats(torch.empty(3, 8, dtype=dt))

@@ -117,6 +117,8 @@ class CheckReport:
     label: str
     device: str
     rows: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Deprecation warnings raised while the rows ran, hidden (``OPSMITH_CHECK_WARNINGS=1`` shows them).
+    hidden_warnings: int = 0
 
     @property
     def ok(self) -> bool:
@@ -141,6 +143,9 @@ class CheckReport:
                      + (f"{errors} errors of the case, " if errors else "")
                      + f"{sum(r == 'skip' for _, r, _ in self.rows)} skipped"
                      + (f", {traced} traced on fake tensors (nothing ran)" if traced else ""))  # fmt: skip
+        if self.hidden_warnings:
+            lines.append(f"({self.hidden_warnings} deprecation warnings from the APIs the rows call were hidden; "
+                         "OPSMITH_CHECK_WARNINGS=1 shows them)")  # fmt: skip
         return "\n".join(lines)
 
 

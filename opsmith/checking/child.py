@@ -44,8 +44,9 @@ _AUTOGRAD_REFUSES_FORK = "Unable to handle autograd's threading in combination w
 _AUTOGRAD_FORK_BROKEN = False
 
 
-def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
-    """``run()``'s (result, detail), computed in a forked child; a child that dies gives a FAIL naming why."""
+def in_child(run: Callable[[], tuple[str, str, int]]) -> tuple[str, str, int]:
+    """``run()``'s (result, detail, warnings hidden), computed in a forked child; a child that dies gives a FAIL
+    naming why."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: run, send, and leave without running the parent's exit handlers
@@ -60,7 +61,7 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
         try:
             payload = json.dumps(list(run())).encode()
         except BaseException as e:  # run() reports failures as rows; anything else is still a row
-            payload = json.dumps(["FAIL", f"{type(e).__name__}: {e}"]).encode()
+            payload = json.dumps(["FAIL", f"{type(e).__name__}: {e}", 0]).encode()
             code = 1
         with os.fdopen(write, "wb") as f:
             f.write(payload)
@@ -71,18 +72,19 @@ def in_child(run: Callable[[], tuple[str, str]]) -> tuple[str, str]:
     if data is None:  # still running: killed, and the row says so
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
-        return "FAIL", (f"timed out: the row ran past {limit:g} s ({env.CHECK_ROW_TIMEOUT.name}) and was stopped. "
-                        "A kernel that loops forever under Triton's interpreter, or a case far too large for it, "
-                        "does this; run the op once by hand on a small input to see which.")  # fmt: skip
+        why = (f"timed out: the row ran past {limit:g} s ({env.CHECK_ROW_TIMEOUT.name}) and was stopped. A kernel "
+               "that loops forever under Triton's interpreter, or a case far too large for it, does this; run the op "
+               "once by hand on a small input to see which.")  # fmt: skip
+        return "FAIL", why, 0
     _, status = os.waitpid(pid, 0)
     if data:
-        result, detail = json.loads(data)
+        result, detail, hidden = json.loads(data)
         if _AUTOGRAD_REFUSES_FORK in detail:
             global _AUTOGRAD_FORK_BROKEN
             _AUTOGRAD_FORK_BROKEN = True
             return run()
-        return result, detail
-    return "FAIL", _death(status)
+        return result, detail, hidden
+    return "FAIL", _death(status), 0
 
 
 def _read_until(fd: int, deadline: float) -> bytes | None:

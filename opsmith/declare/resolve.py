@@ -283,7 +283,11 @@ def resolve(
     _dtype_sets(op, inputs, tensor_decls, typing)
     out_args = _output_dtypes(op, outputs, out_args, typing, tensors)
     key = named_key(op, key, bound, inputs, extra_args, out_names, static_names)
-    resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh, static_names)
+    # A Triton input without a dtype takes floating dtypes (one compile each), not ints and bools that a float
+    # kernel would compute with silently; ``dtype="any"`` (or a set) says otherwise.
+    floats = typed == "none" and dtype_generic and not host_launched
+    resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh, static_names,
+                                  floats)  # fmt: skip
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
                     tuple((n, k, a) for n, (k, a) in sh.dims.items()),
                     tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
@@ -291,7 +295,8 @@ def resolve(
 
 def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: list[str], extra_args: Sequence,
                 geometry: object, typing: Typing, min_nd: list[int], declared: list[int | None],
-                sh: Shapes, static_names: frozenset[str] = frozenset()) -> list[TensorArg | ScalarArg]:  # fmt: skip
+                sh: Shapes, static_names: frozenset[str] = frozenset(),
+                floats: bool = False) -> list[TensorArg | ScalarArg]:  # fmt: skip
     """The resolved inputs in declaration order: scalars with their C types, tensors with their dtype, layout
     policy, rank bounds, declared shape, the axes the kernel is given strides for and the alignment it needs."""
     strided = [sorted({e.expr[2] for e in extra_args if isinstance(e.expr, list) and e.expr[0] == "stride"
@@ -325,6 +330,8 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
                             f"('*R', 'N') with strides counted from the end) or ndim.")  # fmt: skip
         allowed = () if dt or not isinstance(d.dtype, set | frozenset | tuple | list) else \
             tuple(sorted(str(x).removeprefix("torch.") for x in d.dtype))  # fmt: skip
+        if floats and d.dtype is None and not dt and typing.like[ti] is None:
+            allowed = FLOATS
         resolved_inputs.append(TensorArg(d.name, str(dt).removeprefix("torch.") if dt else None,
                                          "require" if d.mutates else d.contiguous, nd, max(nd_min, sh.least[ti]),
                                          d.mutates, sh.entries[ti], typing.like[ti], tuple(strided[ti]),
@@ -364,10 +371,17 @@ def _dtype_sets(op: str, inputs: Sequence, decls: list[InputDecl], typing: Typin
                             f"template bound by {{T_{d.name}}}.")  # fmt: skip
 
 
+#: What a Triton input declared without a dtype takes (``dtype="any"``: every dtype).
+FLOATS = ("bfloat16", "float16", "float32", "float64", "float8_e4m3fn", "float8_e5m2")
+
+
 def _dtype_likes(op: str, decls: list[InputDecl], tensors: list[str]) -> list[str | None]:
     """``InputDecl("b", dtype="a")``: ``b`` must have the dtype of tensor input ``a`` (a Triton matmul's operands,
     which ``tl.dot`` needs alike); followed to an input with a dtype of its own, so no chain or cycle is left."""
-    like = [d.dtype if isinstance(d.dtype, str) else None for d in decls]
+    like = [d.dtype if isinstance(d.dtype, str) and d.dtype != "any" else None for d in decls]
+    if "any" in tensors and any(d.dtype == "any" for d in decls):
+        raise SpecError(op, "inputs", "dtype='any' reads as both 'any dtype' and the dtype of the input named 'any'.",
+                        "rename the input 'any'.")  # fmt: skip
     for k, d in enumerate(decls):
         if like[k] is not None and like[k] not in tensors:
             raise SpecError(op, f"inputs '{d.name}'.dtype", f"'{like[k]}' is not a tensor input (have {tensors}).",

@@ -413,7 +413,8 @@ class TritonSource:
         try:
             ck = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
         except Exception as e:  # Triton's CompilationError carries the offending kernel line
-            raise CompileError(self.op_name, self.kernel_name, str(e), _kernel_excerpt(self.kernel, e)) from None
+            raise CompileError(self.op_name, self.kernel_name, str(e), _kernel_excerpt(self.kernel, e),
+                               compile_fix(str(e))) from None  # fmt: skip
         md = ck.metadata
         for what, bad in (("cluster launch (num_ctas > 1)", md.num_ctas != 1),
                           ("a cooperative grid", md.launch_cooperative_grid),
@@ -533,6 +534,16 @@ def _from_cache(hit: tuple[dict, bytes] | None, arch: str, t0: float, dropped: t
                       trailing_params=int(meta["trailing_params"]), dropped=dropped)  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def compile_fix(log: str) -> str:
+    """The fix for a Triton compile error a declaration causes, where the log names one ("" otherwise)."""
+    if "arange's range must be a power of 2" in log:
+        return ("Fix: a tl.arange's length must be a power of two, and the block size here comes from a size that "
+                "is not one: bind it rounded up, DimSize('x', -1, name='BLOCK', bucket='pow2') or "
+                "Size('pow2(N)', name='BLOCK'), as host code calls triton.next_power_of_2, and mask the loads and "
+                "stores past the size.")  # fmt: skip
+    return ""
 
 
 def _kernel_excerpt(kernel: Any, err: Exception) -> str:

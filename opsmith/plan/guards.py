@@ -201,10 +201,12 @@ def _kind(d: torch.dtype) -> str:
 def nearest_dtype(got: torch.dtype, allowed: Sequence[torch.dtype]) -> torch.dtype:
     """The declared dtype a refused ``got`` converts to with the least loss, for the fix's ``.to()``: the same kind
     (float, int, bool, complex), a width that holds it (the narrowest such), else the widest narrower one; the
-    declared order on ties (a float64 input of a {bfloat16, float16, float32} op: float32, never bfloat16). Native
-    libraries print the same choice (``codegen.py``)."""
-    return min(allowed, key=lambda a: (_kind(a) != _kind(got), a.itemsize < got.itemsize,
-                                       abs(a.itemsize - got.itemsize)))  # fmt: skip
+    declared order on ties (a float64 input of a {bfloat16, float16, float32} op: float32, never bfloat16). Across
+    kinds a width holds the value where it is twice the input's (a float's mantissa holds an int of half its
+    width: int16 -> float32, int32 -> float64; never a float8 for an int8). Native libraries print the same choice
+    (``codegen.py``)."""
+    need = got.itemsize if any(_kind(a) == _kind(got) for a in allowed) else 2 * got.itemsize
+    return min(allowed, key=lambda a: (_kind(a) != _kind(got), a.itemsize < need, abs(a.itemsize - need)))
 
 
 def shown(v: Any) -> Any:
