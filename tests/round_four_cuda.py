@@ -27,13 +27,21 @@ static_assert(INT_MAX == 2147483647 && INT_MIN == -INT_MAX - 1 && CHAR_BIT == 8 
 static_assert(sizeof(int64_t) == 8 && sizeof(std::uint16_t) == 2 && INT64_MAX == LLONG_MAX && SIZE_MAX > 0, "stdint.h");
 static_assert(sizeof(size_t) == 8 && sizeof(std::ptrdiff_t) == 8, "stddef.h");
 static_assert(std::numeric_limits<float>::max() == FLT_MAX && std::numeric_limits<int>::min() == INT_MIN, "limits");
+static_assert(FLT_MIN == std::numeric_limits<float>::min() && FLT_EPSILON == std::numeric_limits<float>::epsilon() &&
+              FLT_TRUE_MIN == std::numeric_limits<float>::denorm_min() && DBL_MAX == std::numeric_limits<double>::max() &&
+              DBL_MIN == std::numeric_limits<double>::min() && DBL_EPSILON == std::numeric_limits<double>::epsilon() &&
+              DBL_TRUE_MIN == std::numeric_limits<double>::denorm_min() && FLT_MANT_DIG == 24 && DBL_DIG == 15,
+              "float.h agrees with numeric_limits");
 static_assert(INFINITY > FLT_MAX && M_PI > 3.14159 && M_PI < 3.1416 && HUGE_VAL > DBL_MAX, "math.h");
+static_assert(sizeof(std::erf(1.f)) == 4 && sizeof(std::erf(1.0)) == 8 && sizeof(std::isnan(1.f)) == sizeof(bool),
+              "cmath: float and double overloads, bool classification");
+static_assert(std::max(3, 4) == 4 && std::min(2.5f, 1.5f) == 1.5f, "algorithm");
 
 extern "C" __global__ void every_header(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   assert(n > 0);
-  float v = std::fmax(x[i], -FLT_MAX);
+  float v = std::fmax(x[i], -FLT_MAX) + std::fmod(2.f, 2.f) + std::erfc(40.f);
   v = std::isnan(v) ? NAN : std::min(v, float(INT_MAX));
   y[i] = v + float(abs(-1)) - 1.f + (std::isinf(INFINITY) ? 0.f : 1.f);
 }

@@ -33,8 +33,9 @@ def triton_ops(ns: str) -> dict:
         inputs=[ok.InputDecl("x", torch.float32, shape=("R", "N")),
                 ok.InputDecl("label", torch.int64, shape=("R",), optional=True, absent="dummy")],
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
-        extras=[ok.Dim("N", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
-        geometry=ok.Grid(grid=("R",)), constexprs={"BLOCK": 64})  # fmt: skip
+        extras=[ok.Dim("N", name="n_cols"), ok.Present("label", name="HAS_LABEL"),
+                ok.DimSize("x", -1, name="BLOCK", bucket="pow2")],
+        geometry=ok.Grid(grid=("R",)))  # fmt: skip
     ops["glu_rows"] = ok.triton_op(f"{ns}::glu_rows", K.glu_rows,
         inputs=[ok.InputDecl("x", torch.float32, shape=("M", "2 * N"))], outputs=[ok.OutputDecl("y", ("M", "N"))],
         extras=[ok.Dim("N", name="n")], geometry=ok.Grid(grid=("M",)), constexprs={"BLOCK": 64})  # fmt: skip
