@@ -7,9 +7,7 @@ import triton
 import triton.language as tl
 
 
-@triton.heuristics({"HAS_B": lambda args: bool(args["HAS_B"])})  # unsloth's RoPE reads its flag back
-@triton.jit
-def add_readback(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
+def _add_flagged(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = offs < n
     x = tl.load(x_ptr + offs, mask=m)
@@ -18,15 +16,9 @@ def add_readback(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexp
     tl.store(y_ptr + offs, x, mask=m)
 
 
-@triton.heuristics({"HAS_B": lambda args: args["b_ptr"] is not None})
-@triton.jit
-def add_derived(x_ptr, b_ptr, y_ptr, n, HAS_B: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    m = offs < n
-    x = tl.load(x_ptr + offs, mask=m)
-    if HAS_B:
-        x += tl.load(b_ptr + offs, mask=m)
-    tl.store(y_ptr + offs, x, mask=m)
+# One body, two ways of setting HAS_B: unsloth's RoPE reads back the flag its host passes; another derives it.
+add_readback = triton.heuristics({"HAS_B": lambda args: bool(args["HAS_B"])})(triton.jit(_add_flagged))
+add_derived = triton.heuristics({"HAS_B": lambda args: args["b_ptr"] is not None})(triton.jit(_add_flagged))
 
 
 @triton.heuristics({"HAS_B": lambda args: args["n"] > 4})

@@ -10,8 +10,8 @@ import opsmith as ok
 __all__ = ["cuda_ops", "glu_reference", "jsd_reference", "triton_ops"]
 
 
-def _flagged(ns: str, kernel):
-    return ok.triton_op(f"{ns}::{kernel.fn.__name__}", kernel,
+def _flagged(ns: str, name: str, kernel):
+    return ok.triton_op(f"{ns}::{name}", kernel,
                         inputs=[ok.InputDecl("x", torch.float32), ok.InputDecl("b", torch.float32, optional=True)],
                         outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
                         extras=[ok.Numel("x", name="n"), ok.Present("b", name="HAS_B")],
@@ -28,7 +28,7 @@ def _row_sums(ns: str, bucket: str):
 def triton_ops(ns: str) -> dict:
     """Item 3 (a Present beside a heuristic), item 2 (a dummy for an absent label), item 4 (size expressions),
     item 8 (a block that must be a power of two), and Liger's JSD."""
-    ops = {"add_readback": _flagged(ns, K.add_readback), "add_derived": _flagged(ns, K.add_derived)}
+    ops = {name: _flagged(ns, name, getattr(K, name)) for name in ("add_readback", "add_derived")}
     ops["shifted_rows"] = ok.triton_op(f"{ns}::shifted_rows", K.shifted_rows,
         inputs=[ok.InputDecl("x", torch.float32, shape=("R", "N")),
                 ok.InputDecl("label", torch.int64, shape=("R",), optional=True, absent="dummy")],

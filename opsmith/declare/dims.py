@@ -162,7 +162,7 @@ def _input_entry(op: str, field_: str, e: object, k: int, axis: int, p: int, n: 
                     "('2 * N', 'B * S') or DimSize(input, axis).")  # fmt: skip
 
 
-_WORDS = frozenset({"min", "max", "cdiv", "pow2", "numel", "size", "stride", "present", "sm_count"})
+_WORDS = _RESERVED | {"present"}  # the size language's functions and constants, which no expression binds
 _UNKNOWN = "__unknown"
 
 
@@ -173,7 +173,6 @@ def _expressions(op: str, decls: list[InputDecl], tensors: list[str], sh: Shapes
     odd one). A name only expressions read, in none that can solve it, is refused."""
     import ast
 
-    refs = {n: f"i{k}" for k, n in enumerate(tensors)}
     pending = list(sh.pending)
     while pending:
         left = []
@@ -198,7 +197,7 @@ def _expressions(op: str, decls: list[InputDecl], tensors: list[str], sh: Shapes
                                     f"or write the expression as a * {unknown[0]} + b.")  # fmt: skip
                 _check_name(op, field_, unknown[0], unknown[0], set())
                 sh.solved[unknown[0]] = (solved, k)
-            tree = parse_size(text, refs, {}, sh.trees())
+            tree = _parse(op, field_, text, sh, tensors, "input sizes")
             told = tuple((n, sh.trees()[n], sh.solved[n][1] if n in sh.solved else sh.dims[n][0]) for n in names)
             sh.exprs[k].append((p, tree, told))
         if len(left) == len(pending):
