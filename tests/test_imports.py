@@ -100,6 +100,15 @@ def test_the_parts_of_the_package_import_each_other_one_way():
     assert _circle(graph) is None, " -> ".join(_circle(graph) or [])
 
 
+def test_the_kernel_analysis_imports_one_way_lazy_imports_included():
+    """Issue 61, item 6: ``analysis/reads.py`` (the data) imported its readers lazily and they imported it back;
+    the readers now live in ``readers.py``, above the data and the body readers."""
+    mods = {n: p for n, p in _modules().items() if n.startswith("opsmith.analysis")}
+    graph = {name: _top_level_imports(name, path, mods, every=True) for name, path in mods.items()}
+    assert graph["opsmith.analysis.readers"] >= {"opsmith.analysis.reads", "opsmith.analysis.python_body"}
+    assert _circle(graph) is None, " -> ".join(_circle(graph) or [])
+
+
 def test_the_declaration_language_imports_nothing_above_it():
     """The language a user writes is the bottom layer: only the top level's shared modules beneath it."""
     assert _parts_graph()["opsmith.declare"] <= TOP_LEVEL

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..errors import SpecError
 from .diagnose import Finding, check_silence, foreign_strides, single_dims, unread_extras, warn
-from .reads import KernelReads, reads_of
+from .readers import reads_of
+from .reads import KernelReads
 
 __all__ = ["KernelReads", "check_against_kernel", "check_silence", "reads_of"]
 

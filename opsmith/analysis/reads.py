@@ -1,6 +1,7 @@
 """What a kernel's body does with its parameters, as plain data: which it reads, and which parameters each
-pointer's address is computed from. A flavor with source text plugs in a reader (``READERS``); the rules over
-the declaration (``diagnose.py``) see only ``KernelReads``.
+pointer's address is computed from. A flavor with source text has a reader (``readers.py``: ``python_body.py``,
+``cpp_body.py``), which builds this data; the rules over the declaration (``diagnose.py``) see only
+``KernelReads``. This module imports none of them, so the readers depend on it and not the other way round.
 
 The readers are deliberately simple and flow-insensitive: a variable depends on every parameter any of its
 assignments mentions, and an address on everything its expression depends on. That over-approximates (a
@@ -10,11 +11,10 @@ get right: a parameter never mentioned at all, or one tensor's stride inside ano
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
-__all__ = ["READERS", "KernelReads", "closure", "reads_of"]
+__all__ = ["KernelReads", "closure"]
 
 
 @dataclass(frozen=True)
@@ -40,37 +40,3 @@ def closure(deps: dict[str, set[str]], names: Iterable[str]) -> set[str]:
         seen.add(n)
         todo += deps.get(n, ())
     return seen
-
-
-def reads_of(source: Any) -> KernelReads | None:
-    """The reads of a compiled source's kernel, or None where its flavor has no reader or the text cannot be
-    read (a kernel built from a string, a PTX image)."""
-    reader = READERS.get(getattr(source, "flavor", ""))
-    if reader is None:
-        return None
-    try:
-        return reader(source)
-    except (OSError, TypeError, SyntaxError, ValueError):  # no source text: nothing to say, nothing to act on
-        return None
-
-
-def _triton(source: Any) -> KernelReads | None:
-    from dataclasses import replace
-
-    from .python_body import python_reads, strings_of
-
-    reads = python_reads(source.kernel)
-    # A @triton.heuristics function reads the call's arguments by name (``args["n_rows"] % 2``): those count.
-    named = set().union(*(strings_of(h.fn) for h in getattr(source, "heuristics", ()))) & set(reads.params)
-    return replace(reads, read=reads.read | named) if named else reads
-
-
-def _cuda(source: Any) -> KernelReads | None:
-    from .cpp_body import cpp_reads
-
-    return cpp_reads(source.source, source.kernel_name)
-
-
-#: flavor -> reader. CuTe DSL host functions are Python too; their tensors are ``cute.Tensor`` layouts rather
-#: than pointers, so a reader for them maps layouts to addresses before it plugs in here.
-READERS: dict[str, Callable[[Any], KernelReads | None]] = {"triton": _triton, "cuda": _cuda}
