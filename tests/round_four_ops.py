@@ -75,6 +75,15 @@ def cuda_ops(ns: str) -> dict:
         outputs=[ok.OutputDecl("losses", ("R",)), ok.OutputDecl("dlogits", ok.SameAs("logits")),
                  ok.OutputDecl("probs", ok.SameAs("logits"))],
         extras=[ok.Dim("V")], geometry=ok.Grid(grid=("R",), block=(32,))))  # fmt: skip
+    # Today's form of llm.c's optional outputs (issue 60, item 5 is the declared form): the caller passes the
+    # buffers it wants written, or None for a NULL pointer the kernel tests.
+    ops["fused_classifier_buffers"] = ok.cuda_kernel_op(f"{ns}::fused_classifier_buffers", ok.KernelSpec(
+        kernel_source=FUSED_CLASSIFIER, kernel_name="fused_classifier",
+        inputs=[ok.InputDecl("logits", shape=("R", "V")), ok.InputDecl("targets", shape=("R",)),
+                ok.InputDecl("dlogits", shape=("R", "V"), optional=True, mutates=True),
+                ok.InputDecl("probs", shape=("R", "V"), optional=True, mutates=True), ok.ScalarInput("dloss", float)],
+        outputs=[ok.OutputDecl("losses", ("R",))], extras=[ok.Dim("V")],
+        geometry=ok.Grid(grid=("R",), block=(32,))))  # fmt: skip
     ops["glu"] = ok.cuda_kernel_op(f"{ns}::glu", ok.KernelSpec(
         kernel_source=GLU_SRC, kernel_name="glu", inputs=[ok.InputDecl("x", shape=("M", "2 * N"))],
         outputs=[ok.OutputDecl("y", ("M", "N"))], extras=[ok.Dim("N", name="n")],

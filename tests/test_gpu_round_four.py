@@ -48,6 +48,24 @@ def test_the_standard_headers_and_llm_c_style_classifier_compute_what_torch_does
     torch.testing.assert_close(dlogits, (p - torch.nn.functional.one_hot(targets, 1000)) * 0.5)
 
 
+def test_llm_c_style_optional_buffers_are_written_only_where_given(ops):
+    """The classifier's extra outputs as optional in-place buffers (today's form; issue 60, item 5 declares them as
+    outputs): a NULL pointer where the caller passes None, the buffer written where it passes one."""
+    logits, targets = _cuda(19, 777), torch.randint(0, 777, (19,), device="cuda")
+    p = logits.softmax(-1)
+    want_d = (p - torch.nn.functional.one_hot(targets, 777)) * 2.0
+    want_loss = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+    for with_d in (False, True):
+        for with_p in (False, True):
+            d = torch.full_like(logits, float("nan")) if with_d else None
+            pr = torch.full_like(logits, float("nan")) if with_p else None
+            torch.testing.assert_close(ops["fused_classifier_buffers"](logits, targets, d, pr, 2.0), want_loss)
+            if with_d:
+                torch.testing.assert_close(d, want_d)
+            if with_p:
+                torch.testing.assert_close(pr, p)
+
+
 @pytest.mark.parametrize("name", ["add_readback", "add_derived"])
 def test_a_present_flag_beside_a_heuristic(ops, name):
     x, b = _cuda(1000), _cuda(1000)
