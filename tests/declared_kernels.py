@@ -63,3 +63,13 @@ def colsum_kernel(X_ptr, OUT_ptr, n_rows, n_cols, BLOCK_SIZE: tl.constexpr):
     for r in range(0, n_rows):
         acc += tl.load(X_ptr + r * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(OUT_ptr + cols, tl.load(OUT_ptr + cols, mask=mask, other=0.0) + acc, mask=mask)
+
+
+@triton.jit
+def softmax_rows_kernel(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    """One program per row of ``N``: the grid gives the rows, ``N`` the columns (issue 61's most common row op)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * N + cols, e / tl.sum(e, 0), mask=cols < N)

@@ -166,3 +166,20 @@ def test_the_published_catalog_registers_without_a_warning():
     _, said = _said(lambda: [register_attention(ns), register_optional(ns), liger_cross_entropy(ns),
                              register_published(ns), register_rows(ns), liger_rms_norm(ns), llama_kernels(ns)])  # fmt: skip
     assert said == [], said
+
+
+@pytest.mark.parametrize("shape", [("R", "N"), ("*R", "N"), ("B", "T", "N")])
+def test_a_row_ops_rows_are_the_grids_not_a_dimension_named_once(shape):
+    """Issue 61: ``("R", "N")`` with ``SameAs`` and ``Dim("N")`` under ``Reduction((-1,))`` was told "'R' is named
+    nowhere else ... the kernel cannot know how many elements of x there are": the launch runs one program per
+    row, so R is the grid's. Every spelling of the rows is silent (a name once on another tensor is still said:
+    test_a_dimension_named_once_is_said, under the same geometry)."""
+    from declared_kernels import softmax_rows_kernel
+
+    def reg(name, shape):
+        return ok.triton_op(f"{NS}::{name}", softmax_rows_kernel, inputs=[ok.InputDecl("x", torch.float32, shape=shape)],
+                            outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Dim("N")],
+                            geometry=ok.Reduction(reduce_dims=(-1,)), constexprs={"BLOCK": 1024})  # fmt: skip
+
+    _, said = _said(lambda: reg(f"softmax_{len(shape)}_{shape[0][0] == '*'}", shape))
+    assert said == [], said

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..declare.spec import Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Size, Stride
+from ..declare.spec import Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Reduction, Size, Stride
 from ..errors import DeclarationWarning, SpecError
 from .reads import KernelReads
 
@@ -250,6 +250,23 @@ def _declared_positions(record: Any, extras: Sequence) -> dict[int, int]:
     return out
 
 
+def _grid_dims(decl: dict) -> set[str]:
+    """The dimensions the launch itself gives the kernel: a ``Reduction`` runs one program per row of its first
+    tensor input, so the names on that input's axes outside ``reduce_dims`` are the grid's (the row op's
+    ``("R", "N")`` with ``Reduction((-1,))``: R is how many programs run)."""
+    g = decl.get("geometry")
+    first = next((d for d in decl.get("inputs") or () if isinstance(d, InputDecl)), None)
+    if not isinstance(g, Reduction) or first is None or not isinstance(first.shape, tuple):
+        return set()
+    shape = first.shape
+    if any(isinstance(x, str) and x.startswith("*") for x in shape):  # a group: only axes counted from the end
+        reduced = {d for d in g.reduce_dims if d < 0}
+        return {x for p, x in enumerate(shape) if isinstance(x, str) and p - len(shape) not in reduced
+                and p > max((q for q, y in enumerate(shape) if isinstance(y, str) and y.startswith("*")))}  # fmt: skip
+    reduced = {d % len(shape) for d in g.reduce_dims if -len(shape) <= d < len(shape)}
+    return {x for p, x in enumerate(shape) if isinstance(x, str) and p not in reduced}
+
+
 def single_dims(record: Any, reads: KernelReads, decl: dict) -> list[Finding]:
     """Dimension names used once in the whole declaration, on a tensor whose size no extra passes and whose
     pointer the kernel reads."""
@@ -293,10 +310,11 @@ def single_dims(record: Any, reads: KernelReads, decl: dict) -> list[Finding]:
     pointers = {ref: ptr for ptr, ref in _pointer_params(record).items()}
     refs = {a.name: f"i{k}" for k, a in enumerate(record.tensor_inputs)}
     others = sorted(n for n, c in counts.items() if c > 1 and n not in refs)
+    launched = _grid_dims(decl)
     findings = []
     for name, tensor in sorted(where.items()):
         ptr = pointers.get(refs.get(tensor, ""))
-        if counts[name] != 1 or tensor in sized or ptr is None or ptr not in reads.read:
+        if counts[name] != 1 or tensor in sized or ptr is None or ptr not in reads.read or name in launched:
             continue
         hint = f" (one of {others}?)" if others else ""
         findings.append(Finding(name, (
