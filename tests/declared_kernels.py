@@ -73,3 +73,15 @@ def softmax_rows_kernel(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=-float("inf"))
     e = tl.exp(x - tl.max(x, 0))
     tl.store(y_ptr + row * N + cols, e / tl.sum(e, 0), mask=cols < N)
+
+
+@triton.jit
+def glu_reused_offs_kernel(x_ptr, y_ptr, stride_x, stride_y, N, BLOCK: tl.constexpr):
+    """A GLU whose one local name holds x's offsets for the loads, then y's for the store (issue 61)."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    offs = row * stride_x + c
+    a = tl.load(x_ptr + offs, mask=c < N)
+    b = tl.load(x_ptr + offs + N, mask=c < N)
+    offs = row * stride_y + c
+    tl.store(y_ptr + offs, a * tl.sigmoid(b), mask=c < N)

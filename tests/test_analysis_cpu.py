@@ -183,3 +183,37 @@ def test_a_row_ops_rows_are_the_grids_not_a_dimension_named_once(shape):
 
     _, said = _said(lambda: reg(f"softmax_{len(shape)}_{shape[0][0] == '*'}", shape))
     assert said == [], said
+
+
+GLU_REUSED = r"""
+extern "C" __global__ void glu(const float* x, float* y, long stride_x, long stride_y, int N) {
+  long offs = blockIdx.x * stride_x;
+  const float* a = x + offs;
+  offs = blockIdx.x * stride_y;  // the same name, now y's row
+  for (int c = threadIdx.x; c < N; c += blockDim.x) y[offs + c] = a[c] / (1.f + __expf(-a[N + c]));
+}
+"""
+
+
+@pytest.mark.parametrize("flavor", ["triton", "cuda"])
+def test_a_reused_local_name_is_no_proof_the_record_is_left_and_calls_run(flavor):
+    """Issue 61: a kernel that reuses one local name for x's offsets and then y's had the two strides merged into
+    one Stride, and a GLU-shaped op (x (M, 2N), y (M, N)) refused even contiguous calls. The tie runs through a
+    name given two values: said as a possibility, the record left as declared, the call accepted."""
+    from declared_kernels import glu_reused_offs_kernel
+
+    decl = dict(inputs=[ok.InputDecl("x", torch.float32, shape=("M", "2 * N"))], outputs=[ok.OutputDecl("y", ("M", "N"))],
+                extras=[ok.Stride("x", 0, name="stride_x"), ok.Stride("y", 0, name="stride_y"), ok.Dim("N")])  # fmt: skip
+    if flavor == "triton":
+        make = lambda: ok.triton_op(f"{NS}::glu_reused_t", glu_reused_offs_kernel, **decl,  # noqa: E731
+                                    geometry=ok.Grid(grid=("M",)), constexprs={"BLOCK": 64})  # fmt: skip
+    else:
+        make = lambda: ok.cuda_kernel_op(f"{NS}::glu_reused_c", ok.KernelSpec(  # noqa: E731
+            kernel_source=GLU_REUSED, kernel_name="glu", **decl, geometry=ok.Grid(grid=("M",), block=(128,))))  # fmt: skip
+    op, said = _said(make)
+    assert [e.same for e in op.record.extras if e.name in ("stride_x", "stride_y")] == [(), ()]
+    assert len(said) == 2 and all("may also address" in m and "left as it is" in m for m in said), said
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        assert op(torch.empty(4, 20)).shape == (4, 10)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..declare.signature import _split_top_level, _strip_comments, _text_param, kernel_base_name
-from .reads import KernelReads, closure
+from .reads import KernelReads, addresses_of
 
 __all__ = ["cpp_reads"]
 
@@ -52,17 +52,18 @@ def _definition(src: str, base: str) -> tuple[list[str], str] | None:
     return found
 
 
-def _assignments(s: str) -> list[tuple[str, str]]:
-    """``(name, value)`` of each assignment in a statement (``name = v``, ``name += v``, in a ``for`` header
+def _assignments(s: str) -> list[tuple[str, str, bool]]:
+    """``(name, value, compound)`` of each assignment in a statement (``name = v``, ``name += v``, in a ``for`` header
     too). The value ends at an unmatched ``)`` or a top-level ``,``. A store through a subscript or a pointer
     (``y[i] = x[i]``, ``*p = v``) moves values, not addresses, and is left out."""
     out = []
     for m in re.finditer(r"(?<![=!<>])=(?!=)", s):
         k = m.start()
-        if k and s[k - 1] in "+-*/%&|^":
+        compound = bool(k and s[k - 1] in "+-*/%&|^")
+        if compound:
             k -= 1
         if k >= 2 and s[k - 2 : k] in ("<<", ">>"):
-            k -= 2
+            k, compound = k - 2, True
         left = s[:k].rstrip()
         name = re.search(r"([A-Za-z_]\w*)$", left)
         if not name or left[: name.start()].rstrip().endswith(("]", ".", "->")) or left.endswith("]"):
@@ -73,7 +74,7 @@ def _assignments(s: str) -> list[tuple[str, str]]:
             if depth < 0 or (depth == 0 and s[j] == ","):
                 end = j
                 break
-        out.append((name.group(1), s[m.end() : end]))
+        out.append((name.group(1), s[m.end() : end], compound))
     return out
 
 
@@ -85,17 +86,20 @@ def cpp_reads(source: str, kernel_name: str) -> KernelReads | None:
     params, body = got
     tokens = set(_IDENT.findall(body))
     deps: dict[str, set[str]] = {}
-    addresses: dict[str, set[str]] = {}
+    given: dict[str, int] = {}  # how many assignments replace each name's value (``p += d`` accumulates)
     pset = set(params)
     statements = [s for s in re.split(r"[;{}]", body) if s.strip()]
     for s in statements:
-        for name, value in _assignments(s):
-            deps.setdefault(name, set()).update(_IDENT.findall(value))
+        for name, value, compound in _assignments(s):
+            names = set(_IDENT.findall(value))
+            deps.setdefault(name, set()).update(names)
+            if not compound and name not in names:
+                given[name] = given.get(name, 0) + 1
+    accesses = []
     for s in statements:
         for m in _SUBSCRIPT.finditer(s):
             close = _balanced(s, m.end() - 1, "[", "]") if s.count("[") == s.count("]") else len(s)
-            used = closure(deps, [m.group(1), *_IDENT.findall(s[m.end() : close])]) & pset
-            for p in used:
-                addresses.setdefault(p, set()).update(used)
-    return KernelReads(tuple(params), frozenset(tokens & pset), {p: frozenset(v) for p, v in addresses.items()},
-                       "the CUDA C++ text")  # fmt: skip
+            accesses.append({m.group(1), *_IDENT.findall(s[m.end() : close])})
+    several = {n for n, c in given.items() if c > 1}
+    return KernelReads(tuple(params), frozenset(tokens & pset), addresses_of(accesses, deps, pset), "the CUDA C++ text",
+                       addresses_of(accesses, deps, pset, several))  # fmt: skip

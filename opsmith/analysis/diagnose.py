@@ -182,6 +182,21 @@ def foreign_strides(record: Any, reads: KernelReads, extras: Sequence,
             others = [r for r in others if r not in optional]
             if not others:
                 continue
+        certain = reads.certain or {}
+        maybe = [
+            r for r in others if not any(param in certain.get(ptr, ()) for ptr, ref in pointers.items() if ref == r)
+        ]
+        if maybe:  # the tie runs through a name given several values: no proof, said and not changed
+            findings.append(Finding(param, (
+                f"'{param}' (the declared {e.label}) may also address {', '.join(names[r] for r in maybe)} in "
+                f"{reads.where}: the address is computed through a local name the kernel gives more than one value, "
+                f"so which access uses '{param}' cannot be told from the text, and the declaration is left as it "
+                f"is. If the kernel does address {', '.join(names[r] for r in maybe)} with it, declare "
+                f"Stride({tuple(names[r] for r in own + maybe)!r}, {e.expr[2]}, name='{param}'); else "
+                f"silence=('{param}',).")))  # fmt: skip
+            others = [r for r in others if r not in maybe]
+            if not others:
+                continue
         group = tuple(names[r] for r in own + others)
         findings.append(Finding(param, (
             f"'{param}' (the declared {e.label}) also addresses {', '.join(names[r] for r in others)} in "

@@ -14,7 +14,7 @@ import inspect
 import textwrap
 from typing import Any
 
-from .reads import KernelReads, closure
+from .reads import KernelReads, addresses_of
 
 __all__ = ["python_reads", "strings_of"]
 
@@ -72,6 +72,7 @@ def python_reads(kernel: Any) -> KernelReads:
     a = node.args
     params = tuple(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs))
     deps: dict[str, set[str]] = {}
+    given: dict[str, int] = {}  # how many assignments replace each name's value (``x = x + d`` accumulates)
     read: set[str] = set()
     accesses: list[ast.AST] = []
     helper_args: list[ast.AST] = []
@@ -81,12 +82,16 @@ def python_reads(kernel: Any) -> KernelReads:
                 read.add(n.id)
             elif isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign):
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                value = _value_names(n.value)
                 for t in targets:
                     for name in _targets(t):
-                        deps.setdefault(name, set()).update(_value_names(n.value))
+                        deps.setdefault(name, set()).update(value)
+                        if not isinstance(n, ast.AugAssign) and name not in value:
+                            given[name] = given.get(name, 0) + 1
             elif isinstance(n, ast.For):
                 for name in _targets(n.target):
                     deps.setdefault(name, set()).update(_value_names(n.iter))
+                    given[name] = given.get(name, 0) + 1
             elif isinstance(n, ast.Call):
                 f = n.func
                 if _callee(n) in _ACCESS:
@@ -100,15 +105,10 @@ def python_reads(kernel: Any) -> KernelReads:
     read |= {t.target.id for t in ast.walk(node) if isinstance(t, ast.AugAssign) and isinstance(t.target, ast.Name)}
     pset = set(params)
     accesses += [a for a in helper_args if _names(a) & pset]
-    addresses: dict[str, set[str]] = {}
-    for expr in accesses:
-        if expr is None:
-            continue
-        used = closure(deps, _names(expr)) & pset
-        for p in used:
-            addresses.setdefault(p, set()).update(used)
-    return KernelReads(params, frozenset(read & pset), {p: frozenset(v) for p, v in addresses.items()},
-                       "the Triton function's source")  # fmt: skip
+    exprs = [_names(e) for e in accesses if e is not None]
+    several = {n for n, c in given.items() if c > 1}
+    return KernelReads(params, frozenset(read & pset), addresses_of(exprs, deps, pset), "the Triton function's source",
+                       addresses_of(exprs, deps, pset, several))  # fmt: skip
 
 
 def strings_of(fn: Any) -> set[str]:

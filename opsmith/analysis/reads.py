@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["KernelReads", "closure"]
+__all__ = ["KernelReads", "addresses_of", "closure"]
 
 
 @dataclass(frozen=True)
@@ -27,16 +27,36 @@ class KernelReads:
     read: frozenset[str]
     addresses: dict[str, frozenset[str]] = field(default_factory=dict)
     where: str = ""
+    #: The part of ``addresses`` that holds on every path through the body: followed only through names assigned
+    #: once (or accumulated, ``p += ...``). A name given two values (``offs = row * stride_x + c`` for the load,
+    #: later ``offs = row * stride_y + c`` for the store) ties both strides to both pointers in ``addresses``
+    #: but to neither here. None: the reader cannot tell, and nothing is certain.
+    certain: dict[str, frozenset[str]] | None = None
 
 
-def closure(deps: dict[str, set[str]], names: Iterable[str]) -> set[str]:
-    """Every name ``names`` depend on through ``deps`` (assignments), the names themselves included."""
+def closure(deps: dict[str, set[str]], names: Iterable[str], opaque: Iterable[str] = ()) -> set[str]:
+    """Every name ``names`` depend on through ``deps`` (assignments), the names themselves included; the
+    dependencies of ``opaque`` names (given several values) are not followed."""
     seen: set[str] = set()
+    stop = set(opaque)
     todo = list(names)
     while todo:
         n = todo.pop()
         if n in seen:
             continue
         seen.add(n)
-        todo += deps.get(n, ())
+        if n not in stop:
+            todo += deps.get(n, ())
     return seen
+
+
+def addresses_of(accesses: Iterable[set[str]], deps: dict[str, set[str]], params: set[str],
+                 opaque: Iterable[str] = ()) -> dict[str, frozenset[str]]:  # fmt: skip
+    """Per pointer parameter, the parameters its accesses' addresses are computed from (each access: the names
+    its address expression reads)."""
+    out: dict[str, set[str]] = {}
+    for names in accesses:
+        used = closure(deps, names, opaque) & params
+        for p in used:
+            out.setdefault(p, set()).update(used)
+    return {p: frozenset(v) for p, v in out.items()}
