@@ -85,3 +85,11 @@ def glu_reused_offs_kernel(x_ptr, y_ptr, stride_x, stride_y, N, BLOCK: tl.conste
     b = tl.load(x_ptr + offs + N, mask=c < N)
     offs = row * stride_y + c
     tl.store(y_ptr + offs, a * tl.sigmoid(b), mask=c < N)
+
+
+@triton.jit
+def unmasked_rows_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    """Rows of ``BLOCK`` with no mask: ``n_cols`` is taken and never read (issue 61's missing mask)."""
+    row = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, BLOCK)
+    tl.store(y_ptr + row * BLOCK + c, tl.load(x_ptr + row * BLOCK + c) * 2)

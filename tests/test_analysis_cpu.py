@@ -217,3 +217,16 @@ def test_a_reused_local_name_is_no_proof_the_record_is_left_and_calls_run(flavor
 
     with FakeTensorMode():
         assert op(torch.empty(4, 20)).shape == (4, 10)
+
+
+def test_a_size_the_kernel_never_reads_is_told_as_a_missing_mask():
+    """Issue 61: an unmasked kernel was told "never reads 'n_cols'" with a Const(0) hint and no word of the mask;
+    the fix that keeps a correct kernel correct is the mask."""
+    from declared_kernels import unmasked_rows_kernel
+
+    _, said = _said(lambda: ok.triton_op(f"{NS}::unmasked", unmasked_rows_kernel,
+                                         inputs=[ok.InputDecl("x", torch.float32, shape=("R", "N"))],
+                                         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Dim("N", name="n_cols")],
+                                         geometry=ok.Reduction(reduce_dims=(-1,)), constexprs={"BLOCK": 64}))  # fmt: skip
+    (msg,) = said
+    assert "never reads 'n_cols'" in msg and "mask=offs < n_cols" in msg and "Const(0" not in msg, msg

@@ -135,6 +135,14 @@ def unread_extras(record: Any, reads: KernelReads, silence: Sequence[str]) -> tu
                 for r in ins:
                     if (r, e.expr[2]) not in covered:
                         drop.setdefault(int(r[1:]), set()).add(e.expr[2])
+        elif kind in ("numel", "size", "lead", "prod", "pow2"):  # a size no access is bounded by
+            findings.append(Finding(param, (
+                f"the kernel never reads '{param}' (the declared {e.label}, read from {reads.where}): no load or "
+                f"store is bounded by it. A kernel given a size it never reads most often lacks its mask "
+                f"(tl.load(ptr + offs) without mask=offs < {param}, or a C++ loop without i < {param}), and reads "
+                f"and writes past the end of every row shorter than its block: add the mask. Else the declaration "
+                f"binds '{param}' to another parameter than you meant (check the names, or param_order); "
+                f"silence=('{param}',) where the kernel needs no size.")))  # fmt: skip
         else:
             findings.append(Finding(param, (
                 f"the kernel never reads '{param}' (the declared {e.label}, read from {reads.where}): nothing the "
