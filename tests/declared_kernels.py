@@ -93,3 +93,25 @@ def unmasked_rows_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, BLOCK)
     tl.store(y_ptr + row * BLOCK + c, tl.load(x_ptr + row * BLOCK + c) * 2)
+
+
+@triton.jit
+def copy_desc_kernel(X, Y, stride_x, stride_y, M, N, BLOCK: tl.constexpr):
+    """A copy through tensor descriptors whose Y descriptor is given X's row stride (issue 61's missed misuse)."""
+    xd = tl.make_tensor_descriptor(X, shape=[M, N], strides=[stride_x, 1], block_shape=[1, BLOCK])
+    yd = tl.make_tensor_descriptor(Y, shape=[M, N], strides=[stride_x, 1], block_shape=[1, BLOCK])
+    row = tl.program_id(0)
+    yd.store([row, 0], xd.load([row, 0]))
+
+
+@triton.jit
+def copy_block_ptr_kernel(X, Y, stride_x, stride_y, M, N, BLOCK: tl.constexpr):
+    """The same copy through block pointers, Y's given X's row stride."""
+    row = tl.program_id(0)
+    xb = tl.make_block_ptr(
+        X, shape=(M, N), strides=(stride_x, 1), offsets=(row, 0), block_shape=(1, BLOCK), order=(1, 0)
+    )
+    yb = tl.make_block_ptr(
+        Y, shape=(M, N), strides=(stride_x, 1), offsets=(row, 0), block_shape=(1, BLOCK), order=(1, 0)
+    )
+    tl.store(yb, tl.load(xb, boundary_check=(1,)), boundary_check=(1,))

@@ -230,3 +230,20 @@ def test_a_size_the_kernel_never_reads_is_told_as_a_missing_mask():
                                          geometry=ok.Reduction(reduce_dims=(-1,)), constexprs={"BLOCK": 64}))  # fmt: skip
     (msg,) = said
     assert "never reads 'n_cols'" in msg and "mask=offs < n_cols" in msg and "Const(0" not in msg, msg
+
+
+def test_a_stride_given_to_another_tensors_descriptor_is_found():
+    """Issue 61: ``tl.make_tensor_descriptor(Y, strides=[stride_x, 1])`` then ``yd.store(...)`` gave no finding, and
+    Y came back wrong where X's row stride differs: a descriptor's (or block pointer's) strides are its base's
+    address, so stride_x addresses Y, which the rule over the declaration then finds as it finds the same mistake
+    written with pointer arithmetic (test_one_tensors_stride_addressing_another_makes_them_share_it). Read, not
+    registered: an in-kernel descriptor needs Triton's global scratch memory, which opsmith's launcher refuses,
+    and Triton 3.9 removed block pointers."""
+    from declared_kernels import copy_block_ptr_kernel, copy_desc_kernel
+
+    from opsmith.analysis.python_body import python_reads
+
+    for kernel in (copy_desc_kernel, copy_block_ptr_kernel):
+        reads = python_reads(kernel)
+        assert {"Y", "stride_x"} <= reads.certain["Y"] and "stride_y" not in reads.addresses["Y"], reads
+        assert "stride_y" not in reads.read

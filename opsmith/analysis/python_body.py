@@ -2,9 +2,12 @@
 
 A parameter is read where the body names it (``ast.Name`` in load context). Assignments make dependencies
 (``X_ptr += row * X_row_stride``: ``X_ptr`` now depends on ``X_row_stride``). An address is the pointer argument
-of a memory access: the first argument (or ``pointer=``/``base=``) of ``tl.load``, ``tl.store``, ``tl.atomic_*``,
-``tl.make_block_ptr`` and ``tl.make_tensor_descriptor``; and each argument of a call to a helper (a plain name,
-``_attn_inner(acc, K + offset, ...)``) that names a parameter itself, which the helper may access.
+of a memory access: the first argument (or ``pointer=``/``base=``) of ``tl.load``, ``tl.store``, ``tl.atomic_*``;
+the base and the strides of ``tl.make_block_ptr`` and ``tl.make_tensor_descriptor`` (the strides address the
+base); the object of a method access (``desc.store(offsets, v)``: the descriptor); and each argument of a call to
+a helper (a plain name, ``_attn_inner(acc, K + offset, ...)``) that names a parameter itself, which the helper may
+access. Assignments count how often they replace a name's value, so ``KernelReads.certain`` can leave out what
+runs through a name given several values.
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ __all__ = ["python_reads", "strings_of"]
 
 _ACCESS = {"load", "store", "make_block_ptr", "make_tensor_descriptor", "atomic_add", "atomic_max", "atomic_min",
            "atomic_and", "atomic_or", "atomic_xor", "atomic_xchg", "atomic_cas"}  # fmt: skip
+
+
+#: Accesses whose addresses come from a base and explicit strides (``tl.make_tensor_descriptor(Y, shape, strides=
+#: [stride_x, 1], ...)``, then ``desc.store(...)``): both are the address.
+_DESCRIBED = {"make_block_ptr", "make_tensor_descriptor"}
 
 
 def _function(kernel: Any) -> Any:
@@ -94,9 +102,16 @@ def python_reads(kernel: Any) -> KernelReads:
                     given[name] = given.get(name, 0) + 1
             elif isinstance(n, ast.Call):
                 f = n.func
-                if _callee(n) in _ACCESS:
+                if _callee(n) in ("load", "store") and isinstance(f, ast.Attribute) and not (
+                        isinstance(f.value, ast.Name) and f.value.id in ("tl", "triton", "language")):  # fmt: skip
+                    accesses.append(f.value)  # ``desc.store(offsets, v)``: the descriptor is the address
+                elif _callee(n) in _ACCESS:
                     ptr = next((k.value for k in n.keywords if k.arg in ("pointer", "base", "ptr")), None)
                     accesses.append(ptr if ptr is not None else n.args[0] if n.args else None)
+                    if _callee(n) in _DESCRIBED:  # a block pointer's or descriptor's strides address its base
+                        strides = next((k.value for k in n.keywords if k.arg == "strides"), None)
+                        accesses[-1] = ast.Tuple([accesses[-1], strides if strides is not None else
+                                                  n.args[2] if len(n.args) > 2 else ast.Tuple([])])  # fmt: skip
                 elif isinstance(f, ast.Name):  # a @triton.jit helper: an argument naming a parameter itself may
                     # be an address it accesses (``K + offset``); one that only derives from parameters (``acc``,
                     # ``q``) carries values, and following it would tie every tensor to every other
