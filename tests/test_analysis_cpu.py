@@ -247,3 +247,25 @@ def test_a_stride_given_to_another_tensors_descriptor_is_found():
         reads = python_reads(kernel)
         assert {"Y", "stride_x"} <= reads.certain["Y"] and "stride_y" not in reads.addresses["Y"], reads
         assert "stride_y" not in reads.read
+
+
+MACRO = r"""
+#define AT(p, r, c) (p)[(r) * ld + (c)]
+#define COLS \
+  n
+extern "C" __global__ void scale(const float* x, float* y, int ld, int n) {
+  for (int c = threadIdx.x; c < COLS; c += blockDim.x) AT(y, blockIdx.x, c) = 2.f * AT(x, blockIdx.x, c);
+}
+"""
+
+
+def test_a_stride_read_through_a_macro_is_read():
+    """Issue 61: ``#define AT(p, r, c) (p)[(r) * ld + (c)]`` made 'ld' "never read", the strided axis dropped
+    (strided inputs copied) and ``Const(0)`` suggested, which would read row 0 for every row. The reader expands
+    the source's macros (function-like, object-like, continued lines) where the body uses them."""
+    op, said = _said(lambda: ok.cuda_kernel_op(f"{NS}::macro_rows", ok.KernelSpec(
+        kernel_source=MACRO, kernel_name="scale", inputs=[ok.InputDecl("x", shape=("R", "N"))],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Stride(("x", "y"), 0, name="ld"), ok.Dim("N", name="n")],
+        geometry=ok.Grid(grid=("R",), block=(128,)))))  # fmt: skip
+    assert said == [], said
+    assert _input(op, "x").strided == (0,)

@@ -78,12 +78,52 @@ def _assignments(s: str) -> list[tuple[str, str, bool]]:
     return out
 
 
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(\(([^)]*)\))?[ \t]*(.*)$", re.M)
+
+
+def _macros(src: str) -> dict[str, tuple[list[str] | None, str]]:
+    """The source's ``#define``s: name -> (parameters, or None for an object-like macro; replacement)."""
+    joined = re.sub(r"\\\n", " ", src)
+    return {m.group(1): (None if m.group(2) is None else [p.strip() for p in m.group(3).split(",") if p.strip()],
+                         m.group(4).strip()) for m in _DEFINE.finditer(joined)}  # fmt: skip
+
+
+def _expand(body: str, macros: dict[str, tuple[list[str] | None, str]]) -> str:
+    """``body`` with the macros it uses replaced, as the preprocessor does (nested ones too, 8 levels deep), so a
+    stride read inside ``#define AT(p, r, c) (p)[(r) * ld + (c)]`` is read where ``AT`` is used; parentheses
+    around a single name dropped, so ``(p)[i]`` reads as the subscript ``p[i]``."""
+    for _ in range(8):
+        before = body
+        for name, (params, text) in macros.items():
+            if params is None:
+                body = re.sub(rf"\b{name}\b", lambda _m, t=text: f"({t})", body)
+                continue
+            out, i = [], 0
+            for m in re.finditer(rf"\b{name}\s*\(", body):
+                if m.start() < i:
+                    continue
+                end = _balanced(body, m.end() - 1, "(", ")")
+                args = _split_top_level(body[m.end() : end - 1])
+                text_k = text
+                for p, a in zip(params, args, strict=False):
+                    text_k = re.sub(rf"\b{p}\b", lambda _m, a=a: f"({a})", text_k)
+                out += [body[i : m.start()], f"({text_k})"]
+                i = end
+            body = "".join(out) + body[i:]
+        if body == before:
+            break
+    while (bare := re.sub(r"\(\s*([A-Za-z_]\w*)\s*\)", r" \1 ", body)) != body:  # ((p)) -> p; (float)x -> float x
+        body = bare
+    return body
+
+
 def cpp_reads(source: str, kernel_name: str) -> KernelReads | None:
     src = _strip_strings(_strip_comments(source))
     got = _definition(src, kernel_base_name(kernel_name))
     if got is None or not all(got[0]):
         return None
     params, body = got
+    body = _expand(body, _macros(src))
     tokens = set(_IDENT.findall(body))
     deps: dict[str, set[str]] = {}
     given: dict[str, int] = {}  # how many assignments replace each name's value (``p += d`` accumulates)
