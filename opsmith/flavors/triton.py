@@ -28,8 +28,9 @@ from ..cache import compile_cache, make_key
 from ..declare.record import KernelRecord
 from ..declare.signature import KernelParam, parse_ptx_entry
 from ..declare.spec import Config, DtypeOf
-from ..errors import CompileError, LaunchError, SpecError
+from ..errors import LaunchError, SpecError
 from .base import UNIT, Binary, constexpr_values, param_roles, scalar_from_key
+from .triton_errors import compile_error
 
 __all__ = ["TritonSource", "is_triton_kernel"]
 
@@ -413,8 +414,7 @@ class TritonSource:
         try:
             ck = triton.compile(src, target=GPUTarget("cuda", cc, 32), options=options)
         except Exception as e:  # Triton's CompilationError carries the offending kernel line
-            raise CompileError(self.op_name, self.kernel_name, str(e), _kernel_excerpt(self.kernel, e),
-                               compile_fix(str(e))) from None  # fmt: skip
+            raise compile_error(self.op_name, self.kernel, e) from None
         md = ck.metadata
         for what, bad in (("cluster launch (num_ctas > 1)", md.num_ctas != 1),
                           ("a cooperative grid", md.launch_cooperative_grid),
@@ -534,33 +534,6 @@ def _from_cache(hit: tuple[dict, bytes] | None, arch: str, t0: float, dropped: t
                       trailing_params=int(meta["trailing_params"]), dropped=dropped)  # fmt: skip
     except (KeyError, TypeError, ValueError):
         return None
-
-
-def compile_fix(log: str) -> str:
-    """The fix for a Triton compile error a declaration causes, where the log names one ("" otherwise)."""
-    if "arange's range must be a power of 2" in log:
-        return ("Fix: a tl.arange's length must be a power of two, and the block size here comes from a size that "
-                "is not one: bind it rounded up, DimSize('x', -1, name='BLOCK', bucket='pow2') or "
-                "Size('pow2(N)', name='BLOCK'), as host code calls triton.next_power_of_2, and mask the loads and "
-                "stores past the size.")  # fmt: skip
-    return ""
-
-
-def _kernel_excerpt(kernel: Any, err: Exception) -> str:
-    try:
-        lines, start = inspect.getsourcelines(kernel.fn)
-    except (OSError, TypeError):
-        return ""
-    src = getattr(err, "src", None)
-    node = getattr(err, "node", None)
-    lineno = getattr(node, "lineno", None)
-    if src is None or lineno is None:
-        return "".join(f"   {start + k:4d} | {line}" for k, line in enumerate(lines[:12]))
-    # Triton numbers the lines of the function from its ``def`` (decorators stripped).
-    first = next((k for k, line in enumerate(lines) if line.lstrip().startswith("def ")), 0)
-    n = first + lineno - 1
-    lo, hi = max(0, n - 2), min(len(lines), n + 3)
-    return "".join(f"{'>>' if k == n else '  '} {start + k:4d} | {lines[k]}" for k in range(lo, hi))
 
 
 def source_digest(kernel: Any) -> str:

@@ -19,9 +19,10 @@ import torch
 
 from ..declare.limits import INT_LIMITS
 from ..declare.record import KernelRecord, TensorArg
-from ..errors import CompileError, LaunchError
+from ..errors import LaunchError
 from ..inductor.writes import declared_writes
-from .triton import TritonSource, _interpreted, _kernel_excerpt, compile_fix
+from .triton import TritonSource, _interpreted
+from .triton_errors import compile_error, compile_fix
 
 log = logging.getLogger("opsmith.compile")
 _I32 = INT_LIMITS["i32"]
@@ -205,11 +206,8 @@ def _interpret(kern: Any, grid: Any, kwargs: dict, op: str) -> None:
     try:
         kern[grid](**kwargs)
     except Exception as e:
-        fix = compile_fix(str(e))
-        if fix:  # the interpreter's raw InterpreterError names neither the op nor the cause
-            fn = getattr(kern, "fn", kern)
-            excerpt = _kernel_excerpt(kern, e) if hasattr(kern, "fn") else ""
-            raise CompileError(op, getattr(fn, "__name__", "kernel"), str(e), excerpt, fix) from None
+        if compile_fix(str(e)):  # the interpreter's raw InterpreterError names neither the op nor the cause
+            raise compile_error(op, kern, e) from None
         if _OLD_INTERPRETER not in str(e):
             raise
         from importlib.metadata import version
