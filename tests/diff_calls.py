@@ -75,7 +75,7 @@ def _classify(launch: dict, pointers: list[int], args: list[Any], outs: list[tor
             named.append("null")
             continue
         where = next((f"in{i}" for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.data_ptr() == p), None)
-        where = where or next((f"out{i}" for i, o in enumerate(outs) if o.data_ptr() == p), "fresh")
+        where = where or next((f"out{i}" for i, o in enumerate(outs) if o is not None and o.data_ptr() == p), "fresh")
         named.append(where + (":misaligned" if p % 16 else ""))
     return {**launch, "args": named}
 
@@ -107,7 +107,9 @@ def outcome(fn: Any, args: list[Any], pointers: list[int] | None = None, take: A
             take()  # forget launches of a refused call
         return {"ok": False, "error": _error(e)}
     outs = [] if got is None else [got] if isinstance(got, torch.Tensor) else list(got)
-    res: dict[str, Any] = {"ok": True, "outputs": [[list(o.shape), str(o.dtype), list(o.stride())] for o in outs]}
+    # None: an optional output the call did not ask for
+    res: dict[str, Any] = {"ok": True, "outputs": [None if o is None else [list(o.shape), str(o.dtype), list(o.stride())]
+                                                   for o in outs]}  # fmt: skip
     if written:
         res["written"] = [_bytes(args[k]) for k in written]
     if values:

@@ -257,6 +257,8 @@ def _against_fake(g: Gen, cid: str, call: list[dict], dry: dict) -> None:
         return  # refused for the launch or a real tensor's layout, which tracing does not see (plan.py)
     for res in (fake, want):  # the stride of an axis of size 1 means nothing (torch's own comparisons skip it)
         for o in res.get("outputs", ()):
+            if o is None:  # an optional output the call did not ask for
+                continue
             o[2] = [st if n != 1 else None for n, st in zip(o[0], o[2], strict=True)]
     if fake != want:
         g.fake_bad.append(f"{cid} (fake)\n  python dry run: {want}\n  fake on meta: {fake}\n  call: {call}\n  "

@@ -115,7 +115,11 @@ rowmax_nobwd = ok.triton_op(f"{NS}::rowmax_nobwd", rowmax_kernel, inputs=[ok.Inp
 scale3 = ok.triton_op(f"{NS}::scale3", scale_inplace_kernel, inputs=[ok.InputDecl("x", mutates=True, contiguous="require")],
                       outputs=[], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(block=("BLOCK",)))  # fmt: skip
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 from examples.distributed.ops import swiglu_op  # noqa: E402
+from round_four_ops import optional_classifier  # noqa: E402
+
+classifier = optional_classifier(NS)
 
 swiglu = swiglu_op()
 
@@ -211,6 +215,26 @@ for xp, outp in [(Shard(0), Shard(0)), (Shard(1), Partial()), (Replicate(), Repl
     expect(f"rowsum x {xp}", out.placements, [outp])
     check(f"rowsum x {xp}", out.full_tensor(), x.sum(-1))
 say("rowsum (combine='sum'): rows stay sharded, a sharded reduced axis gives Partial(sum)")
+
+# -- Optional outputs (issue 60, item 5): asked for or left out, alternately, through DTensor's cache ----------
+logits, targets = randn(6, 40), torch.randint(0, 40, (6,)).to(DEV)
+want_p = torch.softmax(logits, -1)
+want_d = (want_p - torch.nn.functional.one_hot(targets, 40)) * 0.5
+for lp in (Shard(0), Replicate()):
+    for rp, rd in [(True, False), (False, False), (False, True), (True, True), (False, False)]:
+        loss, probs, dlogits = classifier(distribute_tensor(logits, mesh, [lp]), distribute_tensor(targets, mesh, [lp]),
+                                          0.5, rp, rd)  # fmt: skip
+        tag = f"classifier logits {lp} return_probs={rp} return_dlogits={rd}"
+        expect(tag, loss.placements, [lp])
+        check(tag + " loss", loss.full_tensor(), torch.nn.functional.cross_entropy(logits, targets, reduction="none"))
+        for name, got, asked, want in (("probs", probs, rp, want_p), ("dlogits", dlogits, rd, want_d)):
+            if not asked:
+                if got is not None:
+                    failures.append(f"{tag}: {name} is {type(got).__name__}, expected None")
+                continue
+            expect(tag + " " + name, got.placements, [lp])
+            check(tag + " " + name, got.full_tensor(), want)
+say("classifier: optional outputs asked for or left out alternately, None where left out, each call's own")
 
 # -- A gather: the table is replicated whatever placement it arrives with -------------------------------
 table, idx = randn(16), torch.randint(0, 16, (16,)).to(DEV)

@@ -67,3 +67,23 @@ def row_sums(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     tl.store(y_ptr + row, tl.sum(tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0), 0))
+
+
+@triton.jit
+def fused_classifier(logits, targets, losses, probs, dlogits, n_cols, dloss, BLOCK: tl.constexpr):
+    """llm.c's fused classifier in Triton: the loss always, the probabilities and the gradient only where their
+    pointers are given (None is compiled in, so each branch is decided at compile time)."""
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(logits + row * n_cols + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, 0)
+    e = tl.where(mask, tl.exp(x - m), 0.0)
+    s = tl.sum(e, 0)
+    p = e / s
+    t = tl.load(targets + row)
+    tl.store(losses + row, tl.log(s) + m - tl.sum(tl.where(offs == t, x, 0.0), 0))
+    if probs is not None:
+        tl.store(probs + row * n_cols + offs, p, mask=mask)
+    if dlogits is not None:
+        tl.store(dlogits + row * n_cols + offs, (p - tl.where(offs == t, 1.0, 0.0)) * dloss, mask=mask)

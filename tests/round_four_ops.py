@@ -7,7 +7,7 @@ from round_four_cuda import FUSED_CLASSIFIER, GLU_SRC, LABEL_SRC, STD_HEADERS
 
 import opsmith as ok
 
-__all__ = ["cuda_ops", "glu_reference", "jsd_reference", "triton_ops"]
+__all__ = ["classifier_backward", "cuda_ops", "glu_reference", "jsd_reference", "optional_classifier", "triton_ops"]
 
 
 def _flagged(ns: str, name: str, kernel):
@@ -60,6 +60,25 @@ def triton_ops(ns: str) -> dict:
                 ok.Dim("V", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
         geometry=ok.Grid(grid=("BT",)), constexprs={"beta": 0.5, "ignore_index": -100, "BLOCK_SIZE": 1024})  # fmt: skip
     return ops
+
+
+def optional_classifier(ns: str, backward: bool = False):
+    """llm.c's fused classifier in Triton with its probabilities and gradient as optional outputs (item 5): the
+    call asks for them (``return_probs``, ``return_dlogits``); left out, the kernel gets None compiled in. With
+    ``backward``, the loss differentiates through a Python backward (the optional outputs take no gradient)."""
+    bwd = ok.Backward(classifier_backward, args=("grad_losses", "logits", "targets"), grads=("logits",))
+    return ok.triton_op(f"{ns}::optional_classifier{'_bwd' if backward else ''}", K.fused_classifier,
+        inputs=[ok.InputDecl("logits", torch.float32, shape=("R", "V")),
+                ok.InputDecl("targets", torch.int64, shape=("R",)), ok.ScalarInput("dloss", float)],
+        outputs=[ok.OutputDecl("losses", ("R",)), ok.OutputDecl("probs", ok.SameAs("logits"), optional=True),
+                 ok.OutputDecl("dlogits", ok.SameAs("logits"), optional=True)],
+        extras=[ok.Dim("V", name="n_cols"), ok.DimSize("logits", -1, name="BLOCK", bucket="pow2")],
+        geometry=ok.Reduction(reduce_dims=(-1,)), backward=bwd if backward else None)  # fmt: skip
+
+
+def classifier_backward(g, logits, targets):
+    p = torch.softmax(logits.float(), -1)
+    return (p - torch.nn.functional.one_hot(targets, logits.shape[-1])) * g[:, None]
 
 
 def cuda_ops(ns: str) -> dict:

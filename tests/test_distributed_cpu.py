@@ -118,7 +118,7 @@ def test_derived_rules_on_two_cpu_ranks():
     and the tuning protocol, on two gloo ranks."""
     r = _torchrun([str(ROOT / "tests" / "distributed_check.py")], port=29701)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
-    for line in ("rmsnorm: 5 placement cases", "swiglu: matching placements", "rowsum (combine='sum')", "gather: a table tied to nothing",
+    for line in ("rmsnorm: 5 placement cases", "swiglu: matching placements", "rowsum (combine='sum')", "classifier: optional outputs", "gather: a table tied to nothing",
                  "rowmax (combine='max')", "refusals name the op", "job tuning:", "node-local caches:"):  # fmt: skip
         assert line in r.stdout, r.stdout
 

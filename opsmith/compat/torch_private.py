@@ -85,6 +85,8 @@ PRIVATE: tuple[Private, ...] = (
     Private("torch._C", "_increment_version", "bumping the version of a tensor an op wrote", TESTED),
     Private("torch._C", "parse_schema", "the derived schema, parsed as torch parses it", TESTED),
     Private("torch._dynamo", "reset", "forgetting compiled graphs between check's rows", TESTED),
+    Private("torch.distributed.tensor._api", "DTensor._op_dispatcher.sharding_propagator.op_to_schema_info",
+            "hashing an optional output's flag into DTensor's sharding cache", TESTED),
 )
 # fmt: on
 

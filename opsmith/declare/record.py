@@ -21,7 +21,7 @@ from .geometry import LaunchPlan
 
 __all__ = ["ExtraArg", "KernelRecord", "OutputArg", "Param", "ScalarArg", "TensorArg", "dtype_from_name"]
 
-RECORD_VERSION = 10
+RECORD_VERSION = 11
 
 
 def dtype_from_name(name: str | None) -> torch.dtype | None:
@@ -73,6 +73,9 @@ class ScalarArg:
     ctype: str
     kind: Literal["scalar"] = "scalar"
     static: bool = False
+    #: The per-call request for an optional output (``OutputDecl(optional=True)``): a keyword-only
+    #: ``bool return_<output>=False`` in the schema, read by the call, never passed to the kernel.
+    flag: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,9 @@ class OutputArg:
     dtype_from: int
     dtype: str | None = None  # fixed by the kernel's signature when known
     init: int | float | None = None  # every element's value before the kernel runs (None: uninitialized)
+    #: An optional output: allocated only when the call's flag (the scalar input at this position) is true;
+    #: otherwise the kernel gets a null pointer (Triton: None, compiled in) and the call returns None for it.
+    when: int | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,11 @@ class KernelRecord:
     def optional(self) -> tuple[int, ...]:
         """Positions among the tensor inputs of those a call may pass as None."""
         return tuple(k for k, a in enumerate(self.tensor_inputs) if a.optional)
+
+    @property
+    def optional_outputs(self) -> tuple[int, ...]:
+        """Positions of the outputs a call may leave out (``OutputArg.when``)."""
+        return tuple(k for k, o in enumerate(self.outputs) if o.when is not None)
 
     @property
     def tuned(self) -> bool:

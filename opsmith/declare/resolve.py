@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import torch
@@ -288,6 +289,9 @@ def resolve(
     floats = typed == "none" and dtype_generic and not host_launched
     resolved_inputs = _input_args(op, inputs, tensors, extra_args, geometry, typing, min_nd, declared, sh, static_names,
                                   floats)  # fmt: skip
+    if outputs is not None:
+        shared = [["stride", r, 0] for e in extra_args for r in e.same]  # a Stride that also describes it
+        out_args = _requests(op, outputs, out_args, resolved_inputs, exprs + shared, set(tensors + scalars + out_names))
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
                     tuple((n, k, a) for n, (k, a) in sh.dims.items()),
                     tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
@@ -343,6 +347,41 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
                             f"declare the dtype the kernel's pointer has, e.g. InputDecl('{d.name}', torch.int64, "
                             "optional=True, absent='dummy').")  # fmt: skip
     return resolved_inputs
+
+
+def _requests(op: str, outputs: Sequence, out_args: list[OutputArg], resolved_inputs: list,
+              exprs: list, names: set[str]) -> list[OutputArg]:  # fmt: skip
+    """Each optional output's flag, a keyword-only ``bool return_<name>`` appended to the inputs (so every
+    earlier position stays what the record's expressions and parameters say). Its size may not feed the
+    launch: a call that leaves it out has no tensor to read it from."""
+    out = list(out_args)
+    for k, o in enumerate(outputs):
+        field = f"outputs[{k}].optional"
+        if not isinstance(o.optional, bool):
+            raise SpecError(op, field, f"{o.optional!r} is not a bool.", "pass optional=True or leave it out.")
+        if not o.optional:
+            continue
+        if _reads(exprs, f"o{k}"):
+            raise SpecError(op, field, f"'{o.name}' is optional, but a launch size, extra or precondition reads its "
+                            "size, which a call that leaves it out does not have.",
+                            "read the size from the input it is shaped like (SameAs, a named dimension), or make "
+                            "the output required.")  # fmt: skip
+        flag = f"return_{o.name}"
+        if flag in names:
+            raise SpecError(op, field, f"its per-call flag '{flag}' is already the name of an input or output.",
+                            f"rename the input or output called '{flag}'.")  # fmt: skip
+        names.add(flag)
+        out[k] = dataclasses.replace(out[k], when=len(resolved_inputs))
+        resolved_inputs.append(ScalarArg(flag, "bool", "bool", flag=True))
+    return out
+
+
+def _reads(expr: Any, ref: str) -> bool:
+    """Whether a geometry expression (or a list of them) reads tensor ``ref``'s sizes."""
+    if isinstance(expr, list | tuple):
+        return (len(expr) > 1 and expr[1] == ref and expr[0] in ("numel", "size", "stride", "lead", "prod")) or \
+            any(_reads(e, ref) for e in expr)  # fmt: skip
+    return False
 
 
 def _outputs_of_required(op: str, out_args: list[OutputArg], decls: list[InputDecl]) -> None:

@@ -31,6 +31,8 @@ the writes would be lost).
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib.abc
 import importlib.util
 import sys
@@ -95,6 +97,8 @@ class ShardingPlan:
     sized_by: tuple[str, ...] = ()  # the extras' labels, for the message
     derive: bool = False  # sharding="derive": the user vouches for the derived rule (opsmith check tests it)
     optional_pos: tuple[int, ...] = ()  # argument positions of optional tensor inputs (None: placement None)
+    #: Optional outputs and their flags' argument positions, (k, p): left out by the call, no placement.
+    requests: tuple[tuple[int, int], ...] = ()
 
 
 def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | None = None,
@@ -103,8 +107,9 @@ def derive_plan(record: KernelRecord, geometry: object, *, eager_fn: Callable | 
     op = record.op_name
     tensor_pos = tuple(k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg))
     optional_pos = tuple(k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg) and a.optional)
+    requests = tuple((k, o.when) for k, o in enumerate(record.outputs) if o.when is not None)
     base = {"op_name": op, "n_args": len(record.inputs), "n_out": len(record.outputs), "tensor_pos": tensor_pos,
-            "optional_pos": optional_pos}  # fmt: skip
+            "optional_pos": optional_pos, "requests": requests}  # fmt: skip
     written = [a.name for a in record.tensor_inputs if a.mutates]
     if written:
         if sharding is not None:
@@ -297,11 +302,20 @@ def strategies(plan: ShardingPlan, *args: Any) -> list[tuple[list, list]]:
         [Replicate() if k in plan.tensor_pos and args[k] is not None else None for k in range(plan.n_args)],
     )
     if plan.user == "replicate":
-        return [replicate]
+        return _requested(plan, args, [replicate])
     got = derived(plan, *args)
     if not all(applied for _, applied in got):
         _warn_held(plan)
-    return [s for s, applied in got if applied] + [replicate]
+    return _requested(plan, args, [s for s, applied in got if applied] + [replicate])
+
+
+def _requested(plan: ShardingPlan, args: tuple, found: list[tuple[list, list]]) -> list[tuple[list, list]]:
+    """An optional output the call left out (its flag false, or left at its default: DTensor passes the call's
+    arguments without trailing defaults) is None: no placement."""
+    gone = {k for k, p in plan.requests if not (p < len(args) and args[p])}
+    if not gone:
+        return found
+    return [([None if k in gone else x for k, x in enumerate(outs)], ins) for outs, ins in found]
 
 
 def derived(plan: ShardingPlan, *args: Any) -> list[tuple[tuple[list, list], bool]]:
@@ -433,6 +447,19 @@ def _register(overload: Any, plan: ShardingPlan) -> None:
     from torch.distributed.tensor.experimental import register_sharding
 
     register_sharding(overload)(_RULES[plan.op_name])
+    if plan.requests:
+        _hash_flags(overload, min(p for _, p in plan.requests))
+
+
+def _hash_flags(overload: Any, first: int) -> None:
+    """DTensor caches an op's sharding (and its outputs' metadata) by its tensors and the arguments from its first
+    int on; a bool is not hashed, so a call leaving an optional output out would reuse the outputs of a call that
+    asked for it. Hashing from the first flag on keeps them apart."""
+    from ..compat.torch_private import resolve
+
+    infos = resolve("torch.distributed.tensor._api", "DTensor._op_dispatcher.sharding_propagator.op_to_schema_info")
+    info = infos[overload]
+    infos[overload] = dataclasses.replace(info, static_argnum=min(info.static_argnum, first))
 
 
 def _flush() -> None:

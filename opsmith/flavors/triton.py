@@ -257,8 +257,8 @@ class TritonSource:
                 layout.append(("dtype", k))
         loose = _unspecialized(self.kernel)
         for p, ((role, a), name) in enumerate(zip(self._roles, self.runtime_params, strict=True)):
-            if role == "tensor" and a.optional and a.absent == "none":  # None is compiled in, as Triton's JIT does
-                layout.append(("none", p))
+            if (role == "tensor" and a.optional and a.absent == "none") or (role == "output" and a.when is not None):
+                layout.append(("none", p))  # None is compiled in, as Triton's JIT does
             if role == "scalar" and a.ctype == "i64":  # i32 or i64 by the call's value, even unspecialized
                 layout.append(("wide", p))
             if role == "tensor" and name not in loose["align"]:
@@ -323,7 +323,8 @@ class TritonSource:
             signature[name] = "constexpr"  # compiled in, as Triton's JIT does: strides of 1 let loads vectorize
         attrs = {(p,): [["tt.divisibility", 16]] for (kind, p), v in zip(layout, spec, strict=True)
                  if ((kind == "align" and v) or (kind == "int" and v == 1)) and self.runtime_params[p] not in nones}  # fmt: skip
-        attrs.update({(p,): [["tt.divisibility", 16]] for p, (role, _) in enumerate(self._roles) if role == "output"})
+        attrs.update({(p,): [["tt.divisibility", 16]] for p, (role, _) in enumerate(self._roles)
+                      if role == "output" and self.runtime_params[p] not in nones})  # fmt: skip
         # Attribute keys are positions among all the kernel's parameters, constexprs included.
         runtime_at = [k for k, (_, is_c, _) in enumerate(self.params_) if not is_c]
         return signature, {(runtime_at[p[0]],): v for p, v in attrs.items()}

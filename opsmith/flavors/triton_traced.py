@@ -114,16 +114,17 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
         # ``torch._dynamo.reset()`` clears.
         kernels = [None if _interpreted(s.kernel) else s.kernel for s in sources]
 
-    def impl(*args: Any) -> Any:
-        args = list(args)
+    def impl(*given: Any, **by_name: Any) -> Any:
+        # The dispatcher leaves trailing arguments at their defaults out: only optional outputs' flags have one.
+        args = [*given, *(by_name.get(a.name, False) for a in record.inputs[len(given) :])]
         _prepare(record, args, None)
         outs = alloc(*args)
         outs_l = [] if outs is None else [outs] if isinstance(outs, torch.Tensor) else list(outs)
         for o, a in zip(outs_l, record.outputs, strict=True):
-            if a.init is not None:
+            if a.init is not None and o is not None:  # None: an optional output the call did not ask for
                 o.fill_(a.init)
         tensors = [args[k] for k in positions]
-        written = outs_l + [
+        written = [o for o in outs_l if o is not None] + [
             x for x, a in zip(tensors, record.tensor_inputs, strict=True) if a.mutates and x is not None
         ]
         if all(w.numel() == 0 for w in written):

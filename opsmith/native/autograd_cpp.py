@@ -49,17 +49,18 @@ def caller_source(record: KernelRecord) -> str:
 def _as_list(record: KernelRecord, expr: str) -> str:
     """The outputs of a call as a variable_list."""
     n = len(record.outputs)
+    # An optional output left out is an undefined tensor in the list (autograd gives it no edge).
+    items = ", ".join(f"std::get<{k}>(r)" if o.when is None else f"std::get<{k}>(r).value_or(at::Tensor())"
+                      for k, o in enumerate(record.outputs))  # fmt: skip
     if n == 1:
-        return f"torch::autograd::variable_list{{{expr}}}"
-    items = ", ".join(f"std::get<{k}>(r)" for k in range(n))
+        return f"torch::autograd::variable_list{{({expr}).value_or(at::Tensor())}}" if record.outputs[0].when is not \
+            None else f"torch::autograd::variable_list{{{expr}}}"  # fmt: skip
     return f"[&] {{ auto r = {expr}; return torch::autograd::variable_list{{{items}}}; }}()"
 
 
 def _from_list(record: KernelRecord, var: str) -> str:
-    n = len(record.outputs)
-    if n == 1:
-        return f"return {var}[0];"
-    return f"return std::make_tuple({', '.join(f'{var}[{k}]' for k in range(n))});"
+    items = [f"{var}[{k}]" if o.when is None else f"opsmith::maybe({var}[{k}])" for k, o in enumerate(record.outputs)]
+    return f"return {items[0]};" if len(items) == 1 else f"return std::make_tuple({', '.join(items)});"
 
 
 def autograd_source(op: Any) -> str:
@@ -85,7 +86,7 @@ def _no_backward(r: KernelRecord) -> str:
             "    at::AutoDispatchBelowADInplaceOrView below;",
             f"    torch::autograd::variable_list outs = {_as_list(r, f'call({args})')};",
             "    for (const at::Tensor& o : outs)",
-            "      if (!o.is_floating_point() && !o.is_complex()) ctx->mark_non_differentiable({o});",
+            "      if (o.defined() && !o.is_floating_point() && !o.is_complex()) ctx->mark_non_differentiable({o});",
             "    return outs;",
             "  }",
             "  static torch::autograd::variable_list backward(torch::autograd::AutogradContext*, "
@@ -147,8 +148,13 @@ def _backward(r: KernelRecord, backward: Any) -> str:
     # the edges of the inputs after it move down by one.
     fwd += [f"    ctx->saved_data[{cpp_str('given ' + names[k])}] = {names[k]}.has_value() && {names[k]}->defined();"
             for k in optional]  # fmt: skip
-    nondiff = [f"outs[{k}]" for k in range(len(r.outputs)) if k not in graded]
-    if nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
+    nondiff = [f"outs[{k}]" for k, o in enumerate(r.outputs) if k not in graded and o.when is None]
+    left = [f"outs[{k}]" for k, o in enumerate(r.outputs) if o.when is not None]  # optional: undefined when left out
+    if left:  # one call: each call replaces the set
+        fwd.append(f"    torch::autograd::variable_list nondiff{{{', '.join(nondiff)}}};")
+        fwd += [f"    if ({o}.defined()) nondiff.push_back({o});" for o in left]
+        fwd.append("    ctx->mark_non_differentiable(nondiff);")
+    elif nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
         fwd.append(f"    ctx->mark_non_differentiable({{{', '.join(nondiff)}}});")
     fwd.append("    return outs;")
     # Backward: what Backward.args names, in order (gradients are materialized zeros where unused).

@@ -99,7 +99,8 @@ def cpp_signature(record: KernelRecord, target: str = "aten") -> tuple[str, list
              else (f"const {optional}&" if aten else optional) if str(a.type) == "Optional[Tensor]"
              else scalars[str(a.type)] for a in schema.arguments]  # fmt: skip
     n = 0 if target == "xla" else len(schema.returns)
-    ret = "void" if n == 0 else tensor if n == 1 else f"std::tuple<{', '.join([tensor] * n)}>"
+    outs = [optional if str(r.type) == "Optional[Tensor]" else tensor for r in schema.returns]
+    ret = "void" if n == 0 else outs[0] if n == 1 else f"std::tuple<{', '.join(outs)}>"
     return ret, types, cpp_locals([a.name for a in schema.arguments])
 
 
@@ -278,7 +279,7 @@ class _Printer(DimsSteps):
         init = ([f"o{s.k} = opsmith::bind(op, {cpp_str(self.plan.outputs[s.k])}, o{s.k}, r{s.k});"] if self.xla
                 else []) + init  # fmt: skip
         if s.rule == "shape":
-            L = self.shape_alloc(s, f"o{s.k}", dt) + init
+            L = self.requested(s, self.shape_alloc(s, f"o{s.k}", dt) + init)
             return L + (self._statics() if self.meta and s.k == len(self.plan.outputs) - 1 else [])
         shape = f"{src}.{'sym_sizes' if self.meta else 'sizes'}()"
         if s.rule == "reduce":
@@ -291,7 +292,7 @@ class _Printer(DimsSteps):
             L = [f"{self.tensor} o{s.k} = opsmith::empty_like({src}, {dt}, {strided});"]
         else:
             L = [f"{self.tensor} o{s.k} = opsmith::empty({shape}, {src}, {dt});"]
-        L += init
+        L = self.requested(s, L + init)
         if self.meta and s.k == len(self.plan.outputs) - 1:
             L += self._statics()
         return L
@@ -302,7 +303,19 @@ class _Printer(DimsSteps):
         return [f"const bool st = opsmith::all_static({{{ts}}});"]
 
     def ret(self) -> str:
-        return "return;" if self.xla else returns([f"o{k}" for k in range(len(self.plan.outputs))])
+        outs = [f"o{k}" if o.when is None else f"opsmith::maybe(o{k})" for k, o in enumerate(self.record.outputs)]
+        return "return;" if self.xla else returns(outs)
+
+    def requested(self, s: P.Alloc, lines: list[str]) -> list[str]:
+        """An optional output is allocated when the call asked for it (its flag) and stays undefined otherwise
+        (a null pointer to the kernel, None returned). The shared size flag the Meta kernel declares with the
+        first declared shape stays outside the block, where later steps read it."""
+        if s.when is None:
+            return lines
+        tensor = "at::Tensor" if self.meta else self.tensor
+        hoisted = [x for x in lines if x.startswith("const bool ")]
+        body = [x.replace(f"{tensor} o{s.k} = ", f"o{s.k} = ", 1) for x in lines if not x.startswith("const bool ")]
+        return [*hoisted, f"{tensor} o{s.k};", f"if ({self.args[s.when]}) {{", *("  " + x for x in body), "}"]
 
     def returnifempty(self, s: P.ReturnIfEmpty) -> list[str]:
         pre = self._statics() if self.meta and not self.statics_done else []

@@ -28,8 +28,9 @@ def _values(pr: Any) -> list[str]:
             if i in pr.plan.optional:  # None: a null pointer, or the first input's (absent="dummy"; never read)
                 dummy = f"{pr.t[0]}.data_ptr()" if pr.record.tensor_inputs[i].absent == "dummy" else "nullptr"
                 src = f"{pr.t[i]}.defined() ? {src} : {dummy}"
-        elif kind == "out":
-            src = f"o{i}.data_ptr()"
+        elif kind == "out":  # an optional output the call did not ask for: a null pointer
+            src = f"o{i}.data_ptr()" if pr.record.outputs[i].when is None else \
+                f"o{i}.defined() ? o{i}.data_ptr() : nullptr"  # fmt: skip
         elif kind == "scalar":
             v = pr.args[i]
             if p.ctype in ("f16", "bf16"):
@@ -53,8 +54,9 @@ def _spec(pr: Any) -> list[str]:
     for kind, p in pr.n.spec_layout:
         if kind == "dtype":
             out.append(_dtype_value(pr, p))
-        elif kind == "none":  # kernel parameter p's optional tensor passed as None, compiled in (Triton)
-            out.append(f"int64_t(!{pr.t[pr.plan.launch.params[p].source[1]]}.defined())")
+        elif kind == "none":  # kernel parameter p's optional tensor is None, compiled in (Triton)
+            role, k = pr.plan.launch.params[p].source
+            out.append(f"int64_t(!{pr.t[k] if role == 'in' else f'o{k}'}.defined())")
         elif kind == "align":
             out.append(f"int64_t(reinterpret_cast<uintptr_t>(a{p}) % 16 == 0)")
         elif kind == "int":  # as Triton's JIT: 1 compiled in (UNIT), else divisibility by 16

@@ -205,7 +205,8 @@ inline void check_init(const char* op, const char* name, const char* output, con
 
 [[noreturn]] inline void empty_error(const char* op, const char* name, std::initializer_list<const Tensor*> outs) {
   std::string shapes;
-  for (const Tensor* o : outs) shapes += (shapes.empty() ? "" : ", ") + shape_str(*o);
+  for (const Tensor* o : outs)  // an optional output the call did not ask for is undefined: no shape
+    if (o->defined()) shapes += (shapes.empty() ? "" : ", ") + shape_str(*o);
   input_error(op, name, "a non-empty tensor, since the outputs are non-empty (shapes " + shapes +
               ") and the kernel cannot fill them from no data", "an empty tensor",
               "Fix: pass a non-empty tensor; or, where the answer from no data is a constant (a sum's 0, a max's "
@@ -297,6 +298,9 @@ inline void share_strides(const char* op, const std::vector<std::string>& names,
                 " (the kernel takes a single stride parameter for them)", got, "Fix: pass tensors of the same shape.");
   }
 }
+
+// An optional output as the schema's Tensor? returns it: None where the call did not ask for it.
+inline std::optional<Tensor> maybe(const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; }
 
 #ifndef OPSMITH_NO_ATEN  // the stable Tensor has no SymInt sizes: its Meta kernels see concrete ones
 // Whether every size and stride of these tensors is a plain integer (fake tensors under dynamic shapes carry

@@ -213,6 +213,12 @@ def check_backward(op_name: str, record: KernelRecord, backward: Backward) -> tu
             known = list(ins) + list(outs) + [f"grad_{o}" for o in outs]
             raise SpecError(op_name, "backward.args", f"'{a}' is neither an input, an output nor an output's "
                             f"gradient.", f"use names from {known}.")  # fmt: skip
+    for (kind, k), a in zip(sources, backward.args, strict=True):
+        if kind in ("out", "grad") and record.outputs[k].when is not None:
+            raise SpecError(op_name, "backward.args", f"'{a}' is an optional output's, which a call may leave out "
+                            "(None): it has no gradient and cannot be saved for the backward.",
+                            "compute what the backward needs from the inputs and required outputs, or declare "
+                            "the output without optional=True.")  # fmt: skip
     if not any(kind == "grad" for kind, _ in sources):
         raise SpecError(op_name, "backward.args", "no output gradient is passed to the backward.",
                         f"name at least one of {[f'grad_{o}' for o in outs]}.")  # fmt: skip

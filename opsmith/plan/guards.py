@@ -113,7 +113,7 @@ class Refusals:
 
     def empty(self, names: Sequence[str], numels: Sequence[Any], written: Sequence[torch.Tensor]) -> InputError:
         name = next(n for n, v in zip(names, numels, strict=True) if v == 0)
-        shapes = ", ".join(str(shown(o.shape)) for o in written)
+        shapes = ", ".join(str(shown(o.shape)) for o in written if o is not None)  # None: an output not asked for
         return InputError(self.op, name, "a non-empty tensor, since the outputs are non-empty "
                           f"(shapes {shapes}) and the kernel cannot fill them from no data", "an empty tensor",
                           _FIX_EMPTY)  # fmt: skip

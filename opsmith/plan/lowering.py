@@ -8,6 +8,7 @@ checks and the packed launch. Checks that interval bounds (``expr.bounds``) prov
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..declare.expr import I64_MAX, Facts, bounds, describe, first_tensor, is_wide, unsafe_divisors
@@ -102,7 +103,9 @@ def lower(record: KernelRecord, spec_layout: list[tuple[str, int]] | tuple = ())
             return expr
         return [expr[0], *(sub(a) for a in expr[1:])]
 
-    written = tuple(sub(["numel", f"o{k}"]) for k in range(len(record.outputs))) + \
+    # An optional output the call left out writes nothing: its numel reads 0 (``["var", "s<p>"]`` is its flag).
+    written = tuple(sub(["numel", f"o{k}"]) if o.when is None else ["where", ["var", f"s{o.when}"],
+                    sub(["numel", f"o{k}"]), 0] for k, o in enumerate(record.outputs)) + \
         tuple(["var", f"n{k}"] for k in mutated)  # fmt: skip
     steps.append(ReturnIfEmpty(_dedupe(written)))
     # Every output declares an init: it holds that value before the launch, so an empty input is no data, not
@@ -267,7 +270,9 @@ def _may_be_empty(o: Any, targs: tuple) -> bool:
 def _allocations(record: KernelRecord, facts: Facts, labels: dict[str, str], narrow: bool,
                  absent: frozenset[str] = frozenset()) -> list[Alloc]:  # fmt: skip
     groups = {n: (k, s, a) for n, k, s, a in record.groups}
-    return [_allocation(record, k, o, facts, labels, narrow, absent, groups) for k, o in enumerate(record.outputs)]
+    out = [_allocation(record, k, o, facts, labels, narrow, absent, groups) for k, o in enumerate(record.outputs)]
+    return [dataclasses.replace(a, when=o.when) if o.when is not None else a
+            for a, o in zip(out, record.outputs, strict=True)]  # fmt: skip
 
 
 def _allocation(record: KernelRecord, k: int, o: Any, facts: Facts, labels: dict[str, str], narrow: bool,

@@ -188,6 +188,9 @@ class Alloc:
     #: A declared shape whose bytes may pass 2^63 - 1: checked before it is allocated (torch's own refusal
     #: differs per path, and a stable-ABI library reports only that its allocation failed).
     wide_bytes: bool = False
+    #: An optional output: allocated only when the scalar argument at this position (its flag) is true, else
+    #: None (a null pointer to the kernel, None returned).
+    when: int | None = None
 
 
 @dataclass(frozen=True)

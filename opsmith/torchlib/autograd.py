@@ -119,11 +119,12 @@ def register_backward(lib: torch.library.Library, record: KernelRecord, backward
         ctx.save_for_backward(*tensors)
         # An optional input passed as None is kept as None; its gradient is None (needs_input_grad is False).
         ctx.scalars = [_SAVED if isinstance(v, torch.Tensor) else v for v in kept]
-        ctx.out_meta = [(o.shape, o.dtype, o.device) for o in outs]
+        ctx.out_meta = [None if o is None else (o.shape, o.dtype, o.device) for o in outs]  # None: not asked for
         # DTensor inputs: the backward runs on local shards under placements derived from the forward's rule.
         ctx.dt_specs = specs_of(inputs) if is_dtensor(inputs) else None
-        if nondiff:  # outputs no gradient flows back through (a saved rstd, an index)
-            ctx.mark_non_differentiable(*[outs[k] for k in nondiff])
+        frozen = [outs[k] for k in nondiff if outs[k] is not None]  # an optional output left out is None
+        if frozen:  # outputs no gradient flows back through (a saved rstd, an index)
+            ctx.mark_non_differentiable(*frozen)
 
     def backward_fn(ctx: Any, *grads: Any) -> tuple:
         needs = tuple(ctx.needs_input_grad[k] for k in grad_of)

@@ -206,10 +206,28 @@ class _Printer:
     def alloc(self, s: P.Alloc) -> list[str]:
         """Contiguous, on the inputs' device, then filled with its ``init`` where one is declared."""
         L = self._alloc(s)
-        if s.init is None:
-            return L
-        L += self.init_check(s)
-        return [*L, f"_o{s.k}.zero_()" if s.init == 0 else f"_o{s.k}.fill_({to_python(float(s.init))})"]
+        if s.init is not None:
+            L += self.init_check(s)
+            L.append(f"_o{s.k}.zero_()" if s.init == 0 else f"_o{s.k}.fill_({to_python(float(s.init))})")
+        return self.requested(s, L)
+
+    def requested(self, s: P.Alloc, lines: list[str]) -> list[str]:
+        """An optional output's lines run when the call asked for it (its flag); else it is None."""
+        if s.when is None:
+            return lines
+        return [f"if {self.args[s.when]}:", *("    " + x for x in lines), "else:", f"    _o{s.k} = None"]
+
+    def out_ptr(self, k: int) -> str:
+        """Output k's data pointer; 0 (NULL) for an optional output the call did not ask for."""
+        if self.record.outputs[k].when is None:
+            return f"_o{k}.data_ptr()"
+        return f"(_o{k}.data_ptr() if _o{k} is not None else 0)"
+
+    def signature(self) -> str:
+        """The generated function's parameters: an optional output's flag has its schema default, since the
+        dispatcher leaves trailing defaulted arguments out of a Python kernel's call."""
+        return ", ".join(f"{a}=False" if getattr(x, "flag", False) else a
+                         for a, x in zip(self.args, self.record.inputs, strict=False))  # fmt: skip
 
     def init_check(self, s: P.Alloc) -> list[str]:
         """An open dtype must hold the declared init: 2.5 or -inf would be truncated or overflow in an integer
@@ -348,7 +366,7 @@ class _Printer:
             if kind == "in":
                 out.append(self.ptr_of(k))
             elif kind == "out":
-                out.append(f"_o{k}.data_ptr()")
+                out.append(self.out_ptr(k))
             elif kind == "scalar":
                 out.append(f"_bf16({self.args[k]})" if p.ctype == "bf16" else self.args[k])
             else:
@@ -407,7 +425,7 @@ def make_eager(record: KernelRecord, variants: Variants, plan: P.CallPlan, custo
         "        raise",
     ]
     args = ", ".join(pr.args)
-    src = [f"def impl({args}):", "    try:", *("        " + x for x in body), *tail]
+    src = [f"def impl({pr.signature()}):", "    try:", *("        " + x for x in body), *tail]
     if autograd is not None:
         pr.g.update(autograd)
         grad = " or ".join(f"({n} is not None and {n}.requires_grad)" if k in plan.optional else f"{n}.requires_grad"
@@ -425,7 +443,7 @@ def make_eager(record: KernelRecord, variants: Variants, plan: P.CallPlan, custo
             pre += [f"_bump(tuple(_t for _t in ({', '.join(mutated)},) if _t is not None))"]
         elif mutated:
             pre += [f"_bump(({', '.join(mutated)},))"]
-        src += [f"def impl_autograd(_ks, {args}):", "    try:", *("        " + x for x in pre + body), *tail]
+        src += [f"def impl_autograd(_ks, {pr.signature()}):", "    try:", *("        " + x for x in pre + body), *tail]
     text = "\n".join(src) + "\n"
     scope: dict[str, object] = {}
     exec(compile(text, f"<opsmith eager {record.op_name}>", "exec"), pr.g, scope)
@@ -439,7 +457,7 @@ def make_dry_run(op: Any) -> tuple[Callable, str]:
     packed parameter bytes, hex, pointers marked by ``impl.pointers``)."""
     pr = _Printer(op.plan, op.record, dry=True)
     body = _body(pr, op.variants, None, False)
-    text = "\n".join([f"def impl({', '.join(pr.args)}):", *("    " + x for x in body)]) + "\n"
+    text = "\n".join([f"def impl({pr.signature()}):", *("    " + x for x in body)]) + "\n"
     scope: dict[str, Any] = {}
     exec(compile(text, f"<opsmith dry run {op.record.op_name}>", "exec"), pr.g, scope)
     fn = scope["impl"]

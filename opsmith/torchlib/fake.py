@@ -125,7 +125,8 @@ class _MetaPrinter(_Printer):
             if s.wide_bytes:
                 L.append(f"if _static(*_s{s.k}) and _prod(_s{s.k}) * {dt}.itemsize > 9223372036854775807: "
                          f"raise _E.huge_out({self.plan.outputs[s.k]!r}, _s{s.k}, {dt})")  # fmt: skip
-            return [*L, f"_o{s.k} = {self.t[s.src]}.new_empty(_s{s.k}, dtype={dt})", *self.init_check(s), *last]
+            L = [*L, f"_o{s.k} = {self.t[s.src]}.new_empty(_s{s.k}, dtype={dt})", *self.init_check(s)]
+            return [*self.requested(s, L), *last]
         src = self.t[s.src]
         if s.dtype is not None:
             from ..declare.record import dtype_from_name
@@ -134,7 +135,7 @@ class _MetaPrinter(_Printer):
         dt = f"_odt{s.k}" if s.dtype is not None else f"{self.t[s.dtype_from]}.dtype"
         shape = f"{src}.shape" if s.rule == "same" else \
             f"_out_shape(_op, {s.dims!r}, {s.keepdim}, {src}, {self.tn[s.src]!r})"  # fmt: skip
-        return [f"_o{s.k} = {src}.new_empty({shape}, dtype={dt})", *self.init_check(s), *last]
+        return [*self.requested(s, [f"_o{s.k} = {src}.new_empty({shape}, dtype={dt})", *self.init_check(s)]), *last]
 
     def _all_static(self) -> list[str]:
         self.allocated = True
@@ -172,7 +173,7 @@ def meta_source(plan: P.CallPlan, record: KernelRecord) -> tuple[str, dict]:
     """(the fake implementation's source, its globals)."""
     pr = _MetaPrinter(plan, record)
     body = [*pr.steps(), f"return {pr.ret()}"]
-    text = "\n".join([f"def fake({', '.join(pr.args)}):", *("    " + x for x in body)]) + "\n"
+    text = "\n".join([f"def fake({pr.signature()}):", *("    " + x for x in body)]) + "\n"
     return text, pr.g
 
 

@@ -65,8 +65,9 @@ def _spec(pr: Any, variants: Variants, vals: list[str]) -> list[str]:
     for kind, p in variants.spec_layout:
         if kind == "dtype":
             spec.append(pr.dtype_of(p))
-        elif kind == "none":  # kernel parameter p's optional tensor passed as None: compiled in (Triton)
-            spec.append(f"{pr.t[pr.plan.launch.params[p].source[1]]} is None")
+        elif kind == "none":  # kernel parameter p's optional tensor is None: compiled in (Triton)
+            role, k = pr.plan.launch.params[p].source
+            spec.append(f"{pr.t[k] if role == 'in' else f'_o{k}'} is None")
         elif kind == "align":
             spec.append(f"{vals[p]} & 15 == 0")
         elif kind == "static":
@@ -104,7 +105,8 @@ def _outs(pr: Any) -> tuple[str, str]:
     # Outputs with an ``init`` are read by the kernel (it accumulates): tuning restores them between runs too.
     mutated = [
         f"*(() if {pr.t[k]} is None else ({pr.t[k]},))" if k in pr.plan.optional else pr.t[k] for k in pr.plan.mutated
-    ] + [f"_o{k}" for k, o in enumerate(pr.record.outputs) if o.init is not None]
+    ] + [f"_o{k}" if o.when is None else f"*(() if _o{k} is None else (_o{k},))"
+         for k, o in enumerate(pr.record.outputs) if o.init is not None]  # fmt: skip
     return f"({', '.join(mutated)}{',' if mutated else ''})", f"({', '.join(outs)}{',' if outs else ''})"
 
 
