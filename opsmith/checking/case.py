@@ -81,6 +81,9 @@ class CheckCase:
         written = self.written_args()
         if shapes:
             last = self.inputs(shapes[-1], dtype, device)
+            flags = _flags(self.op)
+            if flags and len(last) == len(self.op.record.inputs):  # optional outputs asked for elsewhere (blamed),
+                last = (*last[:-flags], *(False,) * flags)  # left out here: both forms compared with the reference
             out.append(tuple(a if k in written else noncontiguous(a) for k, a in enumerate(last)))
         # An empty problem, as fresh empty tensors: an empty view with a storage offset (a chunk of an empty
         # tensor) holds nothing, and opcheck's own input cloning fails on it (torch._dynamo.utils.clone_input).
@@ -163,9 +166,14 @@ def blamed(case: CheckCase) -> CheckCase:
     inputs, reference = case.inputs, case.reference
     assert reference is not None  # __post_init__ took the op's
 
+    flags = _flags(case.op)
+
     def built(shape: Shape, dtype: torch.dtype, device: torch.device) -> tuple:
         try:
-            return inputs(shape, dtype, device)
+            args = inputs(shape, dtype, device)
+            if flags and len(args) == len(case.op.record.inputs) - flags:  # every optional output asked for
+                return (*args, *(True,) * flags)
+            return args
         except (_Skip, CaseError):
             raise
         except Exception as e:
@@ -184,6 +192,11 @@ def blamed(case: CheckCase) -> CheckCase:
                             "the reference take every shape the op declares (nothing is compared without it).") from e  # fmt: skip
 
     return dataclasses.replace(case, inputs=built, reference=referenced)
+
+
+def _flags(op: Any) -> int:
+    """How many optional outputs ``op`` declares (their flags are its last arguments)."""
+    return sum(1 for a in getattr(getattr(op, "record", None), "inputs", ()) if getattr(a, "flag", False))
 
 
 def overload_of(op: Callable) -> torch._ops.OpOverload | None:
@@ -267,6 +280,11 @@ def _compare(case: CheckCase, got_ret: Any, got_args: Sequence, want_ret: Any, w
     pairs = list(zip(got, want, strict=True))
     pairs += [(g, w) for g, w in zip(got_args, want_args, strict=True) if isinstance(g, torch.Tensor)]
     for k, (g, w) in enumerate(pairs):
+        if g is None or w is None:  # an optional output left out: None on both sides, or a mistake
+            if g is not w:
+                raise AssertionError(f"{what}: value {k} is {'None' if g is None else 'a tensor'}, the reference's "
+                                     f"{'None' if w is None else 'a tensor'}")  # fmt: skip
+            continue
         if isinstance(w, torch.Tensor) and isinstance(g, torch.Tensor):
             if g.shape != w.shape:
                 raise AssertionError(f"{what}: value {k} has shape {tuple(g.shape)}, the reference {tuple(w.shape)}")

@@ -116,10 +116,17 @@ def _check_outputs(op: str, outputs: Sequence, names: list[str]) -> list[str]:
         if not isinstance(o, OutputDecl):
             raise SpecError(op, field, f"{o!r} is not an OutputDecl.", "wrap it in OutputDecl(name, shape=...).")
         ident(op, field + ".name", o.name)
+        if not isinstance(o.optional, bool):
+            raise SpecError(op, field + ".optional", f"{o.optional!r} is not a bool.",
+                            "pass optional=True or leave it out.")  # fmt: skip
         if o.name in names or o.name in out_names:
             raise SpecError(op, field + ".name", f"'{o.name}' is already used by another input or output.",
                             "give every input and output a unique name.")  # fmt: skip
         out_names.append(o.name)
+    for k, o in enumerate(outputs):  # an optional output's flag is an argument of the op: its name is taken
+        if o.optional is True and f"return_{o.name}" in names + out_names:
+            raise SpecError(op, f"outputs[{k}].optional", f"its per-call flag 'return_{o.name}' is already the name "
+                            "of an input or output.", f"rename the input or output called 'return_{o.name}'.")  # fmt: skip
     return out_names
 
 
@@ -291,7 +298,7 @@ def resolve(
                                   floats)  # fmt: skip
     if outputs is not None:
         shared = [["stride", r, 0] for e in extra_args for r in e.same]  # a Stride that also describes it
-        out_args = _requests(op, outputs, out_args, resolved_inputs, exprs + shared, set(tensors + scalars + out_names))
+        out_args = _requests(op, outputs, out_args, resolved_inputs, exprs + shared)
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
                     tuple((n, k, a) for n, (k, a) in sh.dims.items()),
                     tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
@@ -350,15 +357,13 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
 
 
 def _requests(op: str, outputs: Sequence, out_args: list[OutputArg], resolved_inputs: list,
-              exprs: list, names: set[str]) -> list[OutputArg]:  # fmt: skip
+              exprs: list) -> list[OutputArg]:  # fmt: skip
     """Each optional output's flag, a keyword-only ``bool return_<name>`` appended to the inputs (so every
     earlier position stays what the record's expressions and parameters say). Its size may not feed the
     launch: a call that leaves it out has no tensor to read it from."""
     out = list(out_args)
     for k, o in enumerate(outputs):
         field = f"outputs[{k}].optional"
-        if not isinstance(o.optional, bool):
-            raise SpecError(op, field, f"{o.optional!r} is not a bool.", "pass optional=True or leave it out.")
         if not o.optional:
             continue
         if _reads(exprs, f"o{k}"):
@@ -367,10 +372,6 @@ def _requests(op: str, outputs: Sequence, out_args: list[OutputArg], resolved_in
                             "read the size from the input it is shaped like (SameAs, a named dimension), or make "
                             "the output required.")  # fmt: skip
         flag = f"return_{o.name}"
-        if flag in names:
-            raise SpecError(op, field, f"its per-call flag '{flag}' is already the name of an input or output.",
-                            f"rename the input or output called '{flag}'.")  # fmt: skip
-        names.add(flag)
         out[k] = dataclasses.replace(out[k], when=len(resolved_inputs))
         resolved_inputs.append(ScalarArg(flag, "bool", "bool", flag=True))
     return out

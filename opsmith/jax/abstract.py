@@ -21,7 +21,7 @@ from ..declare.record import TensorArg
 from ..errors import SpecError
 from ..native.xla_cpp import GIVEN
 
-__all__ = ["abstract_eval", "refusal", "to_jax_dtype", "to_torch_dtype"]
+__all__ = ["absent", "abstract_eval", "refusal", "to_jax_dtype", "to_torch_dtype"]
 
 _NUMPY_NAMES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
                 torch.float64: "float64", torch.int8: "int8", torch.int16: "int16", torch.int32: "int32",
@@ -76,7 +76,16 @@ def abstract_eval(op: Any, *args: Any, **scalars: Any) -> tuple:
     call = _meta_args(op, args, scalars)
     out = checks_of(op)(*call)
     outs = () if out is None else out if isinstance(out, (tuple, list)) else (out,)
-    return tuple(jax.ShapeDtypeStruct(tuple(t.shape), to_jax_dtype(t.dtype)) for t in outs)
+    return tuple(absent() if t is None else jax.ShapeDtypeStruct(tuple(t.shape), to_jax_dtype(t.dtype)) for t in outs)
+
+
+def absent() -> Any:
+    """The result XLA allocates for an optional output the call left out: zero bytes, which its handler never
+    binds (the kernel gets a null pointer); ``JaxOp`` returns None in its place."""
+    import jax
+    import jax.numpy as jnp
+
+    return jax.ShapeDtypeStruct((0,), jnp.uint8)
 
 
 def _meta_args(op: Any, args: Sequence[Any], scalars: dict) -> list:
@@ -94,6 +103,8 @@ def _meta_args(op: Any, args: Sequence[Any], scalars: dict) -> list:
             out.append(scalars.pop(decl.name))
         else:
             v = next(it, missing)
+            if v is missing and decl.flag:  # an optional output's request: False unless asked
+                v = False
             if v is missing:
                 raise TypeError(f"{record.op_name}: scalar {decl.name!r} is missing.")
             out.append(v)

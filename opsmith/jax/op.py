@@ -95,8 +95,15 @@ class JaxOp:
 
     def __call__(self, *args: Any, **scalars: Any) -> Any:
         tensors, named = self.split(args, scalars)
-        got = self.function(named)(*tensors)
+        got = list(self.function(named)(*tensors))
+        for k in self.left_out(named):  # its zero-byte placeholder result
+            got[k] = None
         return got[0] if len(got) == 1 else tuple(got)
+
+    def left_out(self, scalars: dict) -> list[int]:
+        """The optional outputs a call with these scalars did not ask for (``OutputDecl(optional=True)``)."""
+        return [k for k, o in enumerate(self.record.outputs)
+                if o.when is not None and not scalars[self.record.inputs[o.when].name]]  # fmt: skip
 
     def split(self, args: Sequence[Any], scalars: dict) -> tuple[list, dict]:
         """(tensor arguments, scalars by name) of a call, as the op's declaration orders them."""
@@ -114,6 +121,8 @@ class JaxOp:
                 tensors.append(v)
             else:
                 v = scalars.pop(decl.name) if decl.name in scalars else next(it, missing)
+                if v is missing and decl.flag:  # an optional output's request, False by default as in the schema
+                    v = False
                 if v is missing:
                     raise TypeError(f"{self.name}: scalar {decl.name!r} is missing.")
                 named[decl.name] = _attribute(decl.py_type, v)
@@ -220,6 +229,7 @@ class JaxOp:
                     args.append(scalars[decl.name])
             out = self.op(*args)
             outs = () if out is None else out if isinstance(out, tuple | list) else (out,)
+            outs = [torch.empty(0, dtype=torch.uint8) if o is None else o for o in outs]  # a left-out output
             written = [args[k] if args[k] is not None else given[j] for j, k in enumerate(self.tensor_pos)
                        if self.record.inputs[k].mutates]  # fmt: skip
             return tuple(_to_numpy(t) for t in (*outs, *written))
@@ -296,9 +306,10 @@ class JaxOp:
             elif k in self.mutated:
                 raise self._written_in_place(a)
             args.append(t)
+        gone = set(self.left_out(scalars))  # their placeholders are not mapped
         axes = [self._output_axis(k, mapped) for k in range(self.n_out)]
         for k, ax in enumerate(axes):
-            if ax is None:
+            if ax is None and k not in gone:
                 decl = self.record.outputs[k]
                 raise BatchingError(self.name, f"output {decl.name!r} has no place for the mapped axis: its declared "
                                     f"shape does not carry the mapped group {sorted('*' + g for g in mapped)}.",
@@ -306,8 +317,9 @@ class JaxOp:
                                     "ReduceDims over other axes, or a shape naming the group), or map the call "
                                     "with jax.lax.map.")  # fmt: skip
         out = self.apply(args, scalars)
-        results = [jnp.moveaxis(o, ax, 0) for o, ax in zip(out[: self.n_out], axes, strict=True)]
-        flags = [True] * self.n_out
+        results = [o if k in gone else jnp.moveaxis(o, ax, 0)
+                   for k, (o, ax) in enumerate(zip(out[: self.n_out], axes, strict=True))]  # fmt: skip
+        flags = [k not in gone for k in range(self.n_out)]
         for j, k in enumerate(self.mutated):  # a written input of a mapped group comes back mapped
             g = groups[k]
             carried = g is not None and g[0] in mapped

@@ -58,9 +58,21 @@ def _as_list(record: KernelRecord, expr: str) -> str:
     return f"[&] {{ auto r = {expr}; return torch::autograd::variable_list{{{items}}}; }}()"
 
 
-def _from_list(record: KernelRecord, var: str) -> str:
-    items = [f"{var}[{k}]" if o.when is None else f"opsmith::maybe({var}[{k}])" for k, o in enumerate(record.outputs)]
+def _from_list(record: KernelRecord, var: str, names: list[str]) -> str:
+    """The outputs returned from a variable_list; an optional output by its flag (``names``: the C++ locals of
+    the op's arguments), since the list holds a placeholder where it was left out (``_placeholders``)."""
+    items = [f"{var}[{k}]" if o.when is None else f"{names[o.when]} ? std::optional<at::Tensor>({var}[{k}]) : std::nullopt"
+             for k, o in enumerate(record.outputs)]  # fmt: skip
     return f"return {items[0]};" if len(items) == 1 else f"return std::make_tuple({', '.join(items)});"
+
+
+def _placeholders(record: KernelRecord, names: list[str]) -> list[str]:
+    """A custom Function's outputs must all be tensors (autograd reads each one's metadata): an optional output
+    left out stands as an empty tensor until ``_from_list`` returns None in its place."""
+    if not record.optional_outputs:
+        return []
+    first = names[next(k for k, a in enumerate(record.inputs) if isinstance(a, TensorArg))]
+    return [f"    for (at::Tensor& o : outs) if (!o.defined()) o = at::empty({{0}}, {first}.options());"]
 
 
 def autograd_source(op: Any) -> str:
@@ -85,6 +97,7 @@ def _no_backward(r: KernelRecord) -> str:
             f"  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, {params}) {{",
             "    at::AutoDispatchBelowADInplaceOrView below;",
             f"    torch::autograd::variable_list outs = {_as_list(r, f'call({args})')};",
+            *_placeholders(r, names),
             "    for (const at::Tensor& o : outs)",
             "      if (o.defined() && !o.is_floating_point() && !o.is_complex()) ctx->mark_non_differentiable({o});",
             "    return outs;",
@@ -113,7 +126,7 @@ def _no_backward(r: KernelRecord) -> str:
     else:
         L += [f"  if (at::GradMode::is_enabled() && ({grad})) {{",
               f"    auto outs = NoBackward::apply({args});",
-              f"    {_from_list(r, 'outs')}",
+              f"    {_from_list(r, 'outs', names)}",
               "  }"]  # fmt: skip
     L += ["  at::AutoDispatchBelowADInplaceOrView below;", f"  return call({args});", "}"]
     return _scoped(r, L)
@@ -137,6 +150,7 @@ def _backward(r: KernelRecord, backward: Any) -> str:
     fwd = [
         "    at::AutoDispatchBelowADInplaceOrView below;",
         f"    torch::autograd::variable_list outs = {_as_list(r, call)};",
+        *_placeholders(r, names),
         f"    ctx->save_for_backward({{{', '.join(save_t)}}});",
     ]
     fwd += [
@@ -219,7 +233,7 @@ def _backward(r: KernelRecord, backward: Any) -> str:
         f"{ret} autograd_impl({params}) {{",
         *_refuse_missing(r, names),
         f"  auto outs = Function::apply({', '.join(names)});",
-        f"  {_from_list(r, 'outs')}",
+        f"  {_from_list(r, 'outs', names)}",
         "}",
     ]  # fmt: skip
     return _scoped(r, L)
