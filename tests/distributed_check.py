@@ -116,8 +116,9 @@ scale3 = ok.triton_op(f"{NS}::scale3", scale_inplace_kernel, inputs=[ok.InputDec
                       outputs=[], extras=[ok.Numel("x", name="n")], geometry=ok.Elementwise(block=("BLOCK",)))  # fmt: skip
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
-from examples.distributed.ops import swiglu_op  # noqa: E402
 from round_four_ops import optional_classifier  # noqa: E402
+
+from examples.distributed.ops import swiglu_op  # noqa: E402
 
 classifier = optional_classifier(NS)
 

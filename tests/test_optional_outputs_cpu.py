@@ -209,8 +209,12 @@ def test_jax_passes_null_pointers_and_returns_none(classifier):
     with jax.default_device(jax.devices("cpu")[0]), warnings.catch_warnings():
         warnings.simplefilter("ignore", DryRunWarning)
         x, t = jnp.ones((6, 40), jnp.float32), jnp.zeros((6,), jnp.int64)
-        for flags, by_name, asked in [((), {}, [False, False]), ((True, False), {}, [True, False]),
-                                      ((), {"return_probs": True}, [False, True]), ((True, True), {}, [True, True])]:
+        for flags, by_name, asked in [
+            ((), {}, [False, False]),
+            ((True, False), {}, [True, False]),
+            ((), {"return_probs": True}, [False, True]),
+            ((True, True), {}, [True, True]),
+        ]:
             got = f(x, t, 1.0, *flags, **by_name)  # (losses, dlogits, probs)
             (launch,) = json.loads(f.handlers().take_dry_run())
             slots = [launch["args"][16 * k : 16 * k + 16] for k in range(7)]

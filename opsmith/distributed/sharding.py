@@ -32,7 +32,6 @@ the writes would be lost).
 from __future__ import annotations
 
 import dataclasses
-
 import importlib.abc
 import importlib.util
 import sys
