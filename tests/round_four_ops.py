@@ -7,7 +7,15 @@ from round_four_cuda import FUSED_CLASSIFIER, GLU_SRC, LABEL_SRC, STD_HEADERS
 
 import opsmith as ok
 
-__all__ = ["classifier_backward", "cuda_ops", "glu_reference", "jsd_reference", "optional_classifier", "triton_ops"]
+__all__ = [
+    "classifier_backward",
+    "cuda_ops",
+    "cuda_optional_classifier",
+    "glu_reference",
+    "jsd_reference",
+    "optional_classifier",
+    "triton_ops",
+]
 
 
 def _flagged(ns: str, name: str, kernel):
@@ -74,6 +82,18 @@ def optional_classifier(ns: str, backward: bool = False):
                  ok.OutputDecl("dlogits", ok.SameAs("logits"), optional=True)],
         extras=[ok.Dim("V", name="n_cols"), ok.DimSize("logits", -1, name="BLOCK", bucket="pow2")],
         geometry=ok.Reduction(reduce_dims=(-1,)), backward=bwd if backward else None)  # fmt: skip
+
+
+def cuda_optional_classifier(ns: str):
+    """llm.c's fused classifier (CUDA C++, unchanged: it tests ``probs != NULL``) with dlogits and probs declared
+    as optional outputs (item 5)."""
+    return ok.cuda_kernel_op(f"{ns}::cuda_optional_classifier", ok.KernelSpec(
+        kernel_source=FUSED_CLASSIFIER, kernel_name="fused_classifier",
+        inputs=[ok.InputDecl("logits", shape=("R", "V")), ok.InputDecl("targets", shape=("R",)),
+                ok.ScalarInput("dloss", float)],
+        outputs=[ok.OutputDecl("losses", ("R",)), ok.OutputDecl("dlogits", ok.SameAs("logits"), optional=True),
+                 ok.OutputDecl("probs", ok.SameAs("logits"), optional=True)],
+        extras=[ok.Dim("V")], geometry=ok.Grid(grid=("R",), block=(32,))))  # fmt: skip
 
 
 def classifier_backward(g, logits, targets):

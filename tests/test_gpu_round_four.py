@@ -19,7 +19,14 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton", reason="the round-four kernels are Triton's and CUDA C++'s")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from round_four_ops import cuda_ops, glu_reference, jsd_reference, triton_ops  # noqa: E402
+from round_four_ops import (  # noqa: E402
+    cuda_ops,
+    cuda_optional_classifier,
+    glu_reference,
+    jsd_reference,
+    optional_classifier,
+    triton_ops,
+)
 
 NS = "t_gpu_r4"
 
@@ -116,3 +123,61 @@ def test_a_block_that_is_not_a_power_of_two_names_the_fix_and_floats_only(ops):
     torch.testing.assert_close(ops["row_sums_pow2"](x), x.sum(-1))
     with pytest.raises(ok.InputError, match=r"argument 'x': expected one of the dtypes .*got torch.int32"):
         ops["row_sums_pow2"](torch.ones(3, 40, dtype=torch.int32, device="cuda"))
+
+
+def _classifier_want(logits, targets, dloss):
+    p = logits.float().softmax(-1)
+    return (torch.nn.functional.cross_entropy(logits, targets, reduction="none"), p,
+            (p - torch.nn.functional.one_hot(targets, logits.shape[-1])) * dloss)  # fmt: skip
+
+
+@pytest.mark.parametrize("flavor", ["triton", "cuda"])
+def test_optional_outputs_are_written_only_where_asked_for(flavor, tmp_path):
+    """Item 5: dlogits and probs declared as optional outputs, on the native library serving the op, the Python
+    path (``op.eager``) and torch.compile(fullgraph=True, inductor): every combination against PyTorch, None where
+    left out (asked for by name; the two ops list the outputs in different orders)."""
+    from opsmith import native
+
+    os.environ["OPSMITH_CACHE_DIR"] = str(tmp_path)
+    op = optional_classifier(f"{NS}_{flavor}") if flavor == "triton" else cuda_optional_classifier(f"{NS}_{flavor}")
+    names = [o.name for o in op.record.outputs]
+    logits, targets = _cuda(23, 1000), torch.randint(0, 1000, (23,), device="cuda")
+    want = dict(zip(("losses", "probs", "dlogits"), _classifier_want(logits, targets, 0.5), strict=True))
+    op(logits, targets, 0.5, return_probs=True, return_dlogits=True)  # compiles what the library will hold
+    assert native.wait(900) and op.serving == "native", (op.serving, op.serving_why)
+    combos = [{"return_probs": p, "return_dlogits": d} for p in (False, True) for d in (False, True)]
+    paths = {"native": op, "python": op.eager}
+    paths |= {f"compiled {k}": torch.compile(lambda x, t, kw=kw: op(x, t, 0.5, **kw), fullgraph=True)
+              for k, kw in enumerate(combos)}  # fmt: skip
+    for path, fn in paths.items():
+        for k, kw in enumerate(combos):
+            if path.startswith("compiled") and path != f"compiled {k}":
+                continue
+            got = dict(zip(names, fn(logits, targets) if path.startswith("compiled") else fn(logits, targets, 0.5, **kw),
+                           strict=True))  # fmt: skip
+            torch.testing.assert_close(got["losses"], want["losses"])
+            for name in ("probs", "dlogits"):
+                assert (got[name] is None) == (not kw[f"return_{name}"]), (path, kw, name)
+                if got[name] is not None:
+                    torch.testing.assert_close(got[name], want[name], atol=1e-5, rtol=1e-5)
+    assert op.serving_counts().native > 0
+
+
+def test_opsmith_check_passes_with_optional_outputs_on_the_gpu():
+    """Every row of opsmith check, CUDA graphs and streams included, on the Triton classifier with both forms."""
+    op = optional_classifier(f"{NS}_check", backward=True)
+
+    def ref(logits, targets, dloss, return_probs=False, return_dlogits=False):
+        loss, p, d = _classifier_want(logits, targets, dloss)
+        return loss, p if return_probs else None, d if return_dlogits else None
+
+    case = ok.CheckCase(op, inputs=lambda s, dt, dev: (torch.randn(s, dtype=dt, device=dev),
+                                                      torch.randint(0, s[-1], s[:-1], device=dev), 0.5),
+                        reference=ref, shapes=[(4, 33), (64, 1000)], dtypes=[torch.float32])  # fmt: skip
+    report = ok.check(case, examples=5)
+    print(report.table())
+    assert report.ok, report.table()
+    passed = {r for r, res, _ in report.rows if res == "pass"}
+    assert {"opcheck", "numerics", "compile-static", "export", "cuda-graph", "stream", "autograd"} <= passed, (
+        report.table()
+    )

@@ -2,6 +2,7 @@
 published code writes it. Values come from the interpreter check (``round_four_interpreter_check.py``, a process
 of its own under TRITON_INTERPRET=1); registration, the fake and the native library's dry run are checked here."""
 
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -210,3 +211,35 @@ def test_a_triton_input_without_a_dtype_takes_floats_only_unless_it_says_any():
         for dt in (torch.int32, torch.bool):
             with pytest.raises(ok.InputError, match=rf"argument 'x': expected one of the dtypes .*got {dt}"):
                 floats(torch.empty(3, 8, dtype=dt))
+
+
+def test_the_sweep_registers_and_runs_in_the_interpreter():
+    """Issue 60's sweep (tests/sweep_ops.py): every kernel registers; the Triton ones run against PyTorch in the
+    interpreter on each check shape, but the two whose libdevice.rsqrt the interpreter returns None for (checked to
+    fail that way only); the CUDA C++ ones run on the device (test_gpu_sweep.py)."""
+    from sweep_ops import SWEEP
+
+    stdout = run_interpreted("sweep_interpreter_check.py")
+    said = dict(line.split(": ", 1) for line in stdout.splitlines() if ": " in line and line.split(": ", 1)[0] in SWEEP)
+    assert set(said) == set(SWEEP), stdout
+    liger = importlib.util.find_spec("liger_kernel") is not None
+    for name, what in said.items():
+        if name.startswith("liger_") and not liger:
+            assert what.startswith("skipped"), (name, what)
+        elif name in ("liger_poly_norm", "liger_modulated_rms_norm"):
+            assert what.startswith("interpreter limit"), (name, what)
+        elif name.startswith("llmc_"):
+            assert what.startswith("registered (cuda"), (name, what)
+        else:
+            assert what.startswith("ran"), (name, what)
+
+
+@pytest.mark.slow
+def test_opsmith_check_over_the_sweep_in_the_interpreter():
+    """Every row of opsmith check over the sweep's Triton kernels on CPU: no FAIL that sweep_check.EXPLAINED does not
+    explain."""
+    from interpreted import run_interpreted_args
+
+    stdout = run_interpreted_args("sweep_check.py", ["--examples", "3"], timeout=2400)
+    assert "unexplained FAIL" not in stdout, stdout[-5000:]
+    assert "liger_softmax: 7 passed, 0 failed" in stdout or "liger_softmax: skipped" in stdout, stdout[-3000:]

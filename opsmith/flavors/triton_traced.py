@@ -172,7 +172,7 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
         # outside a triton.Config): Inductor compiles the traced kernel without a maxnreg limit.
         options = {} if interpret else {"num_warps": src.num_warps, "num_stages": src.num_stages, **chosen}
         if interpret:
-            _interpret(kern, grid, {**kwargs, **consts, **options}, op)
+            _interpret(kern, grid, {**_fp32_scalars(kwargs), **consts, **options}, op)
             return outs
         wide = [n for n, v in kwargs.items() if type(v) is int and not _I32[0] <= v <= _I32[1]]
         if wide:  # Inductor crashes typing a constant int past 32 bits (``expr_fits_within_32bit`` asks a Python
@@ -200,6 +200,20 @@ _WHOLE: dict[str, str] = {}
 # Triton 3.6's interpreter turns a runtime scalar into a one-element array and calls int() on it where a kernel
 # loops to it (``range(0, N, BLOCK)``); NumPy 2.4 made that an error. Triton 3.7 on, and NumPy below 2.4, run it.
 _OLD_INTERPRETER = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def _fp32_scalars(kwargs: dict) -> dict:
+    """Python floats as the fp32 scalars Triton's JIT makes of them: its interpreter passes the float itself, on
+    which a kernel's ``eps = eps.to(tl.float32)`` (Liger's KL-div, TVD, PolyNorm, RMSNorms) raises AttributeError."""
+    if not any(type(v) is float for v in kwargs.values()):
+        return kwargs
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def fp32(v: float) -> Any:  # a one-element array, as the interpreter holds an int scalar
+        return tl.tensor(TensorHandle(torch.tensor([v], dtype=torch.float32).numpy(), tl.float32), tl.float32)
+
+    return {k: fp32(v) if type(v) is float else v for k, v in kwargs.items()}
 
 
 def _interpret(kern: Any, grid: Any, kwargs: dict, op: str) -> None:

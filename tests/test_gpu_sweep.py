@@ -1,0 +1,50 @@
+"""Issue 60's sweep on the device: the seventeen published kernels it was filed from (``sweep_ops.SWEEP``; Liger's from
+its package, the others ours in their packages' style), each registered unchanged, run against its PyTorch
+reference on every check shape, then every row of ``opsmith check``. A FAIL or ERROR row must be listed in
+``sweep_check.EXPLAINED`` with its reason (none is). One test per kernel, so workers share them out."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opsmith as ok
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+pytest.importorskip("triton", reason="the sweep's kernels are Triton's and CUDA C++'s")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep_ops import SWEEP, case_of  # noqa: E402
+
+EXPLAINED: dict[tuple[str, str], str] = {}  # (kernel, row) -> why; the same table as sweep_check.py's
+
+
+@pytest.mark.parametrize("name", list(SWEEP))
+def test_the_kernel_runs_and_opsmith_check_passes(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    e = SWEEP[name]
+    try:
+        op = e.build("t_gpu_sweep")
+    except ImportError as err:
+        pytest.skip(f"{name}: its package is not installed ({err})")
+    for shape, form in ((s, f) for s in e.shapes for f in e.forms):
+        args = form(shape, torch.float32, "cuda")
+        want_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        want = e.reference(*want_args)
+        got = op(*args)
+        got = () if got is None else got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, want, strict=True):
+            if w is None:
+                assert g is None
+                continue
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+        for a, w in zip(args, want_args, strict=True):  # written in place (RoPE)
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                torch.testing.assert_close(a, w, atol=1e-4, rtol=1e-4)
+    report = ok.check(case_of(name, op), examples=10)
+    print(report.table())
+    bad = [f"{row} {res}: {detail}" for row, res, detail in report.failures if (name, row) not in EXPLAINED]
+    assert not bad, report.table()
