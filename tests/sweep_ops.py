@@ -283,7 +283,7 @@ def _rope_inputs(shape, dtype, device):
 def _rope_ref(q, k, freqs, imag_sign):
     f = torch.view_as_complex(freqs.contiguous()) if imag_sign == 1.0 else torch.view_as_complex(freqs).conj()
     for t in (q, k):
-        c = torch.view_as_complex(t.reshape(*t.shape[:-1], -1, 2).contiguous()) * f[None, :, None, :]
+        c = torch.view_as_complex(t.reshape(*t.shape[:-1], t.shape[-1] // 2, 2).contiguous()) * f[None, :, None, :]
         t.copy_(torch.view_as_real(c).reshape(t.shape))
     return ()
 
