@@ -4,6 +4,7 @@ under TRITON_INTERPRET=1 (Triton kernels only). Prints each kernel's table, then
 ERROR row not listed in ``EXPLAINED`` with its reason; exits 1 when there is one. Arguments: kernel names (all when
 none); ``--examples N`` for hypothesis's draws (default 10)."""
 
+import os
 import sys
 
 import torch
@@ -22,7 +23,8 @@ if "--examples" in args:
     k = args.index("--examples")
     examples = int(args[k + 1])
     del args[k : k + 2]
-device = "cuda" if torch.cuda.is_available() else "cpu"
+# Under TRITON_INTERPRET=1 the kernels are interpreted: CPU tensors, even on a machine with a GPU
+device = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available() else "cuda"
 unexplained, lines = [], []
 for name, e in SWEEP.items():
     if args and name not in args:
@@ -35,7 +37,7 @@ for name, e in SWEEP.items():
     if device == "cpu" and (op.record.flavor != "triton" or name in INTERPRETER_LIMITS):
         lines.append(f"{name}: not run on CPU ({'CUDA C++' if op.record.flavor != 'triton' else 'interpreter limit'})")
         continue
-    report = ok.check(case_of(name, op), examples=examples)
+    report = ok.check(case_of(name, op), device=device, examples=examples)
     print(report.table(), flush=True)
     counts = {r: sum(1 for _, res, _ in report.rows if res == r) for r in ("pass", "FAIL", "ERROR", "skip", "traced")}
     lines.append(f"{name}: {counts['pass']} passed, {counts['FAIL'] + counts['ERROR']} failed, "

@@ -132,13 +132,14 @@ def _classifier_want(logits, targets, dloss):
 
 
 @pytest.mark.parametrize("flavor", ["triton", "cuda"])
-def test_optional_outputs_are_written_only_where_asked_for(flavor, tmp_path):
+def test_optional_outputs_are_written_only_where_asked_for(flavor, tmp_path, monkeypatch):
     """Item 5: dlogits and probs declared as optional outputs, on the native library serving the op, the Python
     path (``op.eager``) and torch.compile(fullgraph=True, inductor): every combination against PyTorch, None where
     left out (asked for by name; the two ops list the outputs in different orders)."""
     from opsmith import native
 
-    os.environ["OPSMITH_CACHE_DIR"] = str(tmp_path)
+    monkeypatch.setenv("OPSMITH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("OPSMITH_NATIVE", "auto")  # served by its native library (the tests' default is off)
     op = optional_classifier(f"{NS}_{flavor}") if flavor == "triton" else cuda_optional_classifier(f"{NS}_{flavor}")
     names = [o.name for o in op.record.outputs]
     logits, targets = _cuda(23, 1000), torch.randint(0, 1000, (23,), device="cuda")

@@ -240,7 +240,7 @@ inputs = lambda s, dt, dev: (torch.randn(s, dtype=dt, device=dev), torch.randint
 out = {}
 for name, r in (("right", ref), ("planted", lambda *a: ref(*a, always=True))):
     rep = ok.check(ok.CheckCase(op, inputs=inputs, reference=r, shapes=[(4, 33), (7, 64)], dtypes=[torch.float32]),
-                   only=["numerics"], examples=3)
+                   only=["numerics"], examples=3, device="cpu")  # interpreted: CPU tensors, even beside a GPU
     out[name] = [list(row) for row in rep.rows]
 print(json.dumps(out))
 """
