@@ -15,76 +15,23 @@ message that says the fix.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 
+from .checking.targets import TargetError, as_list, load
+
 __all__ = ["load_cases", "load_ops", "main", "parser"]
-
-
-class TargetError(Exception):
-    """MODULE:NAME does not name check cases."""
 
 
 class UsageError(Exception):
     """An option's value is wrong; the message says the fix (exit status 2)."""
 
 
-def _load(target: str, what: str, example: str, leaf: type | tuple[type, ...]) -> object:
-    """The object ``MODULE:NAME`` names (the module is imported from the current directory too), called when it
-    is a function of no arguments. ``leaf``: the type that is not such a function (an op is callable)."""
-    module, sep, name = target.partition(":")
-    if not sep or not module or not name:
-        raise TargetError(f"'{target}' is not MODULE:NAME. Fix: name {what}, e.g. {example}.")
-    if "" not in sys.path:
-        sys.path.insert(0, "")
-    from .errors import OpsmithError
-
-    try:
-        obj = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise TargetError(
-            f"cannot load '{target}': {e}. Fix: name an importable module (run from the directory "
-            f"that holds it, or put it on PYTHONPATH) and a name it defines, e.g. {example}."
-        ) from None
-    except OpsmithError as e:  # a mistake in the declarations the module registers: opsmith's own message
-        raise TargetError(f"importing '{module}' raised {type(e).__name__}: {e}") from None
-    if callable(obj) and not isinstance(obj, leaf):
-        try:
-            obj = obj()
-        except TypeError as e:
-            raise TargetError(f"'{target}' is a function that needs arguments ({e}). Fix: point at {what}, a "
-                              "list of them or a function of no arguments returning them.") from None  # fmt: skip
-        except OpsmithError as e:
-            raise TargetError(f"calling '{target}' raised {type(e).__name__}: {e}") from None
-    return obj
-
-
-def _as_list(obj: object) -> list:
-    return list(obj) if isinstance(obj, list | tuple) else [obj]
-
-
 def load_cases(target: str) -> list:
-    """The CheckCases named by ``MODULE:NAME``."""
-    import torch
+    """The CheckCases named by ``MODULE:NAME`` (``checking.case.load_cases``; imported when used: torch is)."""
+    from .checking.case import load_cases as cases
 
-    from .checking.harness import CheckCase
-    from .torchlib.registration import Op
-
-    ops = (Op, torch._ops.OpOverload, torch._ops.OpOverloadPacket)
-    obj = _load(target, "a CheckCase", "mypkg.ops:RELU_CASE", (CheckCase, *ops))
-    cases = _as_list(obj)
-    if any(isinstance(c, ops) for c in cases):
-        raise TargetError(f"'{target}' is an op, not a CheckCase: a check needs inputs to call it with and a "
-                          "reference to compare with. Fix: define RELU_CASE = opsmith.CheckCase(op, inputs=lambda "
-                          "shape, dtype, device: (torch.randn(shape, device=device, dtype=dtype),), reference=...) "
-                          "beside it (reference= may be left out when the op was registered with one) and run "
-                          f"opsmith check {target.partition(':')[0]}:RELU_CASE.")  # fmt: skip
-    if not cases or not all(isinstance(c, CheckCase) for c in cases):
-        raise TargetError(f"'{target}' is not a CheckCase, a list of them or a function returning them (got "
-                          f"{type(obj).__name__}). Fix: wrap the op as opsmith.CheckCase(op, inputs=..., "
-                          "reference=...).")  # fmt: skip
-    return cases
+    return cases(target)
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -105,8 +52,9 @@ def _check(args: argparse.Namespace) -> int:
     from .checking.harness import check
 
     failed = False
-    for case in cases:
-        report = check(case, device=device, examples=args.examples, compile_backend=args.backend, only=only)
+    for k, case in enumerate(cases):  # the rows that run the kernel go to spawned children, which find it by k
+        report = check(case, device=device, examples=args.examples, compile_backend=args.backend, only=only,
+                       origin=(args.target, k))  # fmt: skip
         print(report.table(), end="\n\n", flush=True)
         failed |= not report.ok
     return 1 if failed else 0
@@ -139,7 +87,7 @@ def load_ops(target: str) -> list:
     from .checking.harness import CheckCase
     from .torchlib.registration import Op
 
-    items = _as_list(_load(target, "an op", "mypkg.ops:OPS", Op))
+    items = as_list(load(target, "an op", "mypkg.ops:OPS", Op))
     ops = [i.op if isinstance(i, CheckCase) else i for i in items]
     if not ops or not all(isinstance(o, Op) for o in ops):
         raise TargetError(f"'{target}' is not an opsmith op, a list of them or a function returning them. Fix: "

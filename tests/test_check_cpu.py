@@ -362,3 +362,37 @@ def test_deprecation_warnings_raised_while_the_rows_run_are_counted_below_the_ta
         warnings.simplefilter("always")
         report = ok.check(case, only=["numerics"], isolate=False, **FAST)
     assert report.hidden_warnings == 0 and {w.category for w in caught} >= {FutureWarning, DeprecationWarning}
+
+
+def _cli_check(target: str, *args: str, timeout: int = 300, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "opsmith", "check", target, "--device", "cpu", "--examples", "2",
+                           *args], capture_output=True, text=True, cwd=HERE, env={**ENV, **env}, timeout=timeout)  # fmt: skip
+
+
+def test_the_cli_runs_risky_rows_in_spawned_children():
+    """Issue 60, item 7: ``opsmith check MODULE:NAME`` runs the rows that launch the kernel in a spawned Python that
+    imports the module again (a forked one would keep the parent's argv, thread pools and CUDA state): a crash
+    there is the row's FAIL naming the cause, a row past the timeout is stopped and says it timed out, and the
+    parent goes on to the next row."""
+    r = _cli_check("check_spawn_cases:WHERE", "--only", "numerics,export")
+    assert "ran in " in r.stdout and "opsmith/checking/child.py" in r.stdout, r.stdout + r.stderr
+    r = _cli_check("check_spawn_cases:BOOM", "--only", "numerics,export")
+    assert r.returncode == 1 and "signal 6 (SIGABRT)" in r.stdout and "without a mask" in r.stdout, r.stdout + r.stderr
+    r = _cli_check("check_spawn_cases:HANG", "--only", "numerics", OPSMITH_CHECK_ROW_TIMEOUT="20")
+    assert r.returncode == 1 and "timed out: the row ran past 20 s" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_case_built_in_the_calling_process_forks_its_rows_and_one_named_by_target_spawns(monkeypatch):
+    """The Python API has no target to find a case by unless it is given (``origin=``): its rows fork where a fork is
+    safe, so a notebook's case still runs isolated."""
+    from check_spawn_cases import WHERE
+
+    from opsmith.checking import child
+
+    if not child.can_fork():
+        pytest.skip("rows do not fork on this machine (CUDA is available or initialized)")
+    forked = _rows(ok.check(WHERE, device="cpu", only=["numerics"], examples=2))["numerics"]
+    assert forked[0] == "FAIL" and "opsmith/checking/child.py" not in forked[1], forked
+    spawned = _rows(ok.check(WHERE, device="cpu", only=["numerics"], examples=2,
+                             origin=("check_spawn_cases:WHERE", 0)))["numerics"]  # fmt: skip
+    assert spawned[0] == "FAIL" and "opsmith/checking/child.py" in spawned[1], spawned

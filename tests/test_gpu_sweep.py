@@ -3,6 +3,7 @@ its package, the others ours in their packages' style), each registered unchange
 reference on every check shape, then every row of ``opsmith check``. A FAIL or ERROR row must be listed in
 ``sweep_check.EXPLAINED`` with its reason (none is). One test per kernel, so workers share them out."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -46,5 +47,9 @@ def test_the_kernel_runs_and_opsmith_check_passes(name, tmp_path, monkeypatch):
                 torch.testing.assert_close(a, w, atol=1e-4, rtol=1e-4)
     report = ok.check(case_of(name, op), examples=10)
     print(report.table())
+    tables = os.environ.get("OPSMITH_SWEEP_TABLES")  # scripts/gpu-suite keeps every kernel's table beside its log
+    if tables:
+        with open(tables, "a") as f:
+            f.write(report.table() + "\n\n")
     bad = [f"{row} {res}: {detail}" for row, res, detail in report.failures if (name, row) not in EXPLAINED]
     assert not bad, report.table()

@@ -3,5 +3,6 @@
 - ``harness``: ``check`` and its report, row by row; ``case``: ``CheckCase`` (the op, inputs, reference).
 - ``samples``: shapes solved against the op's preconditions; ``numerics``: the op against its reference;
   ``explain``: why a sample failed; ``sharding``: the derived DTensor rule held to the kernel.
-- ``child``: risky rows in a child process; ``sanitize``: the eager GPU checks under compute-sanitizer.
+- ``child``: risky rows in a child process (spawned where ``targets`` finds the case again by ``MODULE:NAME``);
+  ``sanitize``: the eager GPU checks under compute-sanitizer.
 """

@@ -16,7 +16,7 @@ import torch
 
 from ..errors import SpecError
 
-__all__ = ["CHECKS", "CheckCase", "CheckReport", "noncontiguous", "poisoned", "zero_size"]
+__all__ = ["CHECKS", "CheckCase", "CheckReport", "load_cases", "noncontiguous", "poisoned", "zero_size"]
 
 Shape = tuple[int, ...]
 # assert_close tolerances per dtype when the case gives none: float32/float64 follow torch.testing; the
@@ -326,3 +326,24 @@ def is_differentiable(case: CheckCase) -> bool:
         return False
     return torch._C._dispatch_has_kernel_for_dispatch_key(ov.name(), "Autograd") or \
         torch._C._dispatch_has_kernel_for_dispatch_key(ov.name(), "AutogradCUDA")  # fmt: skip
+
+
+def load_cases(target: str) -> list:
+    """The CheckCases named by ``MODULE:NAME``."""
+    from ..torchlib.registration import Op
+    from .targets import TargetError, as_list, load
+
+    ops = (Op, torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+    obj = load(target, "a CheckCase", "mypkg.ops:RELU_CASE", (CheckCase, *ops))
+    cases = as_list(obj)
+    if any(isinstance(c, ops) for c in cases):
+        raise TargetError(f"'{target}' is an op, not a CheckCase: a check needs inputs to call it with and a "
+                          "reference to compare with. Fix: define RELU_CASE = opsmith.CheckCase(op, inputs=lambda "
+                          "shape, dtype, device: (torch.randn(shape, device=device, dtype=dtype),), reference=...) "
+                          "beside it (reference= may be left out when the op was registered with one) and run "
+                          f"opsmith check {target.partition(':')[0]}:RELU_CASE.")  # fmt: skip
+    if not cases or not all(isinstance(c, CheckCase) for c in cases):
+        raise TargetError(f"'{target}' is not a CheckCase, a list of them or a function returning them (got "
+                          f"{type(obj).__name__}). Fix: wrap the op as opsmith.CheckCase(op, inputs=..., "
+                          "reference=...).")  # fmt: skip
+    return cases

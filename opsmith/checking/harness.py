@@ -40,7 +40,7 @@ from .case import (
     blamed,
     is_differentiable,
 )
-from .child import can_fork, in_child
+from .child import can_fork, in_child, spawned
 from .numerics import check_numerics as _check_numerics
 from .samples import ShapeSolver
 from .sharding import check_sharding
@@ -379,11 +379,13 @@ def _runner(case: CheckCase, dev: torch.device) -> tuple[str, str]:
 
 def check(case: CheckCase, *, device: str | torch.device | None = None, examples: int = 25,
           compile_backend: str = "inductor", only: Sequence[str] | None = None,
-          isolate: bool | None = None) -> CheckReport:  # fmt: skip
+          isolate: bool | None = None, origin: tuple[str, int] | None = None) -> CheckReport:  # fmt: skip
     """Run every check (or those named in ``only``, from ``CHECKS``) on ``case``; never raises for a failing
     check: each failure is a FAIL row with its reason. ``device``: default cuda when available, else cpu.
     ``isolate``: run the rows that launch the kernel in a forked child, so a crash is a FAIL row (default: on
     CPU, where Triton's interpreter runs the kernel; never where CUDA is initialized, which cannot fork).
+    ``origin``: how a new process finds the case again, ``("MODULE:NAME", k)`` for the k-th case the target names
+    (``opsmith check`` passes it): isolated rows then run in spawned children, not forked ones (``child.py``).
 
     Every sample is first fitted to the op's declared preconditions (``check_samples``): a correct op's
     ``InputError`` for a shape it declares it cannot take is never counted against it.
@@ -423,7 +425,7 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
     runner, why = _runner(case, dev)
     if isolate is None:
         isolate = dev.type == "cpu" and runner == "kernel"
-    isolate = bool(isolate) and can_fork()
+    isolate = bool(isolate) and (origin is not None or can_fork())
     traced: dict[str, Callable[[], str]] = {
         "compile-static": lambda: _trace_compile(case, False, solver),
         "compile-dynamic": lambda: _trace_compile(case, True, solver),
@@ -440,7 +442,10 @@ def check(case: CheckCase, *, device: str | torch.device | None = None, examples
             report.rows.append((c, "skip", why))
             continue
         row = _row_runner(result, run)
-        r, detail, hidden = in_child(row) if isolate and can_fork() and c in _RISKY else row()
+        if isolate and c in _RISKY and origin is not None:
+            r, detail, hidden = spawned(origin, c, dev, examples, compile_backend)
+        else:
+            r, detail, hidden = in_child(row) if isolate and can_fork() and c in _RISKY else row()
         report.rows.append((c, r, detail))
         report.hidden_warnings += hidden
     return report
