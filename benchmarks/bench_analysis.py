@@ -1,0 +1,97 @@
+"""Registration time the declaration analysis adds (opsmith/analysis), per flavor, over issue 61's table.
+
+Every op of tests/analysis_table.py (correct styles and planted misuses; Liger's where liger-kernel is installed)
+is registered in a fresh namespace, its disk cache off so each registration compiles. The analysis
+(``check_against_kernel``: reading the kernel's text, the findings, and re-resolving a declaration it changes) is
+timed inside each registration, beside the whole registration. Medians per flavor, and the analysis's share of
+the registration. Host work only: a CPU machine measures it; the device is named in the output all the same.
+
+    python benchmarks/bench_analysis.py [--rounds 3] [--out docs/measurements/FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+
+def _entries() -> dict:
+    import analysis_table as A
+
+    entries = {**A.CORRECT, **{k: v[0] for k, v in A.MISUSES.items()}}
+    try:
+        import liger_kernel  # noqa: F401
+
+        entries |= A.LIGER_CORRECT
+    except ImportError:
+        pass
+    return entries
+
+
+def _round(r: int, entries: dict, timed: list) -> list[dict]:
+    """Each entry registered once: (flavor, analysis seconds, registration seconds) per op it registers."""
+    rows = []
+    for k, (name, build) in enumerate(entries.items()):
+        before = len(timed)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            build(f"bench_analysis_r{r}_{k}")
+        total = time.perf_counter() - t0
+        mine = timed[before:]
+        for flavor, seconds in mine:  # an entry registering several ops shares its time among them
+            rows.append({"entry": name, "flavor": flavor, "analysis_s": seconds, "registration_s": total / len(mine)})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    os.environ["OPSMITH_DISABLE_DISK_CACHE"] = "1"  # every registration compiles, as a first one does
+    import torch
+
+    from opsmith.torchlib import registration
+
+    timed: list[tuple[str, float]] = []
+    inner = registration.check_against_kernel
+
+    def timing(op, source, *rest):  # the one call registration makes: the analysis, whole
+        t0 = time.perf_counter()
+        try:
+            return inner(op, source, *rest)
+        finally:
+            timed.append((getattr(source, "flavor", "?"), time.perf_counter() - t0))
+
+    registration.check_against_kernel = timing
+    entries = _entries()
+    rows = [row for r in range(args.rounds) for row in _round(r, entries, timed)]
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
+    print(f"analysis time per registration ({device}, {platform.machine()}, {len(entries)} entries x {args.rounds} "
+          f"rounds; medians)")  # fmt: skip
+    print(f"{'flavor':8} {'ops':>5} {'analysis ms':>12} {'registration ms':>16} {'share':>7}")
+    summary = {}
+    for flavor in sorted({row["flavor"] for row in rows}):
+        mine = [row for row in rows if row["flavor"] == flavor]
+        a = statistics.median(row["analysis_s"] for row in mine) * 1e3
+        reg = statistics.median(row["registration_s"] for row in mine) * 1e3
+        share = statistics.median(row["analysis_s"] / row["registration_s"] for row in mine) * 100
+        summary[flavor] = {"ops": len(mine), "analysis_ms": a, "registration_ms": reg, "share_pct": share}
+        print(f"{flavor:8} {len(mine):5d} {a:12.2f} {reg:16.1f} {share:6.1f}%")
+    if args.out:
+        args.out.write_text(json.dumps({"device": device, "summary": summary, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
