@@ -1,6 +1,8 @@
 """Issue 60's forms declared as ops, for the interpreter check, the CPU tests and tests/test_gpu_round_four.py:
 each declaration as a user writes it for a published kernel (Liger's JSD from its package where installed)."""
 
+import contextlib
+
 import round_four_kernels as K
 import torch
 from round_four_cuda import FUSED_CLASSIFIER, GLU_SRC, LABEL_SRC, STD_HEADERS
@@ -53,12 +55,17 @@ def triton_ops(ns: str) -> dict:
         outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x", name="n")],
         geometry=ok.Grid(grid=("cdiv(numel(x), BLOCK)",)), constexprs={"BLOCK": 64})  # fmt: skip
     ops["row_sums_exact"], ops["row_sums_pow2"] = _row_sums(ns, "exact"), _row_sums(ns, "pow2")
-    try:
-        from liger_kernel.ops.jsd import _jsd_kernel
-    except ImportError:
-        return ops
-    # Liger's kernel moves label_ptr before HAS_LABEL says whether it is read: an absent label is a dummy.
-    ops["liger_jsd"] = ok.triton_op(f"{ns}::liger_jsd", _jsd_kernel,
+    with contextlib.suppress(ImportError):  # liger-kernel is a test extra
+        ops["liger_jsd"] = liger_jsd(ns)
+    return ops
+
+
+def liger_jsd(ns: str, name: str = "liger_jsd"):
+    """Liger-Kernel's ``_jsd_kernel`` from its package (ImportError without it): its kernel moves label_ptr before
+    HAS_LABEL says whether it is read, so an absent label is a dummy."""
+    from liger_kernel.ops.jsd import _jsd_kernel
+
+    return ok.triton_op(f"{ns}::{name}", _jsd_kernel,
         inputs=[ok.InputDecl("X", torch.float32, shape=("BT", "V")), ok.InputDecl("Y", torch.float32, shape=("BT", "V")),
                 ok.InputDecl("label", torch.int64, shape=("BT",), optional=True, absent="dummy"),
                 ok.ScalarInput("n_non_ignore", int)],
@@ -67,7 +74,6 @@ def triton_ops(ns: str) -> dict:
                 ok.Stride("loss", 0, name="loss_stride"), ok.Stride("dX", 0, name="dX_stride"),
                 ok.Dim("V", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
         geometry=ok.Grid(grid=("BT",)), constexprs={"beta": 0.5, "ignore_index": -100, "BLOCK_SIZE": 1024})  # fmt: skip
-    return ops
 
 
 def optional_classifier(ns: str, backward: bool = False):
@@ -84,10 +90,10 @@ def optional_classifier(ns: str, backward: bool = False):
         geometry=ok.Reduction(reduce_dims=(-1,)), backward=bwd if backward else None)  # fmt: skip
 
 
-def cuda_optional_classifier(ns: str):
+def cuda_optional_classifier(ns: str, name: str = "cuda_optional_classifier"):
     """llm.c's fused classifier (CUDA C++, unchanged: it tests ``probs != NULL``) with dlogits and probs declared
     as optional outputs (item 5)."""
-    return ok.cuda_kernel_op(f"{ns}::cuda_optional_classifier", ok.KernelSpec(
+    return ok.cuda_kernel_op(f"{ns}::{name}", ok.KernelSpec(
         kernel_source=FUSED_CLASSIFIER, kernel_name="fused_classifier",
         inputs=[ok.InputDecl("logits", shape=("R", "V")), ok.InputDecl("targets", shape=("R",)),
                 ok.ScalarInput("dloss", float)],

@@ -8,7 +8,7 @@ no other; the device runs it)."""
 import sys
 
 import torch
-from sweep_ops import SWEEP
+from sweep_ops import SWEEP, run_forms
 
 NS = "t_sweep_interp"
 # Liger's norms take rsqrt from triton.language.extra.libdevice, which Triton 3.9's interpreter returns None for
@@ -37,16 +37,5 @@ for name, e in SWEEP.items():
                 raise
             print(f"{name}: interpreter limit ({why})")
             continue
-    for shape, form in ((s, f) for s in e.shapes for f in e.forms):
-        args = form(shape, torch.float32, "cpu")
-        want_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        want = e.reference(*want_args)
-        got = op(*args)
-        got = () if got is None else got if isinstance(got, tuple) else (got,)
-        for k, (g, w) in enumerate(zip(got, want, strict=True)):
-            where = f"{name} {shape} output {k}"
-            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4, msg=lambda m, where=where: f"{where}: {m}")
-        for a, w in zip(args, want_args, strict=True):  # written in place (RoPE)
-            if isinstance(a, torch.Tensor) and a.is_floating_point():
-                torch.testing.assert_close(a, w, atol=1e-4, rtol=1e-4)
+    run_forms(name, op, "cpu")
     print(f"{name}: ran {', '.join(str(s) for s in e.shapes)} in {len(e.forms)} form(s)")

@@ -15,11 +15,10 @@ from typing import Any
 import round_four_kernels as K
 import sweep_kernels as S
 import torch
-from round_four_cuda import FUSED_CLASSIFIER
 
 import opsmith as ok
 
-__all__ = ["SWEEP", "Entry", "case_of", "liger"]
+__all__ = ["SWEEP", "Entry", "case_of", "liger", "run_forms"]
 
 F32 = torch.float32
 
@@ -152,15 +151,9 @@ def _llama4_rope(ns: str) -> Any:
 
 
 def _jsd(ns: str) -> Any:
-    return ok.triton_op(f"{ns}::liger_jsd", liger("jsd", "_jsd_kernel"),
-        inputs=[ok.InputDecl("X", F32, shape=("BT", "V")), ok.InputDecl("Y", F32, shape=("BT", "V")),
-                ok.InputDecl("label", torch.int64, shape=("BT",), optional=True, absent="dummy"),
-                ok.ScalarInput("n_non_ignore", int)],
-        outputs=[ok.OutputDecl("loss", ok.SameAs("X"), init=0), ok.OutputDecl("dX", ok.SameAs("X"))],
-        extras=[ok.Stride("X", 0, name="X_stride"), ok.Stride("Y", 0, name="Y_stride"),
-                ok.Stride("loss", 0, name="loss_stride"), ok.Stride("dX", 0, name="dX_stride"),
-                ok.Dim("V", name="n_cols"), ok.Present("label", name="HAS_LABEL")],
-        geometry=ok.Grid(grid=("BT",)), constexprs={"beta": 0.5, "ignore_index": -100, "BLOCK_SIZE": 1024})  # fmt: skip
+    from round_four_ops import liger_jsd
+
+    return liger_jsd(ns)
 
 
 # -- ours, in the style of packages not installed here --------------------------------------------------------------
@@ -208,13 +201,9 @@ def _encoder(ns: str) -> Any:
 
 
 def _classifier(ns: str) -> Any:
-    return ok.cuda_kernel_op(f"{ns}::llmc_fused_classifier", ok.KernelSpec(
-        kernel_source=FUSED_CLASSIFIER, kernel_name="fused_classifier",
-        inputs=[ok.InputDecl("logits", shape=("R", "V")), ok.InputDecl("targets", shape=("R",)),
-                ok.ScalarInput("dloss", float)],
-        outputs=[ok.OutputDecl("losses", ("R",)), ok.OutputDecl("dlogits", ok.SameAs("logits"), optional=True),
-                 ok.OutputDecl("probs", ok.SameAs("logits"), optional=True)],
-        extras=[ok.Dim("V")], geometry=ok.Grid(grid=("R",), block=(32,))))  # fmt: skip
+    from round_four_ops import cuda_optional_classifier
+
+    return cuda_optional_classifier(ns, "llmc_fused_classifier")
 
 
 def _unsloth_rope_flag(ns: str) -> Any:
@@ -422,3 +411,24 @@ def case_of(name: str, op: Any, dtype: Any = F32) -> Any:
     """The entry's ``opsmith check`` case (float32; each kernel's own dtype)."""
     e = SWEEP[name]
     return ok.CheckCase(op, inputs=e.inputs, reference=e.reference, shapes=e.shapes, dtypes=[dtype], name=name)
+
+
+def run_forms(name: str, op: Any, device: str) -> None:
+    """The entry's op on every check shape in every form, against its reference: outputs (None where the reference
+    says so) and the inputs it writes in place."""
+    e = SWEEP[name]
+    for shape, form in ((s, f) for s in e.shapes for f in e.forms):
+        args = form(shape, torch.float32, device)
+        want_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        want = e.reference(*want_args)
+        got = op(*args)
+        got = () if got is None else got if isinstance(got, tuple) else (got,)
+        for k, (g, w) in enumerate(zip(got, want, strict=True)):
+            where = f"{name} {shape} output {k}"
+            if w is None:
+                assert g is None, f"{where}: expected None"
+                continue
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4, msg=lambda m, where=where: f"{where}: {m}")
+        for a, w in zip(args, want_args, strict=True):  # written in place (RoPE)
+            if isinstance(a, torch.Tensor) and a.is_floating_point():
+                torch.testing.assert_close(a, w, atol=1e-4, rtol=1e-4)

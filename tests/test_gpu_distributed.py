@@ -37,6 +37,7 @@ def test_derived_rules_and_tuning_on_two_gpus():
                   OPSMITH_TUNE_CLAIM_WAIT="0.5", OPSMITH_DISABLE_DISK_CACHE="1")  # fmt: skip
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "rmsnorm: 5 placement cases" in r.stdout and "job tuning:" in r.stdout
+    assert "classifier: optional outputs asked for or left out" in r.stdout, r.stdout  # issue 60, item 5
 
 
 @pytest.mark.parametrize("mode", ["fsdp", "tp"])

@@ -18,7 +18,7 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton", reason="the sweep's kernels are Triton's and CUDA C++'s")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sweep_ops import SWEEP, case_of  # noqa: E402
+from sweep_ops import SWEEP, case_of, run_forms  # noqa: E402
 
 EXPLAINED: dict[tuple[str, str], str] = {}  # (kernel, row) -> why; the same table as sweep_check.py's
 
@@ -31,20 +31,7 @@ def test_the_kernel_runs_and_opsmith_check_passes(name, tmp_path, monkeypatch):
         op = e.build("t_gpu_sweep")
     except ImportError as err:
         pytest.skip(f"{name}: its package is not installed ({err})")
-    for shape, form in ((s, f) for s in e.shapes for f in e.forms):
-        args = form(shape, torch.float32, "cuda")
-        want_args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        want = e.reference(*want_args)
-        got = op(*args)
-        got = () if got is None else got if isinstance(got, tuple) else (got,)
-        for g, w in zip(got, want, strict=True):
-            if w is None:
-                assert g is None
-                continue
-            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
-        for a, w in zip(args, want_args, strict=True):  # written in place (RoPE)
-            if isinstance(a, torch.Tensor) and a.is_floating_point():
-                torch.testing.assert_close(a, w, atol=1e-4, rtol=1e-4)
+    run_forms(name, op, "cuda")
     report = ok.check(case_of(name, op), examples=10)
     print(report.table())
     tables = os.environ.get("OPSMITH_SWEEP_TABLES")  # scripts/gpu-suite keeps every kernel's table beside its log
