@@ -29,12 +29,11 @@ def _entries() -> dict:
     import analysis_table as A
 
     entries = {**A.CORRECT, **{k: v[0] for k, v in A.MISUSES.items()}}
-    try:
-        import liger_kernel  # noqa: F401
+    import importlib.util
 
-        entries |= A.LIGER_CORRECT
-    except ImportError:
-        pass
+    for package, more in (("liger_kernel", A.LIGER_CORRECT), ("fla", A.FLA_CORRECT)):
+        if importlib.util.find_spec(package) is not None:
+            entries |= more
     return entries
 
 

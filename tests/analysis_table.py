@@ -19,7 +19,7 @@ import torch
 
 import opsmith as ok
 
-__all__ = ["CORRECT", "MISSED", "MISUSES", "READ_MISUSES"]
+__all__ = ["CORRECT", "FLA_CORRECT", "LIGER_CORRECT", "MISSED", "MISUSES", "READ_MISUSES"]
 
 F32 = torch.float32
 
@@ -151,8 +151,6 @@ CORRECT: dict[str, Callable[[str], Any]] = {
     "row op ('*R', 'N')": _row_op(("*R", "N")),
     "row op ('B', 'T', 'N')": _row_op(("B", "T", "N")),
     # published styles of our own: fla, unsloth, llm.c (optional outputs, heuristics over optional tensors)
-    "fla l2norm": _sweep("fla_l2norm"),
-    "fla token shift (heuristics over optional tensors)": _sweep("fla_token_shift"),
     "unsloth cross-entropy (heuristic over a scalar)": _sweep("unsloth_cross_entropy"),
     "unsloth RoPE flag read back": _sweep("unsloth_rope_flag"),
     "llm.c fused classifier (optional outputs)": _sweep("llmc_fused_classifier"),
@@ -177,7 +175,11 @@ CORRECT: dict[str, Callable[[str], Any]] = {
     "catalog: attention, published, rows": _catalog,
 }
 
-#: Published kernels from their package (liger-kernel, a test extra): counted where it is installed.
+#: Published kernels from their package (liger-kernel, fla-core: test extras): counted where it is installed.
+FLA_CORRECT: dict[str, Callable[[str], Any]] = {
+    "fla l2norm (autotuned)": _sweep("fla_l2norm"),
+    "fla token shift (heuristics over optional tensors, an optional output)": _sweep("fla_token_shift"),
+}
 LIGER_CORRECT: dict[str, Callable[[str], Any]] = {
     "liger softmax": _sweep("liger_softmax"),
     "liger KL-div": _sweep("liger_kl_div"),

@@ -33,6 +33,13 @@ class Entry:
         self.forms = (inputs, *forms)
 
 
+def fla(module: str, name: str) -> Any:
+    """flash-linear-attention's kernel from fla-core (ImportError where it is not installed)."""
+    import importlib
+
+    return getattr(importlib.import_module(f"fla.modules.{module}"), name)
+
+
 def liger(module: str, name: str) -> Any:
     """Liger-Kernel's kernel from its package (ImportError where liger-kernel is not installed)."""
     import importlib
@@ -160,22 +167,30 @@ def _jsd(ns: str) -> Any:
 
 
 def _l2norm(ns: str) -> Any:
-    return ok.triton_op(f"{ns}::fla_l2norm", S.fla_l2norm_fwd,
+    # fla's row kernel, autotuned over num_warps (its @triton.autotune configs become the op's)
+    return ok.triton_op(f"{ns}::fla_l2norm", fla("norm.l2norm", "l2norm_fwd_kernel_row"),
         inputs=[ok.InputDecl("x", F32, shape=("T", "D")), ok.ScalarInput("eps", float)],
         outputs=[ok.OutputDecl("y", ok.SameAs("x")), ok.OutputDecl("rstd", ("T",), dtype=F32)],
         extras=[ok.Dim("D", name="D"), ok.DimSize("x", -1, name="BD", bucket="pow2")],
         geometry=ok.Grid(grid=("T",)))  # fmt: skip
 
 
+#: Sequences: B of them, or with cu_seqlens its numel - 1 (packed into one row of x).
+SEQUENCES = "B + present(cu_seqlens) * (numel(cu_seqlens) - 1 - B)"
+
+
 def _token_shift(ns: str) -> Any:
-    # heuristics over two optional tensors (IS_VARLEN, USE_INITIAL_STATE): traced per call (item 1)
-    return ok.triton_op(f"{ns}::fla_token_shift", S.fla_token_shift_fwd,
-        inputs=[ok.InputDecl("x", F32, shape=("B", "T", "D")), ok.InputDecl("cache", F32, shape=(None, "D"), optional=True),
-                ok.InputDecl("cu_seqlens", torch.int32, shape=(None,), optional=True)],
-        outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
-        extras=[ok.Dim("T", name="T"), ok.Size("numel(cu_seqlens) - 1", name="N"), ok.Dim("D", name="D"),
-                ok.DimSize("x", -1, name="BD", bucket="pow2")],
-        geometry=ok.Grid(grid=("T", "B")))  # fmt: skip
+    # heuristics over two optional tensors (IS_VARLEN, USE_INITIAL_STATE) traced per call (item 1); the final
+    # state an optional output its flag asks for (STORE_FINAL_STATE, item 5); one program per (sequence, token),
+    # those past a packed sequence's end return
+    return ok.triton_op(f"{ns}::fla_token_shift", fla("token_shift", "token_shift_fwd_kernel_short"),
+        inputs=[ok.InputDecl("x", F32, shape=("B", "T", "D")),
+                ok.InputDecl("cu_seqlens", torch.int32, shape=(None,), optional=True),
+                ok.InputDecl("cache", F32, shape=(None, "D"), optional=True)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x")), ok.OutputDecl("cache_out", (SEQUENCES, "D"), optional=True)],
+        extras=[ok.Dim("T", name="T"), ok.Dim("D", name="D"), ok.DimSize("x", -1, name="BD", bucket="pow2"),
+                ok.Present("cache_out", name="STORE_FINAL_STATE"), ok.Size("1 - min(T - 1, 1)", name="IS_DECODE")],
+        geometry=ok.Grid(grid=(SEQUENCES, "T")))  # fmt: skip
 
 
 def _unsloth_ce(ns: str) -> Any:
@@ -288,27 +303,31 @@ def _l2_ref(x, eps):
     return x * rstd[:, None], rstd
 
 
-def _shift_inputs(shape, dtype, device, cache=True, varlen=False):
+def _shift_inputs(shape, dtype, device, cache=True, varlen=False, asked=True):
     B, T, D = shape
     if varlen:
         cu = torch.tensor([0, T // 3, T // 2, T], dtype=torch.int32, device=device)
-        return _randn((1, T, D), dtype, device), _randn((3, D), dtype, device) if cache else None, cu
-    return _randn((B, T, D), dtype, device), _randn((B, D), dtype, device) if cache else None, None
+        return _randn((1, T, D), dtype, device), cu, _randn((3, D), dtype, device) if cache else None, asked
+    return _randn((B, T, D), dtype, device), None, _randn((B, D), dtype, device) if cache else None, asked
 
 
-def _shift_ref(x, cache, cu):
-    B, T, _ = x.shape
-    starts = [0] if cu is None else cu[:-1].tolist()
-    y = torch.empty_like(x)
-    for b in range(B):
-        seq = 0
-        for t in range(T):
-            first = (cu is None and t == 0) or (cu is not None and t in starts)
-            if cu is not None and first:
-                seq = starts.index(t)
-            prev = x[b, t - 1] if not first else (cache[b if cu is None else seq] if cache is not None else 0 * x[b, t])
-            y[b, t] = prev - x[b, t]
-    return (y,)
+def _shift_ref(x, cu, cache, return_cache_out=False):
+    """fla's own reference (no cache), the cache row as the first token's predecessor, the last token as the
+    final state."""
+    from fla.modules.token_shift import token_shift_ref
+
+    y = token_shift_ref(x, cu)
+    starts = [0] * x.shape[0] if cu is None else cu[:-1].tolist()
+    ends = [x.shape[1]] * x.shape[0] if cu is None else cu[1:].tolist()
+    rows = [(b, s, e) for b, (s, e) in enumerate(zip(starts, ends, strict=True))] if cu is None else \
+        [(0, s, e) for s, e in zip(starts, ends, strict=True)]  # fmt: skip
+    last = []
+    for n, (b, s, e) in enumerate(rows):
+        if cache is not None and e > s:
+            y[b, s] = cache[n] - x[b, s]
+        last.append(x[b, e - 1])
+    final = torch.stack(last) if last else x.new_empty((0, x.shape[-1]))  # an empty batch: no sequences
+    return y, final if return_cache_out else None
 
 
 def _ce_inputs(shape, dtype, device):
@@ -393,10 +412,11 @@ SWEEP: dict[str, Entry] = {
     "liger_sparsemax": Entry(_sparsemax, _sorted_inputs, _sparsemax_ref, [(4, 100), (9, 1000)], "liger"),
     "liger_llama4_rope": Entry(_llama4_rope, _rope_inputs, _rope_ref, [(2, 5, 4, 2, 32), (1, 7, 8, 8, 64)], "liger"),
     "liger_jsd": Entry(_jsd, _jsd_inputs, _jsd_ref, [(4, 100), (6, 3000)], "liger"),
-    "fla_l2norm": Entry(_l2norm, lambda s, dt, d: (_randn(s, dt, d), 1e-6), _l2_ref, [(5, 64), (9, 300)]),
-    "fla_token_shift": Entry(_token_shift, _shift_inputs, _shift_ref, [(2, 6, 16), (3, 9, 40)], "",
+    "fla_l2norm": Entry(_l2norm, lambda s, dt, d: (_randn(s, dt, d), 1e-6), _l2_ref, [(5, 64), (9, 300)], "fla"),
+    "fla_token_shift": Entry(_token_shift, _shift_inputs, _shift_ref, [(2, 6, 16), (3, 9, 40)], "fla",
                              (partial(_shift_inputs, cache=False), partial(_shift_inputs, varlen=True),
-                              partial(_shift_inputs, cache=False, varlen=True))),
+                              partial(_shift_inputs, cache=False, varlen=True, asked=False),
+                              partial(_shift_inputs, asked=False))),
     "unsloth_cross_entropy": Entry(_unsloth_ce, _ce_inputs, _ce_ref, [(6, 100), (9, 1000)]),
     "unsloth_rope_flag": Entry(_unsloth_rope_flag, lambda s, dt, d: (_randn(s, dt, d), _randn(s, dt, d)),
                                lambda x, b: (x + b,), [(100,), (1000,)]),

@@ -18,6 +18,7 @@ import analysis_table as A  # noqa: E402
 
 NS = "t_analysis_table"
 LIGER = importlib.util.find_spec("liger_kernel") is not None
+FLA = importlib.util.find_spec("fla") is not None
 
 
 def findings(build, ns):
@@ -32,7 +33,7 @@ def findings(build, ns):
 
 
 def test_the_table_has_at_least_25_correct_styles_silent_and_15_misuses_found():
-    correct = {**A.CORRECT, **(A.LIGER_CORRECT if LIGER else {})}
+    correct = {**A.CORRECT, **(A.LIGER_CORRECT if LIGER else {}), **(A.FLA_CORRECT if FLA else {})}
     loud = {}
     for k, (name, build) in enumerate(correct.items()):
         _, said = findings(build, f"{NS}_ok{k}")

@@ -253,3 +253,22 @@ print(json.dumps(out))
     assert got["right"][0][:2] == ["numerics", "pass"], got
     assert got["planted"][0][:2] == ["numerics", "FAIL"], got
     assert "False, False) fails" in got["planted"][0][2], got
+
+
+PRESENT_SRC = r"""
+extern "C" __global__ void k(const float* x, float* y, float* p, int n, int has_p) {}
+"""
+
+
+def test_present_of_an_optional_output_is_its_flag_on_both_paths():
+    """``Present("p", name="has_p")`` of an optional output passes whether the call asked for it (fla's
+    STORE_FINAL_STATE beside its cache_out): 1 and a pointer, or 0 and NULL, the same in the native library."""
+    op = ok.cuda_kernel_op(f"{NS}::present_out", ok.KernelSpec(
+        kernel_source=PRESENT_SRC, kernel_name="k", inputs=[ok.InputDecl("x", shape=("N",))],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x")), ok.OutputDecl("p", ok.SameAs("x"), optional=True)],
+        extras=[ok.Numel("x", name="n"), ok.Present("p", name="has_p")], geometry=ok.Elementwise()))  # fmt: skip
+    x = tensor_call((40,))
+    py = both_dry_runs([Registered(op, [[x, _scalar(True)], [x, _scalar(False)], [x]])])
+    args = [py[f"{op.record.op_name}#{k}"]["launches"][0]["args"] for k in range(3)]
+    # (x, y, p, n, has_p)
+    assert [a[2] for a in args] == ["out1", "null", "null"] and [a[4][:2] for a in args] == ["01", "00", "00"], args

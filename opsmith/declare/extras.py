@@ -32,8 +32,9 @@ def axis_of(op: str, field: str, axis: object) -> int:
 
 def resolve_extras(op: str, extras: Sequence, tensors: list[str], scalars: list[str], out_names: list[str],
             static_names: frozenset[str], taken: set[str], sh: Shapes,
-            optional: frozenset[int] = frozenset()) -> list[ExtraArg]:  # fmt: skip
-    """Integers (and constants) computed per call, as geometry expressions over tensor refs."""
+            optional: frozenset[int] = frozenset(), asked: dict[str, int] | None = None) -> list[ExtraArg]:  # fmt: skip
+    """Integers (and constants) computed per call, as geometry expressions over tensor refs. ``asked``: each
+    optional output's name -> its flag's position among the inputs (``Present`` of it reads the flag)."""
     out: list[ExtraArg] = []
     for k, e in enumerate(extras):
         field = f"extras[{k}]"
@@ -62,6 +63,8 @@ def resolve_extras(op: str, extras: Sequence, tensors: list[str], scalars: list[
             expr, label = ["numel", f"i{idx}"], f"numel({e.input_name})"
         elif isinstance(e, Size):
             expr, label = size_extra(op, field, e.expr, tensors, out_names, sh), str(e.expr)
+        elif isinstance(e, Present) and e.input_name in (asked or {}):  # an optional output: whether it was asked
+            expr, label = ["var", f"s{asked[e.input_name]}"], f"asked({e.input_name})"  # type: ignore[index]
         elif isinstance(e, Present):
             idx = ref_index(op, field + ".input_name", e.input_name, tensors, scalars)
             if idx not in optional:

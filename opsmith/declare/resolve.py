@@ -249,8 +249,10 @@ def resolve(
         out_args = _outputs(op, outputs, tensors, scalars, sh, declared)
         _outputs_of_required(op, out_args, tensor_decls)
     optional = frozenset(k for k, d in enumerate(tensor_decls) if d.optional)
+    # An optional output's flag is appended to the inputs (``_requests``): its position is known now.
+    asked = {o.name: len(inputs) + j for j, o in enumerate(o for o in outputs or () if o.optional is True)}
     extra_args = resolve_extras(op, extras or (), tensors, scalars, out_names, static_names,
-                         set(tensors + scalars + out_names), sh, optional)  # fmt: skip
+                         set(tensors + scalars + out_names), sh, optional, asked)  # fmt: skip
     reqs = requirements(op, requires, sh, tensors)
     _check_dim_names(op, sh, configs)
     launches = tuple(_lower(op, geometry, c.params, tensors, out_names, sh) for c in configs)

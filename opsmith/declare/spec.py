@@ -326,7 +326,8 @@ class Present:
     """Pass whether the optional tensor input ``input_name`` was given (1) or ``None`` (0) as an integer extra:
     Liger's ``HAS_WEIGHT: tl.constexpr`` beside its ``weight_ptr``. Named like a Triton ``tl.constexpr`` or a
     ``{NAME}`` placeholder, it is compiled in (one specialization each); else it is passed by value (``int``,
-    ``bool``)."""
+    ``bool``). ``input_name`` may name an optional output too (``OutputDecl(optional=True)``): 1 when the call
+    asked for it (fla's ``STORE_FINAL_STATE`` beside its ``cache_out``)."""
 
     input_name: str
     name: str | None = None

@@ -132,7 +132,8 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
         _prepare(record, args, outs_l)
         tensors = [args[k] for k in positions]
         t = tensors + outs_l
-        xvals = [f(*t) for f in extras]
+        svals = {f"s{p}": args[p] for p in int_scalars}  # what heuristics and Present of an output read
+        xvals = [f(*t, **svals) for f in extras]
         c = _traced_config(record, tuner, tensors, xvals)
         src = sources[c]
         if grids and grids[c] is not None:
@@ -155,7 +156,6 @@ def make_visible_impl(record: KernelRecord, variants: Any, custom: Any, fake: An
                 {a.name: x.dtype for a, x in zip(record.tensor_inputs, tensors, strict=True) if x is not None}
             )
         chosen: dict[str, int] = {}  # heuristics that set num_warps / num_stages
-        svals = {f"s{p}": args[p] for p in int_scalars}
         for h, fns in zip(record.heuristics, variants.heuristic_fns, strict=True):
             v = fns[h["pick"][c]](*t, **svals)
             value = bool(v) if isinstance(v, bool | torch.SymBool) else int(v)

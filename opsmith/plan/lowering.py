@@ -248,6 +248,9 @@ def _requirements(record: KernelRecord, facts: Facts, labels: dict[str, str],
         for i, (e, label) in enumerate(zip(o.shape.get("shape", ()), o.shape.get("labels", ()), strict=True)):
             if not isinstance(e, list) or e[0] == "group":
                 continue
+            e = absent_zero(e, absent)  # an absent optional input's sizes read 0
+            if o.when is not None:  # an optional output left out has no size to check
+                e = ["where", ["var", f"s{o.when}"], e, 0]
             lo, hi = bounds(e, facts)
             arg = _where(e, labels, label)[0]
             why = f"the size of output '{o.name}' along axis {i}"
