@@ -272,3 +272,15 @@ def test_present_of_an_optional_output_is_its_flag_on_both_paths():
     args = [py[f"{op.record.op_name}#{k}"]["launches"][0]["args"] for k in range(3)]
     # (x, y, p, n, has_p)
     assert [a[2] for a in args] == ["out1", "null", "null"] and [a[4][:2] for a in args] == ["01", "00", "00"], args
+
+
+def test_present_of_an_input_is_an_int_in_python_expressions():
+    """``present(cu_seqlens)`` times a size: a bool times a symbolic size is sympy's BooleanAtom, which torch 2.11
+    refuses ("BooleanAtom not allowed in this context": fla's token shift under torch.compile(dynamic=True) on the
+    H200). The generated Python gives 0 or 1."""
+    from opsmith.declare.expr import to_python
+
+    text = to_python(["present", "i0"], {"i0": "w"})
+    for w, want in ((None, 0), (torch.ones(1), 1)):
+        got = eval(text, {"w": w})  # our own expression's text
+        assert got == want and type(got) is int, (text, got)  # a bool here multiplies into a BooleanAtom

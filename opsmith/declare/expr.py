@@ -403,8 +403,8 @@ def to_python(expr: Expr, names: Mapping[str, str] | None = None, *, checked: st
             return repr(e)
         op, *args = e
         t = names.get(args[0], args[0]) if op in ("numel", "size", "stride", "lead", "prod", "present") else ""
-        if op == "present":
-            return f"({t} is not None)"
+        if op == "present":  # an int: a bool times a symbolic size is sympy's BooleanAtom, refused in arithmetic
+            return f"(1 if {t} is not None else 0)"
         if op == "numel":
             return f"{t}.numel()"
         if op == "size":
