@@ -73,8 +73,8 @@ class ScalarArg:
     ctype: str
     kind: Literal["scalar"] = "scalar"
     static: bool = False
-    #: The per-call request for an optional output (``OutputDecl(optional=True)``): a keyword-only
-    #: ``bool return_<output>=False`` in the schema, read by the call, never passed to the kernel.
+    #: The per-call request for an optional output (``OutputDecl(optional=True)``): ``bool return_<output>=False``
+    #: after the other arguments in the schema, read by the call, never passed to the kernel.
     flag: bool = False
 
 

@@ -300,7 +300,7 @@ def resolve(
                                   floats)  # fmt: skip
     if outputs is not None:
         shared = [["stride", r, 0] for e in extra_args for r in e.same]  # a Stride that also describes it
-        out_args = _requests(op, outputs, out_args, resolved_inputs, exprs + shared)
+        out_args = _requests(op, outputs, out_args, resolved_inputs, exprs + shared, asked)
     return Resolved(tuple(resolved_inputs), tuple(extra_args), tuple(out_args), launches[0], launches, key, bound,
                     tuple((n, k, a) for n, (k, a) in sh.dims.items()),
                     tuple((n, *v) for n, v in sh.groups.items()), reqs)  # fmt: skip
@@ -359,10 +359,11 @@ def _input_args(op: str, inputs: Sequence[InputDecl | ScalarInput], tensors: lis
 
 
 def _requests(op: str, outputs: Sequence, out_args: list[OutputArg], resolved_inputs: list,
-              exprs: list) -> list[OutputArg]:  # fmt: skip
-    """Each optional output's flag, a keyword-only ``bool return_<name>`` appended to the inputs (so every
-    earlier position stays what the record's expressions and parameters say). Its size may not feed the
-    launch: a call that leaves it out has no tensor to read it from."""
+              exprs: list, asked: dict[str, int]) -> list[OutputArg]:  # fmt: skip
+    """Each optional output's flag, ``bool return_<name>=False``, appended to the inputs at the position
+    ``asked`` gave it (which ``Present`` of the output reads), so every earlier position stays what the record's
+    expressions and parameters say. Its size may not feed the launch: a call that leaves it out has no tensor
+    to read it from."""
     out = list(out_args)
     for k, o in enumerate(outputs):
         field = f"outputs[{k}].optional"
@@ -373,9 +374,9 @@ def _requests(op: str, outputs: Sequence, out_args: list[OutputArg], resolved_in
                             "size, which a call that leaves it out does not have.",
                             "read the size from the input it is shaped like (SameAs, a named dimension), or make "
                             "the output required.")  # fmt: skip
-        flag = f"return_{o.name}"
-        out[k] = dataclasses.replace(out[k], when=len(resolved_inputs))
-        resolved_inputs.append(ScalarArg(flag, "bool", "bool", flag=True))
+        assert asked[o.name] == len(resolved_inputs)  # one input per declared input, then the flags in order
+        out[k] = dataclasses.replace(out[k], when=asked[o.name])
+        resolved_inputs.append(ScalarArg(f"return_{o.name}", "bool", "bool", flag=True))
     return out
 
 

@@ -179,7 +179,7 @@ class OutputDecl:
     init: the value every element holds before the kernel runs (``0`` for a kernel that accumulates with
         atomic adds, a split-K matmul); default: uninitialized, the kernel writes every element.
     optional: the call asks for it (llm.c's ``probs``, a kernel that writes a buffer only where its pointer
-        is not NULL): the schema gains a keyword-only ``bool return_<name>=False``; without it the kernel gets
+        is not NULL): the schema gains ``bool return_<name>=False`` after the other arguments; without it the kernel gets
         a null pointer (Triton: ``None``, compiled in, so ``if probs_ptr is not None:`` is decided at compile
         time) and the call returns ``None`` in the output's place. Fake, native and traced calls agree. It
         has no gradient (a backward may not read it), and its size may not feed the launch.
