@@ -49,6 +49,23 @@ def _private_cache(tmp_path_factory):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _jax_config_kept():
+    """A test that switches JAX's process-wide x64 flag and leaves it so changes every later JAX test on its
+    worker (float arrays become float64, which the ops refuse): CI once failed six tests far from the one that
+    leaked. Such a test fails here, by name, and the flag is put back."""
+    import sys
+
+    jax = sys.modules.get("jax")
+    before = jax.config.jax_enable_x64 if jax is not None else None
+    yield
+    jax = sys.modules.get("jax")
+    after = jax.config.jax_enable_x64 if jax is not None else None
+    if jax is not None and after != bool(before):
+        jax.config.update("jax_enable_x64", bool(before))
+        pytest.fail(f"the test left jax_enable_x64={after}: use tests/jax_x64.py's x64() to switch it for a block")
+
+
 _SESSION_PCH: list[Path] = []
 
 

@@ -201,12 +201,12 @@ def test_jax_passes_null_pointers_and_returns_none(classifier):
     import warnings
 
     import jax.numpy as jnp
+    from jax_x64 import x64
 
     from opsmith.jax import DryRunWarning, jax_op
 
-    jax.config.update("jax_enable_x64", True)  # int64 targets
     f = jax_op(classifier, dry_run=True)
-    with jax.default_device(jax.devices("cpu")[0]), warnings.catch_warnings():
+    with jax.default_device(jax.devices("cpu")[0]), warnings.catch_warnings(), x64():  # x64: int64 targets
         warnings.simplefilter("ignore", DryRunWarning)
         x, t = jnp.ones((6, 40), jnp.float32), jnp.zeros((6,), jnp.int64)
         for flags, by_name, asked in [
