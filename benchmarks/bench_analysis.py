@@ -2,9 +2,10 @@
 
 Every op of tests/analysis_table.py (correct styles and planted misuses; Liger's where liger-kernel is installed)
 is registered in a fresh namespace, its disk cache off so each registration compiles. The analysis
-(``check_against_kernel``: reading the kernel's text, the findings, and re-resolving a declaration it changes) is
-timed inside each registration, beside the whole registration. Medians per flavor, and the analysis's share of
-the registration. Host work only: a CPU machine measures it; the device is named in the output all the same.
+(``check_against_kernel``: reading the kernel, from the compiler's IR made for it (Triton's TTIR; the PTX of one
+more NVRTC compile) or its text, the findings, and re-resolving a declaration it changes) is timed inside each
+registration, beside the whole registration, and the reading alone inside it. Medians per flavor, and the
+analysis's share of the registration. Host work only: a CPU machine measures it; the device is named in the output all the same.
 
     python benchmarks/bench_analysis.py [--rounds 3] [--out docs/measurements/FILE.json]
 """
@@ -37,8 +38,8 @@ def _entries() -> dict:
     return entries
 
 
-def _round(r: int, entries: dict, timed: list) -> list[dict]:
-    """Each entry registered once: (flavor, analysis seconds, registration seconds) per op it registers."""
+def _round(r: int, entries: dict, timed: list, reading: list) -> list[dict]:
+    """Each entry registered once: (flavor, analysis seconds, reading seconds, registration seconds) per op."""
     rows = []
     for k, (name, build) in enumerate(entries.items()):
         before = len(timed)
@@ -48,8 +49,18 @@ def _round(r: int, entries: dict, timed: list) -> list[dict]:
             build(f"bench_analysis_r{r}_{k}")
         total = time.perf_counter() - t0
         mine = timed[before:]
-        for flavor, seconds in mine:  # an entry registering several ops shares its time among them
-            rows.append({"entry": name, "flavor": flavor, "analysis_s": seconds, "registration_s": total / len(mine)})
+        read = reading[before:]
+        for (flavor, seconds), (_, where, read_s) in zip(mine, read, strict=True):  # an entry registering several
+            rows.append(
+                {
+                    "entry": name,
+                    "flavor": flavor,
+                    "analysis_s": seconds,
+                    "reading_s": read_s,  # ops shares
+                    "read_from": where,
+                    "registration_s": total / len(mine),
+                }
+            )  # its time among them
     return rows
 
 
@@ -61,33 +72,49 @@ def main() -> None:
     os.environ["OPSMITH_DISABLE_DISK_CACHE"] = "1"  # every registration compiles, as a first one does
     import torch
 
+    import opsmith.analysis as analysis
     from opsmith.torchlib import registration
 
     timed: list[tuple[str, float]] = []
-    inner = registration.check_against_kernel
+    reading: list[tuple[str, str, float]] = []
+    inner, inner_read = registration.check_against_kernel, analysis.reads_of
 
-    def timing(op, source, *rest):  # the one call registration makes: the analysis, whole
+    def timing(op, sources, *rest):  # the one call registration makes: the analysis, whole
         t0 = time.perf_counter()
         try:
-            return inner(op, source, *rest)
+            return inner(op, sources, *rest)
         finally:
-            timed.append((getattr(source, "flavor", "?"), time.perf_counter() - t0))
+            timed.append((getattr(sources[0], "flavor", "?"), time.perf_counter() - t0))
 
-    registration.check_against_kernel = timing
+    def timing_read(source, *rest):  # inside it: reading the kernel (making its IR included)
+        t0 = time.perf_counter()
+        reads = inner_read(source, *rest)
+        reading.append((source.flavor, reads.where if reads else "nothing", time.perf_counter() - t0))
+        return reads
+
+    registration.check_against_kernel, analysis.reads_of = timing, timing_read
     entries = _entries()
-    rows = [row for r in range(args.rounds) for row in _round(r, entries, timed)]
+    rows = [row for r in range(args.rounds) for row in _round(r, entries, timed, reading)]
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({os.cpu_count()} cores)"
     print(f"analysis time per registration ({device}, {platform.machine()}, {len(entries)} entries x {args.rounds} "
           f"rounds; medians)")  # fmt: skip
-    print(f"{'flavor':8} {'ops':>5} {'analysis ms':>12} {'registration ms':>16} {'share':>7}")
+    print(
+        f"{'flavor':8} {'ops':>5} {'analysis ms':>12} {'reading ms':>11} {'registration ms':>16} {'share':>7}  read from"
+    )
     summary = {}
     for flavor in sorted({row["flavor"] for row in rows}):
         mine = [row for row in rows if row["flavor"] == flavor]
         a = statistics.median(row["analysis_s"] for row in mine) * 1e3
+        rd = statistics.median(row["reading_s"] for row in mine) * 1e3
         reg = statistics.median(row["registration_s"] for row in mine) * 1e3
         share = statistics.median(row["analysis_s"] / row["registration_s"] for row in mine) * 100
-        summary[flavor] = {"ops": len(mine), "analysis_ms": a, "registration_ms": reg, "share_pct": share}
-        print(f"{flavor:8} {len(mine):5d} {a:12.2f} {reg:16.1f} {share:6.1f}%")
+        where = {w: sum(row["read_from"] == w for row in mine) for w in sorted({row["read_from"] for row in mine})}
+        summary[flavor] = {"ops": len(mine), "analysis_ms": a, "reading_ms": rd, "registration_ms": reg,
+                           "share_pct": share, "read_from": where}  # fmt: skip
+        print(
+            f"{flavor:8} {len(mine):5d} {a:12.2f} {rd:11.2f} {reg:16.1f} {share:6.1f}%  "
+            + ", ".join(f"{w}: {n}" for w, n in where.items())
+        )
     if args.out:
         args.out.write_text(json.dumps({"device": device, "summary": summary, "rows": rows}, indent=1))
 

@@ -68,7 +68,7 @@ MUTANTS = [
         "analysis-off",
         "the declaration is not checked against the kernel",
         "opsmith/analysis/__init__.py",
-        "    reads = reads_of(source)\n",
+        "    reads = reads_of(sources[0], record, sources)\n",
         "    reads = None\n",
         (A, T),
     ),

@@ -6,7 +6,8 @@ benchmarks/bench_analysis.py.
 the text the finding must contain). ``READ_MISUSES``: misuses found by reading the kernel alone (a tensor
 descriptor, a block pointer: an in-kernel descriptor needs global scratch memory, which opsmith's launcher
 refuses, so these are read, not registered): name -> (kernel, tensor, the stride that must address it).
-``MISSED``: misuses the analysis does not find today, with why (the table prints them; none is counted)."""
+Every misuse the table has held is found: the last one missed (a size read only as a loop's bound, over unmasked
+blocks) is found since the analysis reads Triton's TTIR, where the loop's bound and its accesses are told apart."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import torch
 
 import opsmith as ok
 
-__all__ = ["CORRECT", "FLA_CORRECT", "LIGER_CORRECT", "MISSED", "MISUSES", "READ_MISUSES"]
+__all__ = ["CORRECT", "FLA_CORRECT", "LIGER_CORRECT", "MISUSES", "READ_CORRECT", "READ_MISUSES"]
 
 F32 = torch.float32
 
@@ -31,6 +32,15 @@ def _rows(ns: str, name: str, kernel: Any, **kw: Any) -> Any:
                         extras=[ok.Stride("x", 0, name="stride_x"), ok.Stride("y", 0, name="stride_y"),
                                 ok.Dim("N", name="N")],
                         geometry=ok.Reduction(reduce_dims=(-1,)), constexprs={"BLOCK": 64}, **kw)  # fmt: skip
+
+
+def _pairs(ns: str, name: str, kernel: Any) -> Any:
+    """Rows in pairs: x (R, N) -> y, one program per two rows (``R`` even)."""
+    return ok.triton_op(f"{ns}::{name}", kernel, inputs=[ok.InputDecl("x", F32, shape=("R", "N"))],
+                        outputs=[ok.OutputDecl("y", ok.SameAs("x"))],
+                        extras=[ok.Stride("x", 0, name="stride_x"), ok.Stride("y", 0, name="stride_y"),
+                                ok.Dim("N", name="N")], requires=[ok.Divisible("R", 2)],
+                        geometry=ok.Grid(grid=("R // 2",)), constexprs={"BLOCK": 64})  # fmt: skip
 
 
 def _tile(ns: str, name: str, kernel: Any) -> Any:
@@ -102,6 +112,45 @@ def _round_four(name: str, which: str = "triton") -> Callable[[str], Any]:
     return reg
 
 
+GLU_REUSED = r"""
+extern "C" __global__ void glu(const float* x, float* y, long stride_x, long stride_y, int N) {
+  long offs = blockIdx.x * stride_x;
+  const float* a = x + offs;
+  offs = blockIdx.x * stride_y;  // the same name, now y's row
+  for (int c = threadIdx.x; c < N; c += blockDim.x) y[offs + c] = a[c] / (1.f + __expf(-a[N + c]));
+}
+"""
+
+
+def _glu_reused(which: str) -> Callable[[str], Any]:
+    """A GLU (x (M, 2N) -> y (M, N)) whose one local name holds x's row offset, then y's."""
+
+    def reg(ns: str) -> Any:
+        decl = dict(
+            inputs=[ok.InputDecl("x", F32, shape=("M", "2 * N"))],
+            outputs=[ok.OutputDecl("y", ("M", "N"))],
+            extras=[ok.Stride("x", 0, name="stride_x"), ok.Stride("y", 0, name="stride_y"), ok.Dim("N")],
+        )
+        if which == "triton":
+            from declared_kernels import glu_reused_offs_kernel
+
+            return ok.triton_op(
+                f"{ns}::glu_reused",
+                glu_reused_offs_kernel,
+                **decl,
+                geometry=ok.Grid(grid=("M",)),
+                constexprs={"BLOCK": 64},
+            )
+        return ok.cuda_kernel_op(
+            f"{ns}::glu_reused_cpp",
+            ok.KernelSpec(
+                kernel_source=GLU_REUSED, kernel_name="glu", **decl, geometry=ok.Grid(grid=("M",), block=(128,))
+            ),
+        )
+
+    return reg
+
+
 def _macro(ns: str) -> Any:
     from test_analysis_cpu import MACRO
 
@@ -115,9 +164,10 @@ def _catalog(ns: str) -> list:
     from examples.catalog.attention import register_attention
     from examples.catalog.published import register_published
     from examples.catalog.rows import register_rows
+    from examples.catalog.shapes import register_shapes
 
     ops = [register_attention(ns)]
-    for registered in (register_published(ns), register_rows(ns)):
+    for registered in (register_published(ns), register_rows(ns), register_shapes(f"{ns}_shapes")):
         ops += list(registered.values()) if isinstance(registered, dict) else list(registered)
     return ops
 
@@ -140,6 +190,12 @@ CORRECT: dict[str, Callable[[str], Any]] = {
     "triton pointer += stride": lambda ns: _rows(ns, "alias_rows", T.alias_rows),
     "triton row loop": lambda ns: _rows(ns, "loop_rows", T.loop_rows),
     "triton 2-D tile, both strides": lambda ns: _tile(ns, "two_d_rows", T.two_d_rows),
+    "triton while loop carrying two pointers": lambda ns: _pairs(ns, "while_rows", T.while_rows),
+    "triton one element per loop step": lambda ns: _rows(ns, "scalar_loop_rows", T.scalar_loop_rows),
+    "triton unmasked blocks of a Divisible row": lambda ns: _rows(ns, "loop_rows_whole", T.loop_rows_wrong,
+                                                                 requires=[ok.Divisible("N", 64)]),
+    "triton reused local name (x's offsets, then y's)": _glu_reused("triton"),
+    "c++ reused local name (x's offsets, then y's)": _glu_reused("cuda"),
     # addressing styles, CUDA C++: +=, templates, __device__ helpers, pointer locals, macros
     "c++ compound assignment": _cpp_text("compound"),
     "c++ template": _cpp_text("template"),
@@ -172,7 +228,7 @@ CORRECT: dict[str, Callable[[str], Any]] = {
     "rms_rows (a float32 statistic)": _declared("rms_rows"),
     "colsum (init=0)": _declared("colsum"),
     # the shipped catalog
-    "catalog: attention, published, rows": _catalog,
+    "catalog: attention, published, rows, shapes (the tutorial matmul's while loop)": _catalog,
 }
 
 #: Published kernels from their package (liger-kernel, fla-core: test extras): counted where it is installed.
@@ -269,16 +325,20 @@ MISUSES: dict[str, tuple[Callable[[str], Any], str]] = {
     "c++ macro naming x's stride for y": (_cpp_text("macro_wrong"), "also addresses y"),
     "c++ a thread index never bounded": (_cpp_text("unbounded_wrong"), "never reads 'n'"),
     "llm.c's token table size never passed": (_encoder_unsilenced, "dimension 'V' of 'wte' is named nowhere else"),
+    "triton while loop moving y by x's stride": (lambda ns: _pairs(ns, "while_rows_wrong", T.while_rows_wrong),
+                                                 "'stride_x' (the declared stride(x, 0)) also addresses y"),
+    "triton a size read only as a loop's bound, no mask": (lambda ns: _rows(ns, "loop_rows_wrong", T.loop_rows_wrong),
+                                                          "'N' (the declared"),
 }
 
-READ_MISUSES: dict[str, tuple[str, str, str]] = {
+READ_MISUSES: dict[str, tuple[Any, str, str]] = {
     "a tensor descriptor given x's stride for y": ("copy_desc_kernel", "Y", "stride_x"),
     "a block pointer given x's stride for y": ("copy_block_ptr_kernel", "Y", "stride_x"),
 }
-
-MISSED: dict[str, tuple[Callable[[str], Any], str]] = {
-    "a size read only as a loop bound, no mask": (lambda ns: _rows(ns, "loop_rows_wrong", T.loop_rows_wrong),
-                                                 "N bounds the loop, so it is read; the loads it should mask are not "
-                                                 "told apart from masked ones without the IR's dataflow (item 1)"),
+#: The same, written correctly (``analysis_table_kernels``): the stride must not address the tensor.
+READ_CORRECT: dict[str, tuple[Any, str, str]] = {
+    "a tensor descriptor per tensor": (T.copy_desc, "Y", "stride_x"),
+    "a block pointer per tensor": (T.copy_block_ptr, "Y", "stride_x"),
 }
+
 # fmt: on

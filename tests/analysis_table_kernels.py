@@ -6,7 +6,8 @@ import triton
 import triton.language as tl
 
 __all__ = ["CPP", "alias_rows", "alias_rows_wrong", "helper_rows", "helper_rows_wrong", "loop_rows",
-           "loop_rows_wrong", "two_d_rows", "two_d_rows_wrong"]  # fmt: skip
+           "loop_rows_wrong", "scalar_loop_rows", "two_d_rows", "two_d_rows_wrong", "copy_desc", "copy_block_ptr",
+           "while_rows", "while_rows_wrong"]  # fmt: skip
 
 
 @triton.jit
@@ -68,6 +69,67 @@ def loop_rows_wrong(x_ptr, y_ptr, stride_x, stride_y, N, BLOCK: tl.constexpr):
     for start in range(0, N, BLOCK):
         c = start + tl.arange(0, BLOCK)
         tl.store(y_ptr + row * stride_y + c, tl.load(x_ptr + row * stride_x + c) * 3)
+
+
+@triton.jit
+def scalar_loop_rows(x_ptr, y_ptr, stride_x, stride_y, N, BLOCK: tl.constexpr):
+    """One element per step: N bounds the loop alone, and every access is below it (no mask needed)."""
+    row = tl.program_id(0).to(tl.int64)
+    for i in range(N):
+        tl.store(y_ptr + row * stride_y + i, tl.load(x_ptr + row * stride_x + i) * 3)
+
+
+@triton.jit
+def while_rows(x_ptr, y_ptr, stride_x, stride_y, N, BLOCK: tl.constexpr):
+    """Each program walks two rows apart in a ``while`` loop (scf.while), both pointers carried: the tutorial
+    matmul's style."""
+    row = tl.program_id(0).to(tl.int64) * 2
+    x_ptr += row * stride_x
+    y_ptr += row * stride_y
+    c = tl.arange(0, BLOCK)
+    k = 0
+    while k < 2:
+        tl.store(y_ptr + c, tl.load(x_ptr + c, mask=c < N) + 1, mask=c < N)
+        x_ptr += stride_x
+        y_ptr += stride_y
+        k += 1
+
+
+@triton.jit
+def while_rows_wrong(x_ptr, y_ptr, stride_x, stride_y, N, BLOCK: tl.constexpr):
+    """The same walk, y moved to its next row by x's stride (planted)."""
+    row = tl.program_id(0).to(tl.int64) * 2
+    x_ptr += row * stride_x
+    y_ptr += row * stride_y
+    c = tl.arange(0, BLOCK)
+    k = 0
+    while k < 2:
+        tl.store(y_ptr + c, tl.load(x_ptr + c, mask=c < N) + 1, mask=c < N)
+        x_ptr += stride_x
+        y_ptr += stride_x
+        k += 1
+
+
+@triton.jit
+def copy_desc(X, Y, stride_x, stride_y, M, N, BLOCK: tl.constexpr):
+    """A copy through tensor descriptors, each given its own tensor's row stride."""
+    xd = tl.make_tensor_descriptor(X, shape=[M, N], strides=[stride_x, 1], block_shape=[1, BLOCK])
+    yd = tl.make_tensor_descriptor(Y, shape=[M, N], strides=[stride_y, 1], block_shape=[1, BLOCK])
+    row = tl.program_id(0)
+    yd.store([row, 0], xd.load([row, 0]))
+
+
+@triton.jit
+def copy_block_ptr(X, Y, stride_x, stride_y, M, N, BLOCK: tl.constexpr):
+    """The same copy through block pointers."""
+    row = tl.program_id(0)
+    xb = tl.make_block_ptr(
+        X, shape=(M, N), strides=(stride_x, 1), offsets=(row, 0), block_shape=(1, BLOCK), order=(1, 0)
+    )
+    yb = tl.make_block_ptr(
+        Y, shape=(M, N), strides=(stride_y, 1), offsets=(row, 0), block_shape=(1, BLOCK), order=(1, 0)
+    )
+    tl.store(yb, tl.load(xb, boundary_check=(1,)), boundary_check=(1,))
 
 
 @triton.jit

@@ -25,11 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..declare.spec import Dim, DimSize, Grid, InputDecl, Numel, OutputDecl, Reduction, Size, Stride
+from ..declare.spec import Dim, DimSize, Divisible, Grid, InputDecl, Numel, OutputDecl, Reduction, Size, Stride
 from ..errors import DeclarationWarning, SpecError
 from .reads import KernelReads
 
-__all__ = ["Finding", "check_silence", "foreign_strides", "single_dims", "unread_extras"]
+__all__ = ["Finding", "check_silence", "foreign_strides", "loop_only_sizes", "single_dims", "unread_extras"]
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _FUNCS = {"cdiv", "min", "max", "numel", "size", "stride", "sm_count", "lead", "prod", "pow2"}
@@ -206,9 +206,11 @@ def foreign_strides(record: Any, reads: KernelReads, extras: Sequence,
             if not others:
                 continue
         group = tuple(names[r] for r in own + others)
+        quote = next((f" (the kernel's {q})" for ptr, ref in pointers.items() if ref in others
+                      and (q := reads.lines.get((ptr, param)))), "")  # fmt: skip
         findings.append(Finding(param, (
             f"'{param}' (the declared {e.label}) also addresses {', '.join(names[r] for r in others)} in "
-            f"{reads.where}: the kernel is right only where they share {names[own[0]]}'s stride along axis "
+            f"{reads.where}{quote}: the kernel is right only where they share {names[own[0]]}'s stride along axis "
             f"{e.expr[2]}. opsmith declares them as one stride (where they differ, the inputs among them are made "
             f"contiguous, or refused). Declare instead: Stride({group!r}, {e.expr[2]}, name='{param}'), or "
             f"silence=('{param}',).")))  # fmt: skip
@@ -288,6 +290,29 @@ def _grid_dims(decl: dict) -> set[str]:
                 and p > max((q for q, y in enumerate(shape) if isinstance(y, str) and y.startswith("*")))}  # fmt: skip
     reduced = {d % len(shape) for d in g.reduce_dims if -len(shape) <= d < len(shape)}
     return {x for p, x in enumerate(shape) if isinstance(x, str) and p not in reduced}
+
+
+def loop_only_sizes(record: Any, reads: KernelReads, decl: dict) -> list[Finding]:
+    """Sizes that bound a loop stepping by blocks and no load, store or branch, with no declared precondition
+    that they are a multiple of the step: the last block reads and writes past them."""
+    dims = {e.param: e.dim for e in decl.get("extras") or () if isinstance(e, Dim)}
+    divisible = [r for r in decl.get("requires") or () if isinstance(r, Divisible)]
+    out = []
+    for j, e in enumerate(record.extras):
+        param = _param_of_extra(record, j)
+        step = reads.loop_bounds.get(param or "")
+        kind = e.expr[0] if isinstance(e.expr, list) else "const"
+        if step is None or kind in ("stride", "const", "present"):
+            continue
+        if any(r.size in (param, dims.get(param)) and r.by % step == 0 for r in divisible):
+            continue  # the declaration guarantees whole blocks
+        out.append(Finding(param, (
+            f"'{param}' (the declared {e.label}) only bounds a loop that steps by {step} in {reads.where}: no load "
+            f"or store is masked by it, so where {param} is not a multiple of {step} the last step reads and writes "
+            f"up to {step - 1} elements past it. Add the mask (mask=offs < {param} on the loop's loads and stores); "
+            f"or, if every call's {param} is a multiple of {step}, declare it: requires=[Divisible("
+            f"'{dims.get(param, param)}', {step})].")))  # fmt: skip
+    return out
 
 
 def single_dims(record: Any, reads: KernelReads, decl: dict) -> list[Finding]:

@@ -32,6 +32,12 @@ class KernelReads:
     #: later ``offs = row * stride_y + c`` for the store) ties both strides to both pointers in ``addresses``
     #: but to neither here. None: the reader cannot tell, and nothing is certain.
     certain: dict[str, frozenset[str]] | None = None
+    #: Sizes that reach only the bound of a loop stepping by a constant over one (the IR readers): parameter ->
+    #: the step. ``for i in range(0, N, BLOCK)`` over blocks no mask bounds reads past N on the last step.
+    loop_bounds: dict[str, int] = field(default_factory=dict)
+    #: Where an access's address first depends on a parameter (the IR readers, from its locations): (pointer
+    #: parameter, parameter) -> "line N: the kernel's text there", for a finding to quote.
+    lines: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def closure(deps: dict[str, set[str]], names: Iterable[str], opaque: Iterable[str] = ()) -> set[str]:

@@ -319,7 +319,7 @@ def _build(op_name: str, source: KernelSource, inputs, outputs, extras, geometry
             return record_of(resolved)
 
         decl = {"inputs": inputs, "outputs": outputs, "extras": extras, "requires": requires, "geometry": geometry}
-        record = check_against_kernel(op_name, sources[0], record, decl, silence, rebuild)
+        record = check_against_kernel(op_name, sources, record, decl, silence, rebuild)
     if record.static_scalars and source.flavor not in ("triton", "cuda"):
         raise static_scalar_refusal(op_name, [record.inputs[k].name for k in record.static_scalars])
     if schema is None:
