@@ -6,6 +6,7 @@ loaded library stays loaded); those that build nothing run in this one."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -537,3 +538,52 @@ print(native.serving_table())
     assert f"serving: python | {cause}" in r.stdout, r.stdout
     row = next(line for line in r.stdout.split("TABLE\n")[1].splitlines() if line.startswith("t_serving::broken "))
     assert f"python ({cause})" in row, row
+
+
+def test_an_exit_while_kernels_compile_abandons_the_library_at_the_next_kernel(tmp_path):
+    """At exit, a library still compiling its kernels (past EXIT_WAIT_S) stops before the next kernel and the
+    exit waits for it: no thread is inside NVRTC while Python finalizes (on an H200, a script registering 140
+    ops aborted at exit: "FATAL: exception not rethrown"). Each kernel's compile is slowed to 0.4 s here."""
+    code = r"""
+import importlib, time
+b = importlib.import_module("opsmith.native.build")
+from opsmith.native import serving as s
+calls, inside = [], []
+compile_one = b.variant_of
+def slow(*args, **kw):
+    calls.append(1); inside.append(1)
+    time.sleep(0.4)
+    try:
+        return compile_one(*args, **kw)
+    finally:
+        inside.pop()
+b.variant_of = slow
+s.EXIT_WAIT_S = 0.3
+import opsmith as ok
+SRC = 'template <typename T> __global__ void k(const T* x, int n, T* y) {}'
+a = ok.cuda_kernel_op("t_serving_exit::a", ok.KernelSpec(kernel_source=SRC, kernel_name="k<{T_x}>",
+    inputs=[ok.InputDecl("x")], outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+    geometry=ok.Elementwise(block=(128,))))
+while not calls:
+    time.sleep(0.01)
+s._SERVER.at_exit()
+print("inside", len(inside), "alive", s._SERVER._thread.is_alive(), "kernels", len(calls), "of", len(b.DEFAULT_DTYPES))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=pythonpath(ROOT), OPSMITH_NATIVE="dry-run",
+                                OPSMITH_CACHE_DIR=str(tmp_path / "cache")))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    inside, alive, kernels, of = re.search(r"inside (\d+) alive (\w+) kernels (\d+) of (\d+)", r.stdout).groups()
+    assert (inside, alive) == ("0", "False") and int(kernels) < int(of), r.stdout
+
+
+def test_a_custom_grid_op_registers_under_the_dry_run_and_stays_on_the_python_path(monkeypatch):
+    """A ``Custom`` geometry's grid is a Python function: the dry run cannot print it, and registration under
+    ``OPSMITH_NATIVE=dry-run`` failed on an AssertionError. It registers, on the Python path, saying why."""
+    monkeypatch.setenv("OPSMITH_NATIVE", "dry-run")
+    src = 'extern "C" __global__ void k(const float* x, int n, float* y) {}'
+    op = ok.cuda_kernel_op("t_serving::custom_grid", ok.KernelSpec(
+        kernel_source=src, kernel_name="k", inputs=[ok.InputDecl("x", torch.float32)],
+        outputs=[ok.OutputDecl("y", ok.SameAs("x"))], extras=[ok.Numel("x")],
+        geometry=ok.Custom(lambda inputs, outputs: ((4,), (128,)))))  # fmt: skip
+    assert op.serving == "python" and "cannot be native" in op.serving_why, op.serving_why

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -54,6 +55,18 @@ __all__ = [
 ]
 
 DEFAULT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+#: Set at interpreter exit (``serving.py``): a library still compiling its kernels stops before the next one, so
+#: no thread is inside NVRTC while Python finalizes. A daemon thread that takes the GIL back after finalization
+#: began is unwound through the compiler's C++ frames, and the process aborts ("FATAL: exception not rethrown",
+#: seen on an H200 at the end of a script registering 140 ops) or hangs.
+ABANDON = threading.Event()
+
+
+class Abandoned(Exception):
+    """The process is exiting before its library's kernels were compiled: nothing is built or kept (the next
+    process builds it)."""
 
 
 class NativeBuildError(SpecError):
@@ -227,6 +240,8 @@ def collect(ops: Iterable[Any], archs: Sequence[str], dtypes: Sequence[torch.dty
         variants, held = [], []
         for c in configs:
             for spec in specs:
+                if ABANDON.is_set():
+                    raise Abandoned(f"{r.op_name}: the process is exiting")
                 try:
                     variant, ims = variant_of(op, c, spec, archs)
                 except (CompileError, SpecError, LaunchError) as e:

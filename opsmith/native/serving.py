@@ -48,7 +48,9 @@ from .. import env
 from ..errors import ToolchainError
 from . import pch
 from .build import (
+    ABANDON,
     DEFAULT_DTYPES,
+    Abandoned,
     build_source,
     closure,
     compile_command,
@@ -68,6 +70,7 @@ log = logging.getLogger("opsmith.native")
 
 QUIET_S = 0.2  # registrations this close together share one library (one compile of torch's headers: ~15 s)
 EXIT_WAIT_S = 10.0  # at exit, how long to wait for a queued library's compile to start (it then finishes alone)
+EXIT_ABANDON_S = 30.0  # then, how long to wait for the kernel compiling now to end, so the thread leaves NVRTC
 # Libraries rebuilt for one op's calls first met after a build, per process: only a CuTe DSL kernel (linked into
 # the library) needs one; every other kernel and decision is handed over as data (learned.py).
 REBUILDS = 16
@@ -344,11 +347,16 @@ class _Server:
 
     def at_exit(self) -> None:
         """A process that exits right after registering (a short script, a test run) still leaves its library
-        for the next one: skip the quiet period and wait, at most EXIT_WAIT_S, until the compile started."""
+        for the next one: skip the quiet period and wait, at most EXIT_WAIT_S, until the compile started. A
+        library still compiling its kernels then is abandoned at the next kernel (``build.ABANDON``), and the
+        exit waits for the thread to get there: it must not be inside NVRTC when Python finalizes."""
         with self._cond:
             self._last = 0.0
             self._cond.notify_all()
             self._cond.wait_for(lambda: not self._pending and not self._preparing, EXIT_WAIT_S)
+            if self._preparing:
+                ABANDON.set()
+                self._cond.wait_for(lambda: not self._preparing, EXIT_ABANDON_S)
 
     def _run(self) -> None:
         while True:
@@ -360,6 +368,8 @@ class _Server:
                 self._busy = self._preparing = True
             try:
                 _serve(batch)
+            except Abandoned:
+                return  # the process is exiting (at_exit): the next process builds the library
             except Exception as e:
                 first = str(e).splitlines()[0] if str(e) else type(e).__name__
                 for op in batch:
