@@ -223,14 +223,20 @@ def ttir_flows(text: str, arg_names: list[str]) -> KernelReads:
         if line.endswith("{") and not closes:
             stack.append(_Region(op, results, carried, operands))
     reads = flows(arg_names, deps, accesses, used, "the kernel's TTIR", at)
+    return replace(reads, loop_bounds=_loop_bounds(reads, deps, sinks, loops, constants))
+
+
+def _loop_bounds(reads: KernelReads, deps: dict[str, set[str]], sinks: set[str], loops: list[tuple[str, str]],
+                 constants: dict[str, int]) -> dict[str, int]:  # fmt: skip
+    """Parameters that reach the bound of a loop stepping by a constant over one and no access or branch."""
     bounding = closure(deps, sinks)
-    loop_bounds = {}
+    out = {}
     for ub, step in loops:
         k = constants.get(step, 0)
         for p in (closure(deps, [ub]) & reads.read) - bounding:
             if k > 1:
-                loop_bounds[p] = k
-    return replace(reads, loop_bounds=loop_bounds)
+                out[p] = k
+    return out
 
 
 # -- PTX -----------------------------------------------------------------------------------------------------
