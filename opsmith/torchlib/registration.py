@@ -502,6 +502,8 @@ def _python_cpu_kernel(impl: Any, plan: Any, record: Any, variants: Any) -> Any:
     on CPU tensors as the served dry-run library does."""
     if serving.served_backend() != "CPU" or plan is None:
         return impl
-    if variants.host_launched or plan.launch is None or any(g is None for g in plan.launch.grids):
-        return impl  # a Python grid (Custom geometry) or host launch: no dry run, and no library serves it
+    # A host launch (CuTe DSL) has no grid of ours to print; a Python grid (Custom geometry) has none the dry run
+    # can print, and no library serves it.
+    if not variants.host_launched and (plan.launch is None or any(g is None for g in plan.launch.grids)):
+        return impl
     return make_dry_run(SimpleNamespace(plan=plan, record=record, variants=variants))[0]
