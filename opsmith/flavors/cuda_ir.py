@@ -2,8 +2,9 @@
 and name expression as the cubin compile (``cuda_cpp.py``), compiled by NVRTC for the virtual architecture
 (``compute_90`` beside ``sm_90``), where NVRTC keeps the PTX. cuda.core's ``Program.compile("ptx")`` asks the
 driver which PTX version it loads, and a machine without a driver has none; NVRTC itself needs no driver, so
-this goes through cuda.bindings' NVRTC directly. Cached on disk like the cubin, under its own key (~20-50 ms of
-NVRTC for a small kernel, more with large headers; a hit is a file read)."""
+this goes through cuda.bindings' NVRTC directly. A kernel compiled per dtype or size (``{T_x}`` placeholders) is
+compiled as one call instantiates it. Cached on disk like the cubin, under its own key (~20-50 ms of NVRTC for a
+small kernel, more with large headers; a hit is a file read)."""
 
 from __future__ import annotations
 
@@ -46,20 +47,43 @@ def _nvrtc_ptx(source: Any, arch: str) -> tuple[str, str]:
     return buf.rstrip(b"\0").decode("utf-8", "replace"), lowered.decode() if isinstance(lowered, bytes) else lowered
 
 
-def analysis_ptx(source: Any, record: Any) -> tuple[str, str, list[str]]:
-    """(the kernel's PTX for ``record``'s architecture, its entry's name, the parameters' names in order). A kernel
-    compiled per dtype or size has no one PTX here (ValueError: it is read from its text)."""
+def _instantiated(source: Any, record: Any) -> tuple[Any, bool]:
+    """A kernel compiled per dtype or size as one call instantiates it (float32 where an input allows it, 64 for a
+    size), and whether nothing but dtypes was chosen (a size may select code another call does not compile)."""
+    import copy
+
+    import torch
+
+    s = copy.copy(source)
+    s.bind(record)
+    spec, exact = [], True
+    for kind, k in s.spec_layout():
+        if kind == "dtype":
+            a = record.tensor_inputs[k]
+            spec.append(torch.float32 if not a.dtypes or "float32" in a.dtypes else getattr(torch, a.dtypes[0]))
+        else:  # a template size or an int/bool scalar compiled in
+            a = record.inputs[k] if kind == "scalar" else None
+            spec.append(True if a is not None and a.py_type == "bool" else 64)
+            exact = False
+    return s.instantiate(tuple(spec)), exact
+
+
+def analysis_ptx(source: Any, record: Any) -> tuple[str, str, list[str], bool]:
+    """(the kernel's PTX for ``record``'s architecture, its entry's name, the parameters' names in order, whether
+    that PTX holds every access a call can make: False where a template size was chosen for it)."""
     from .cuda_cpp import header_digests, nvrtc_version, toolkit_include_dirs
 
+    exact = True
     if source.specialized:
-        raise ValueError("a kernel compiled per dtype or size is read from its source text")
+        source, exact = _instantiated(source, record)
     arch = source.arch_override or record.arch
     toolkit = toolkit_include_dirs()
     headers, complete = header_digests(source.source, source.include_paths, toolkit)
     key = make_key({"flavor": "cuda-analysis-ptx", "source": hashlib.sha256(source.source.encode()).hexdigest(),
                     "headers": headers, "kernel": source.kernel_name, "std": source.std, "include": source.include_paths,
                     "toolkit": toolkit, "defines": source.defines, "arch": arch, "nvrtc": nvrtc_version(),
-                    "options": list(source.options.canonical), "lineinfo": True})  # fmt: skip
+                    "options": list(source.options.canonical), "pre_include": list(source.pre_include),
+                    "lineinfo": True})  # fmt: skip
     cache = compile_cache() if complete else None
     hit = cache.get(key) if cache else None
     if hit is not None and isinstance(hit[0].get("symbol"), str):
@@ -68,4 +92,4 @@ def analysis_ptx(source: Any, record: Any) -> tuple[str, str, list[str]]:
         ptx, symbol = _nvrtc_ptx(source, arch)
         if cache:
             cache.put(key, {"symbol": symbol}, ptx.encode())
-    return ptx, symbol, [p.name for p in record.params]  # the kernel's parameters, in order
+    return ptx, symbol, [p.name for p in record.params], exact  # the kernel's parameters, in order
