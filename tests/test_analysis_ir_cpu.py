@@ -196,6 +196,11 @@ def test_a_size_only_bounding_a_stepped_loop_is_told_unless_whole_blocks_are_dec
     assert bool(told) == warned, said
     if warned:
         assert "mask=offs < N" in told[0] and "Divisible('N', 64)" in told[0]
+        import inspect
+
+        rows, first = inspect.getsourcelines(loop_rows_wrong.fn)
+        line = first + next(k for k, r in enumerate(rows) if "for start in range(0, N, BLOCK):" in r)
+        assert f"(the kernel's line {line}: for start in range(0, N, BLOCK):)" in told[0]
 
 
 def test_a_finding_quotes_the_kernel_line_the_ir_places_it_at():

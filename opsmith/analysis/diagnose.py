@@ -206,11 +206,11 @@ def foreign_strides(record: Any, reads: KernelReads, extras: Sequence,
             if not others:
                 continue
         group = tuple(names[r] for r in own + others)
-        quote = next((f" (the kernel's {q})" for ptr, ref in pointers.items() if ref in others
-                      and (q := reads.lines.get((ptr, param)))), "")  # fmt: skip
+        said = next((quote(reads, ptr, param) for ptr, ref in pointers.items() if ref in others
+                     and quote(reads, ptr, param)), "")  # fmt: skip
         findings.append(Finding(param, (
             f"'{param}' (the declared {e.label}) also addresses {', '.join(names[r] for r in others)} in "
-            f"{reads.where}{quote}: the kernel is right only where they share {names[own[0]]}'s stride along axis "
+            f"{reads.where}{said}: the kernel is right only where they share {names[own[0]]}'s stride along axis "
             f"{e.expr[2]}. opsmith declares them as one stride (where they differ, the inputs among them are made "
             f"contiguous, or refused). Declare instead: Stride({group!r}, {e.expr[2]}, name='{param}'), or "
             f"silence=('{param}',).")))  # fmt: skip
@@ -292,6 +292,12 @@ def _grid_dims(decl: dict) -> set[str]:
     return {x for p, x in enumerate(shape) if isinstance(x, str) and p not in reduced}
 
 
+def quote(reads: KernelReads, pointer: str, param: str) -> str:
+    """ " (the kernel's line N: ...)" where the IR placed the access (or loop) ``param`` reaches, else ""."""
+    q = reads.lines.get((pointer, param))
+    return f" (the kernel's {q})" if q else ""
+
+
 def loop_only_sizes(record: Any, reads: KernelReads, decl: dict) -> list[Finding]:
     """Sizes that bound a loop stepping by blocks and no load, store or branch, with no declared precondition
     that they are a multiple of the step: the last block reads and writes past them."""
@@ -307,7 +313,8 @@ def loop_only_sizes(record: Any, reads: KernelReads, decl: dict) -> list[Finding
         if any(r.size in (param, dims.get(param)) and r.by % step == 0 for r in divisible):
             continue  # the declaration guarantees whole blocks
         out.append(Finding(param, (
-            f"'{param}' (the declared {e.label}) only bounds a loop that steps by {step} in {reads.where}: no load "
+            f"'{param}' (the declared {e.label}) only bounds a loop that steps by {step} in {reads.where}"
+            f"{quote(reads, '', param)}: no load "
             f"or store is masked by it, so where {param} is not a multiple of {step} the last step reads and writes "
             f"up to {step - 1} elements past it. Add the mask (mask=offs < {param} on the loop's loads and stores); "
             f"or, if every call's {param} is a multiple of {step}, declare it: requires=[Divisible("

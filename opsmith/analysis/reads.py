@@ -36,7 +36,8 @@ class KernelReads:
     #: the step. ``for i in range(0, N, BLOCK)`` over blocks no mask bounds reads past N on the last step.
     loop_bounds: dict[str, int] = field(default_factory=dict)
     #: Where an access's address first depends on a parameter (the IR readers, from its locations): (pointer
-    #: parameter, parameter) -> "line N: the kernel's text there", for a finding to quote.
+    #: parameter, parameter) -> "line N: the kernel's text there", for a finding to quote; ("", size): the loop
+    #: a ``loop_bounds`` size bounds.
     lines: dict[tuple[str, str], str] = field(default_factory=dict)
 
 

@@ -114,6 +114,7 @@ class _Region:
     operands: list[str]
     after: list[str] = field(default_factory=list)  # scf.while's "do" arguments
     condition: list[str] | None = None  # scf.while: the values scf.condition passes on
+    loop: int | None = None  # scf.for: its index among the loops (its location comes on its closing line)
 
     def block_args(self, args: list[str], deps: dict[str, set[str]]) -> None:
         """A region's ``^bb0(...)``: scf.while's "do" region gets what scf.condition passes, position by position;
@@ -172,6 +173,7 @@ def ttir_flows(text: str, arg_names: list[str]) -> KernelReads:
     used: set[str] = set()
     sinks: set[str] = set()  # what a load, store or branch reads: a size reaching one bounds an access
     loops: list[tuple[str, str]] = []  # (bound, step) per scf.for
+    loop_at: list[str] = []  # each loop's quoted line
     constants: dict[str, int] = {}
     stack: list[_Region] = []
     for line in body[head.end():].splitlines():  # fmt: skip
@@ -181,7 +183,9 @@ def ttir_flows(text: str, arg_names: list[str]) -> KernelReads:
             continue
         closes = line.startswith("}")
         if closes and stack and not line.endswith("{"):
-            stack.pop()
+            region = stack.pop()
+            if region.loop is not None and loc in locations:  # MLIR prints a region op's location after it
+                loop_at[region.loop] = _quoted(*locations[loc])
         if (m := _BLOCK_ARGS.match(line)) and stack:
             stack[-1].block_args(_VALUE.findall(m.group(1)), deps)
             continue
@@ -202,6 +206,7 @@ def ttir_flows(text: str, arg_names: list[str]) -> KernelReads:
                 iv, lb, ub, step = (rename.get(v, v) for v in f.groups())
                 deps.setdefault(iv, set()).update((lb, step))
                 loops.append((ub, step))
+                loop_at.append("")
             for a, init in _ITER.findall(rest[f.end() :] if f is not None else rest):
                 deps.setdefault(a, set()).add(rename.get(init, init))
                 carried.append(a)
@@ -221,9 +226,12 @@ def ttir_flows(text: str, arg_names: list[str]) -> KernelReads:
         elif op in ("scf.if", "cf.cond_br", "tt.assert"):
             sinks.update(operands[:1])
         if line.endswith("{") and not closes:
-            stack.append(_Region(op, results, carried, operands))
+            stack.append(_Region(op, results, carried, operands, loop=len(loops) - 1 if op == "scf.for" else None))
     reads = flows(arg_names, deps, accesses, used, "the kernel's TTIR", at)
-    return replace(reads, loop_bounds=_loop_bounds(reads, deps, sinks, loops, constants))
+    bounds = _loop_bounds(reads, deps, sinks, loops, constants)
+    lines = {("", p): q for p, k in bounds.items() for (ub, _), q in zip(loops, loop_at, strict=True)
+             if q and p in closure(deps, [ub])}  # fmt: skip
+    return replace(reads, loop_bounds=bounds, lines=reads.lines | lines)
 
 
 def _loop_bounds(reads: KernelReads, deps: dict[str, set[str]], sinks: set[str], loops: list[tuple[str, str]],
