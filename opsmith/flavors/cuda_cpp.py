@@ -387,14 +387,9 @@ class CudaSource:
             return binary
         arch = self.arch_override or arch
         target = "cubin" if probe_only else target or self.target
-        toolkit = toolkit_include_dirs()
-        headers, complete = header_digests(self.source, self.include_paths, toolkit)
-        key = make_key({
-            "flavor": "cuda", "source": hashlib.sha256(self.source.encode()).hexdigest(), "headers": headers,
-            "kernel": self.kernel_name, "std": self.std, "include": self.include_paths, "toolkit": toolkit,
-            "defines": self.defines, "arch": arch, "target": target, "probe_only": probe_only,
-            "program_dir": _PROGRAM_DIR, "nvrtc": nvrtc_version(), "options": list(self.options.canonical),
-        })  # fmt: skip
+        parts, complete = self.compile_inputs(arch)
+        key = make_key({"flavor": "cuda", **parts, "target": target, "probe_only": probe_only,
+                        "program_dir": _PROGRAM_DIR})  # fmt: skip
         cache = compile_cache() if complete else None
         t0 = time.perf_counter()
         jit = self.options.jit if target == "ptx" else ()  # the driver compiles PTX: the JIT takes the options too
@@ -406,6 +401,16 @@ class CudaSource:
             cache.put(key, {"symbol": symbol, "kernel": self.kernel_name, "arch": arch,
                             "params": [dataclasses.asdict(p) for p in params]}, data)  # fmt: skip
         return Binary(data, target, arch, symbol, False, time.perf_counter() - t0, params=tuple(params), jit=jit)  # type: ignore[arg-type]
+
+    def compile_inputs(self, arch: str) -> tuple[dict, bool]:
+        """(what besides the target decides NVRTC's output: a cache key's parts, the binary's here and the
+        analysis's PTX in ``cuda_ir.py``; whether every header it includes could be followed, so it may be cached)."""
+        toolkit = toolkit_include_dirs()
+        headers, complete = header_digests(self.source, self.include_paths, toolkit)
+        return {"source": hashlib.sha256(self.source.encode()).hexdigest(), "headers": headers,
+                "kernel": self.kernel_name, "std": self.std, "include": self.include_paths, "toolkit": toolkit,
+                "defines": self.defines, "arch": arch, "nvrtc": nvrtc_version(),
+                "options": list(self.options.canonical)}, complete  # fmt: skip
 
     def _check_instantiation(self, spec: tuple, binary: Binary) -> None:
         from ..declare.binding import check_instantiation

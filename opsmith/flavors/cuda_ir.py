@@ -8,7 +8,6 @@ small kernel, more with large headers; a hit is a file read)."""
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from ..cache import compile_cache, make_key
@@ -71,18 +70,12 @@ def _instantiated(source: Any, record: Any) -> tuple[Any, bool]:
 def analysis_ptx(source: Any, record: Any) -> tuple[str, str, list[str], bool]:
     """(the kernel's PTX for ``record``'s architecture, its entry's name, the parameters' names in order, whether
     that PTX holds every access a call can make: False where a template size was chosen for it)."""
-    from .cuda_cpp import header_digests, nvrtc_version, toolkit_include_dirs
-
     exact = True
     if source.specialized:
         source, exact = _instantiated(source, record)
     arch = source.arch_override or record.arch
-    toolkit = toolkit_include_dirs()
-    headers, complete = header_digests(source.source, source.include_paths, toolkit)
-    key = make_key({"flavor": "cuda-analysis-ptx", "source": hashlib.sha256(source.source.encode()).hexdigest(),
-                    "headers": headers, "kernel": source.kernel_name, "std": source.std, "include": source.include_paths,
-                    "toolkit": toolkit, "defines": source.defines, "arch": arch, "nvrtc": nvrtc_version(),
-                    "options": list(source.options.canonical), "pre_include": list(source.pre_include),
+    parts, complete = source.compile_inputs(arch)
+    key = make_key({"flavor": "cuda-analysis-ptx", **parts, "pre_include": list(source.pre_include),
                     "lineinfo": True})  # fmt: skip
     cache = compile_cache() if complete else None
     hit = cache.get(key) if cache else None

@@ -403,9 +403,8 @@ class TritonSource:
         # opsmith's own verified cache first: a hit skips triton.compile, whose cache key hashes the whole
         # Triton installation once per process (~300 ms, most of a second process's start).
         options = {k: v for k, v in self.launch_options(spec).items() if v is not None}
-        key = make_key({"flavor": "triton", "source": self.fingerprint(), "signature": signature,
-                        "constexprs": constexprs, "attrs": sorted((list(k), v) for k, v in attrs.items()),
-                        "arch": f"sm_{cc}", "triton": _triton_identity(), "options": options})  # fmt: skip
+        key = make_key({"flavor": "triton", **self.compile_inputs(signature, constexprs, attrs, options),
+                        "arch": f"sm_{cc}"})  # fmt: skip
         cache = compile_cache()
         hit = _from_cache(cache.get(key) if cache else None, f"sm_{cc}", t0, self.dropped(spec))
         if hit is not None:
@@ -443,6 +442,13 @@ class TritonSource:
                             "trailing_params": binary.trailing_params, "dropped": list(binary.dropped)},
                       binary.data)  # fmt: skip
         return binary
+
+    def compile_inputs(self, signature: dict, constexprs: dict, attrs: dict, options: dict) -> dict:
+        """What besides the target decides Triton's output for a specialization: a cache key's parts (the
+        binary's here, the analysis's TTIR in ``triton_ir.py``)."""
+        return {"source": self.fingerprint(), "signature": signature, "constexprs": constexprs,
+                "attrs": sorted((list(k), v) for k, v in attrs.items()), "triton": _triton_identity(),
+                "options": options}  # fmt: skip
 
     def _check_globals(self) -> None:
         """A constexpr global the kernel reads changed since registration: this op's kernels would mix the

@@ -119,18 +119,16 @@ def _cached_ttir(s: Any, signature: dict, constexprs: dict, attrs: dict) -> str:
     """``kernel_ttir`` through the disk cache, under the same inputs as the kernel's compile: ~7 ms of Triton's
     front end per config (2-core CPU) becomes a file read in every process after the first."""
     from ..cache import compile_cache, make_key
-    from .triton import _triton_identity
 
-    key = make_key({"flavor": "triton-analysis-ttir", "source": s.fingerprint(), "signature": signature,
-                    "constexprs": constexprs, "attrs": sorted((list(k), v) for k, v in attrs.items()),
-                    "triton": _triton_identity(), "options": {k: v for k, v in s.options.items() if v is not None}})  # fmt: skip
+    options = {k: v for k, v in s.options.items() if v is not None}
+    key = make_key({"flavor": "triton-analysis-ttir", **s.compile_inputs(signature, constexprs, attrs, options)})
     cache = compile_cache()
     hit = cache.get(key) if cache else None
     if hit is not None and hit[0].get("kernel") == s.kernel_name:
         return hit[1].decode("utf-8", "replace")
     with warnings.catch_warnings():  # Triton 3.9 warns of its FP-fusion default here; the launch's compile says it
         warnings.simplefilter("ignore", UserWarning)
-        text = kernel_ttir(s.kernel, signature, constexprs, attrs, s.options)
+        text = kernel_ttir(s.kernel, signature, constexprs, attrs, options)
     if cache:
         cache.put(key, {"kernel": s.kernel_name}, text.encode())
     return text
